@@ -1,0 +1,189 @@
+"""Reference multi-head attention that applies any registered scheme through its hooks.
+
+Shape legend: ``b`` batch, ``h`` heads, ``s`` new tokens, ``sq``/``sk`` query/key positions,
+``d`` model width, ``hd = d / h`` head width.
+
+The scheme is injected (composition, as torchtune does), never selected by flags:
+
+1. absolute schemes: ``embed`` is added to the input before the projections (one-layer use; a
+   stack should apply the encoding once at its input and give its layers ``encoding=None``);
+2. ``rotate`` turns q and k at their positions (RoPE, xPos);
+3. ``bias`` adds to the logits (T5, ALiBi), through ``scaled_dot_product_attention``'s float mask;
+4. schemes with query- or value-dependent terms (Shaw) are computed with explicit math.
+
+Decoding: pass a :class:`KVCache`; the new tokens' positions default to continuing after the
+cached ones, keys are cached after rotation, and the causal mask is by index in the stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as nnf
+from torch import Tensor, nn
+
+from .functional._checks import check_positive_int
+from .schemes.base import PositionalEncoding, create, default_positions, scheme_class
+
+__all__ = ["Attention", "KVCache"]
+
+
+@dataclass
+class KVCache:
+    """Keys (already rotated), values and key positions seen so far, grown by :meth:`append`."""
+
+    k: Tensor | None = None  # [b, h, sk, hd]
+    v: Tensor | None = None  # [b, h, sk, hd]
+    positions: Tensor | None = None  # [sk] or [b, sk]
+    _tokens: int = field(default=0, repr=False)
+
+    @property
+    def length(self) -> int:
+        return self._tokens
+
+    def append(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        if self.k is None:
+            self.k, self.v, self.positions = k, v, positions
+        else:
+            self.k = torch.cat((self.k, k), dim=-2)  # [b, h, sk + s, hd]
+            self.v = torch.cat((self.v, v), dim=-2)  # [b, h, sk + s, hd]
+            old, new = self.positions, positions
+            if old.dim() != new.dim():  # one of them batched: broadcast the other
+                b = k.shape[0]
+                old, new = old.expand(b, old.shape[-1]), new.expand(b, new.shape[-1])
+            self.positions = torch.cat((old, new), dim=-1)  # [..., sk + s]
+        self._tokens += k.shape[-2]
+        return self.k, self.v, self.positions
+
+
+def _build_encoding(encoding: PositionalEncoding | str | None, head_dim: int, num_heads: int, dim: int,
+                    causal: bool) -> PositionalEncoding:
+    if encoding is None:
+        return create("none")
+    if isinstance(encoding, str):
+        cls = scheme_class(encoding)
+        return create(encoding, **cls.attention_defaults(head_dim, num_heads, dim, causal))
+    if isinstance(encoding, PositionalEncoding):
+        return encoding
+    raise TypeError(f"encoding must be a scheme name, a PositionalEncoding or None, got {type(encoding).__name__}")
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention ``[b, s, d] -> [b, s, d]`` with a pluggable positional encoding."""
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        *,
+        encoding: PositionalEncoding | str | None = None,
+        causal: bool = False,
+        qkv_bias: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        dim = check_positive_int("dim", dim)
+        num_heads = check_positive_int("num_heads", num_heads)
+        if dim % num_heads:
+            raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
+        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        self.causal, self.dropout = bool(causal), float(dropout)
+        self.encoding = _build_encoding(encoding, self.head_dim, num_heads, dim, self.causal)
+        self._check_encoding()
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+
+    def _check_encoding(self) -> None:
+        enc, family = self.encoding, self.encoding.family
+        config = getattr(enc, "config", None)
+        if family == "absolute" and getattr(config, "combine", "add") != "add":
+            raise ValueError("Attention adds absolute encodings to its input; combine='concat' changes the width: "
+                             "apply encoding.embed before a wider Attention instead")
+        if family == "absolute" and getattr(config, "dim", self.dim) != self.dim:
+            raise ValueError(f"absolute encoding has dim={config.dim} but Attention's width is {self.dim}")
+        if family in ("rotary", "relative") and getattr(config, "dim", self.head_dim) != self.head_dim:
+            raise ValueError(f"{enc.name} acts on heads: its dim must be the head width {self.head_dim}, got {config.dim}")
+        heads = getattr(config, "num_heads", self.num_heads)
+        if family == "bias" and heads != self.num_heads:
+            raise ValueError(f"{enc.name} has num_heads={heads} but Attention has {self.num_heads}")
+        if enc.name == "alibi" and not self.causal and not config.bidirectional:
+            raise ValueError("causal ALiBi (bidirectional=False) penalises only past keys and needs causal=True; "
+                             "use bidirectional=True for an encoder")
+
+    def forward(
+        self,
+        x: Tensor,
+        positions: Tensor | None = None,
+        *,
+        cache: KVCache | None = None,
+        key_mask: Tensor | None = None,
+    ) -> Tensor:
+        """``x [b, s, d]`` at ``positions`` (``[s]`` or ``[b, s]``; default continues the cache).
+
+        ``key_mask [b, sk]`` (bool, True = attend) masks padding keys, cached ones included.
+        """
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"Attention expects x of shape [b, s, {self.dim}], got {tuple(x.shape)}")
+        b, s, _ = x.shape
+        past = cache.length if cache is not None else 0
+        positions = default_positions(positions, s, x.device, offset=past)
+        if positions.shape[-1] != s or positions.dim() not in (1, 2):
+            raise ValueError(f"positions must be [s] or [b, s] with s={s}, got shape {tuple(positions.shape)}")
+        enc = self.encoding
+        if enc.family == "absolute":
+            x = enc.embed(x, positions)
+        q, k, v = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 × [b, h, s, hd]
+        q, k = enc.rotate(q, k, positions, positions)
+        k_positions = positions
+        if cache is not None:
+            k, v, k_positions = cache.append(k, v, positions)  # [b, h, sk, hd], [..., sk]
+        mask = self._mask(q, k, enc.bias(positions, k_positions), past, key_mask)
+        if enc.uses_query_terms:
+            out = self._explicit(q, k, v, mask, positions, k_positions)
+        elif mask is None:
+            out = nnf.scaled_dot_product_attention(q, k, v, dropout_p=self._p(), is_causal=self.causal and past == 0)
+        else:
+            out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p())
+        out = out.transpose(1, 2).reshape(b, s, self.dim)  # [b, h, s, hd] -> [b, s, d]
+        return self.proj(out)
+
+    def _p(self) -> float:
+        return self.dropout if self.training else 0.0
+
+    def _mask(self, q: Tensor, k: Tensor, bias: Tensor | None, past: int, key_mask: Tensor | None) -> Tensor | None:
+        """Float mask ``[(b,) h or 1, sq, sk]``: the bias, plus -inf where causality or padding forbid."""
+        sq, sk = q.shape[-2], k.shape[-2]
+        explicit_causal = self.causal and (past > 0 or bias is not None or key_mask is not None or self.encoding.uses_query_terms)
+        if bias is None and not explicit_causal and key_mask is None:
+            return None
+        mask = bias.to(q.dtype) if bias is not None else q.new_zeros(1, sq, sk)
+        forbid = None
+        if explicit_causal:
+            q_index = torch.arange(past, past + sq, device=q.device)
+            forbid = torch.arange(sk, device=q.device)[None, :] > q_index[:, None]  # [sq, sk]
+        if key_mask is not None:
+            if key_mask.shape != (q.shape[0], sk):
+                raise ValueError(f"key_mask must be [b, sk] = [{q.shape[0]}, {sk}], got {tuple(key_mask.shape)}")
+            pad = ~key_mask.bool()[:, None, None, :]  # [b, 1, 1, sk]
+            forbid = pad if forbid is None else (forbid | pad)
+        if forbid is not None:
+            mask = mask.masked_fill(forbid, float("-inf"))
+        return mask
+
+    def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, q_positions: Tensor,
+                  k_positions: Tensor) -> Tensor:
+        """Attention with explicit math, for schemes whose terms depend on the query or the values."""
+        enc = self.encoding
+        scores = q @ k.transpose(-2, -1)  # [b, h, sq, sk]
+        extra = enc.query_scores(q, q_positions, k_positions)
+        if extra is not None:
+            scores = scores + extra
+        scores = scores * self.head_dim**-0.5
+        if mask is not None:
+            scores = scores + mask
+        probs = scores.softmax(dim=-1)  # [b, h, sq, sk]
+        probs = nnf.dropout(probs, p=self._p())
+        out = probs @ v  # [b, h, sq, hd]
+        value = enc.value_term(probs, q_positions, k_positions)
+        return out if value is None else out + value

@@ -1,0 +1,51 @@
+"""The ``posenc`` command line: ``report``, ``plot``, ``check``, ``experiment``, ``bench``.
+
+Each group of commands lives in its own module and registers itself on the root app; every module
+imports its heavy dependencies (matplotlib, the experiments, the peers) inside the command body,
+so ``posenc --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["main", "build_app"]
+
+_GROUPS = ("posenc.cli.atlas", "posenc.cli.experiment", "posenc.cli.bench")
+
+
+def build_app():  # -> typer.Typer
+    """The root Typer app with every command group registered."""
+    try:
+        import typer
+    except ImportError as err:  # pragma: no cover - exercised only without the extra
+        raise SystemExit("the posenc command line needs its extra: pip install 'posenc[cli]'") from err
+    import importlib
+
+    app = typer.Typer(
+        name="posenc",
+        help="posenc: positional encodings for transformers, drawn, checked, trained and timed.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    for module in _GROUPS:
+        try:
+            group = importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name != module:
+                raise
+            continue  # group not built yet
+        group.register(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``posenc`` script; returns the exit code."""
+    app = build_app()
+    try:
+        app(args=argv if argv is not None else sys.argv[1:], prog_name="posenc", standalone_mode=True)
+    except SystemExit as exit_:
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0

@@ -1,0 +1,30 @@
+"""posenc's functional core: pure tensor functions, torch only.
+
+Tables (:func:`sinusoidal`), RoPE frequencies, tables and rotation (:func:`rope_inv_freq`,
+:func:`rope_cos_sin`, :func:`apply_rope`), T5 buckets, ALiBi slopes and Shaw's clipped index.
+"""
+
+from ._checks import as_positions
+from .relative import alibi_bias, alibi_slopes, clipped_relative_index, relative_positions, t5_relative_bucket
+from .rope import ROPE_LAYOUTS, apply_rope, rope_cos_sin, rope_inv_freq, rotate_pairs
+from .rope_scaling import ROPE_SCALINGS
+from .sinusoidal import LAYOUTS, SINUSOID_FREQUENCIES, sinusoidal, sinusoidal_inv_freq
+
+__all__ = [
+    "sinusoidal",
+    "sinusoidal_inv_freq",
+    "rope_inv_freq",
+    "rope_cos_sin",
+    "apply_rope",
+    "rotate_pairs",
+    "t5_relative_bucket",
+    "alibi_slopes",
+    "alibi_bias",
+    "relative_positions",
+    "clipped_relative_index",
+    "as_positions",
+    "LAYOUTS",
+    "ROPE_LAYOUTS",
+    "ROPE_SCALINGS",
+    "SINUSOID_FREQUENCIES",
+]

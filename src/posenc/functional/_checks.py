@@ -1,0 +1,118 @@
+"""Input validation shared by the functional core.
+
+Every check raises ``ValueError`` or ``TypeError`` with a message that names the value received
+and what is accepted, so a user never has to read a traceback from deep inside torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "check_choice",
+    "check_even_dim",
+    "check_positive_int",
+    "check_finite_positions",
+    "check_integer_positions",
+    "as_positions",
+]
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """Return ``value`` as an int if it is a positive whole number, else raise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, float) and not value.is_integer():
+        raise TypeError(f"{name} must be a positive integer, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_even_dim(name: str, value: object) -> int:
+    """Return ``value`` as an int if it is a positive even number (features come in pairs)."""
+    value = check_positive_int(name, value)
+    if value % 2:
+        raise ValueError(f"{name} must be a positive even number (features come in pairs), got {value}")
+    return value
+
+
+def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise listing them."""
+    choices = list(choices)
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; choose one of: {', '.join(map(repr, choices))}")
+    return value  # type: ignore[return-value]
+
+
+def _is_compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
+def check_finite_positions(positions: Tensor) -> None:
+    """Reject NaN or infinite positions (skipped while compiling: it would need a host sync)."""
+    if positions.is_floating_point() and not _is_compiling():
+        if not bool(torch.isfinite(positions).all()):
+            bad = positions[~torch.isfinite(positions)].flatten()[0].item()
+            raise ValueError(f"positions must be finite numbers, got {bad!r}")
+
+
+def check_integer_positions(positions: Tensor, what: str) -> Tensor:
+    """Return integer positions as a LongTensor; float positions with a fractional part are rejected.
+
+    Used where the formula is defined on whole numbers only (T5 buckets, learned tables, Shaw's
+    clipped index). Float tensors holding whole numbers are accepted and converted.
+    """
+    if positions.is_floating_point():
+        check_finite_positions(positions)
+        if not _is_compiling() and not bool((positions == positions.round()).all()):
+            bad = positions[positions != positions.round()].flatten()[0].item()
+            raise TypeError(
+                f"{what} needs integer positions, got a float position {bad!r}; "
+                "pass an integer tensor (float positions are only meaningful for continuous encodings "
+                "such as sinusoidal and rope)"
+            )
+        return positions.round().long()
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"{what} needs integer positions, got a tensor of dtype {positions.dtype}")
+    return positions.long()
+
+
+def as_positions(positions: int | Tensor | Iterable[float], *, device: torch.device | None = None) -> Tensor:
+    """Normalise ``positions``: an int ``n`` means ``0..n-1``; a tensor is checked and kept.
+
+    Integer positions stay integer (int64); float positions stay float (float64 where they are
+    float32 or wider, so that later products are formed at full precision). Half-precision position
+    tensors are refused: bf16 cannot even represent 257.
+    """
+    if isinstance(positions, bool):
+        raise TypeError(f"positions must be an int or a tensor, got {positions!r}")
+    if isinstance(positions, int):
+        if positions < 0:
+            raise ValueError(f"positions as an int is a length and must be >= 0, got {positions}")
+        return torch.arange(positions, device=device)
+    if isinstance(positions, float):
+        raise TypeError(f"positions must be an int (a length) or a tensor, got the float {positions!r}")
+    if not isinstance(positions, Tensor):
+        try:
+            positions = torch.as_tensor(positions)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"positions must be an int or a tensor, got {type(positions).__name__}") from err
+    if positions.dtype in (torch.float16, torch.bfloat16):
+        raise TypeError(
+            f"positions of dtype {positions.dtype} lose whole numbers past 256 or 2048; "
+            "pass int64 (or float32/float64) positions"
+        )
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"positions must be integer or real, got dtype {positions.dtype}")
+    check_finite_positions(positions)
+    if device is not None:
+        positions = positions.to(device)
+    return positions
+
+
+def two_pi_mod(angles: Tensor) -> Tensor:
+    """Reduce float64 angles to [0, 2π) before they are cast to a lower precision."""
+    return torch.remainder(angles, 2 * math.pi)

@@ -1,0 +1,120 @@
+"""Relative-position functions: T5 buckets, ALiBi slopes and biases, Shaw's clipped index.
+
+Shape legend: ``h`` heads, ``sq`` query positions, ``sk`` key positions, ``*r`` any shape of
+relative positions. A relative position is always *key position minus query position*, as in T5.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ._checks import check_integer_positions, check_positive_int
+
+__all__ = ["t5_relative_bucket", "alibi_slopes", "alibi_bias", "relative_positions", "clipped_relative_index"]
+
+
+def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
+    """``k - q`` for every (query, key) pair: ``[..., sq]`` and ``[..., sk]`` give ``[..., sq, sk]``."""
+    return k_positions[..., None, :] - q_positions[..., :, None]
+
+
+def t5_relative_bucket(
+    relative_position: Tensor,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> Tensor:
+    """Map relative positions (key minus query) to T5's buckets: ``[*r]`` -> LongTensor ``[*r]``.
+
+    Half the buckets (all of them when causal) hold exact distances ``0..max_exact-1``; the rest
+    are logarithmically spaced up to ``max_distance``, beyond which everything shares the last
+    bucket. Bidirectional mode gives keys after the query the upper half of the buckets; causal mode
+    sends every key after the query to bucket 0.
+
+    Raffel et al. 2020, "Exploring the Limits of Transfer Learning with a Unified Text-to-Text
+    Transformer", section 2.1; matches Mesh TensorFlow ``_relative_position_bucket`` and HF
+    ``T5Attention._relative_position_bucket`` bucket for bucket (same float32 logarithm).
+    """
+    num_buckets = check_positive_int("num_buckets", num_buckets)
+    max_distance = check_positive_int("max_distance", max_distance)
+    min_buckets = 4 if bidirectional else 2
+    if num_buckets < min_buckets:
+        raise ValueError(f"num_buckets must be at least {min_buckets} when bidirectional={bidirectional}, got {num_buckets}")
+    if not isinstance(relative_position, Tensor):
+        relative_position = torch.as_tensor(relative_position)
+    relative_position = check_integer_positions(relative_position, "t5_relative_bucket")
+    buckets = torch.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets = buckets + (relative_position > 0).long() * num_buckets
+        distance = relative_position.abs()
+    else:
+        distance = (-relative_position).clamp(min=0)
+    max_exact = num_buckets // 2
+    if max_distance <= max_exact:
+        raise ValueError(
+            f"max_distance must exceed the {max_exact} exact buckets (num_buckets={num_buckets * (2 if bidirectional else 1)}), got {max_distance}"
+        )
+    is_small = distance < max_exact
+    # float32 logarithm exactly as the references compute it, so bucket edges agree
+    log_ratio = torch.log(distance.clamp(min=1).float() / max_exact) / math.log(max_distance / max_exact)
+    if_large = max_exact + (log_ratio * (num_buckets - max_exact)).long()
+    if_large = if_large.clamp(max=num_buckets - 1)
+    return buckets + torch.where(is_small, distance, if_large)
+
+
+def _power_of_two_slopes(n: int) -> list[float]:
+    start = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
+    return [start ** (i + 1) for i in range(n)]
+
+
+def alibi_slopes(num_heads: int) -> Tensor:
+    """ALiBi's per-head slopes ``[num_heads]`` (float32).
+
+    For ``n`` a power of two: the geometric sequence starting at ``2^(-8/n)`` with that ratio.
+    Otherwise the slopes of the closest smaller power of two ``m``, followed by every other slope of
+    ``2m`` heads until there are ``n``. Press et al. 2022, "Train Short, Test Long", section 3 and
+    footnote; matches ``ofirpress/attention_with_linear_biases`` ``get_slopes`` and HF Bloom's
+    ``build_alibi_tensor``.
+    """
+    num_heads = check_positive_int("num_heads", num_heads)
+    closest = 2 ** int(math.floor(math.log2(num_heads)))
+    slopes = _power_of_two_slopes(closest)
+    if closest < num_heads:
+        slopes += _power_of_two_slopes(2 * closest)[0::2][: num_heads - closest]
+    return torch.tensor(slopes, dtype=torch.float64).float()
+
+
+def alibi_bias(
+    slopes: Tensor, q_positions: Tensor, k_positions: Tensor, *, bidirectional: bool = False
+) -> Tensor:
+    """ALiBi bias ``[h, sq, sk]`` (or ``[b, h, sq, sk]`` for batched positions).
+
+    Causal form (Press et al. 2022, eq. in section 3): ``-slope * (q - k)``, meant to be used with a
+    causal mask (keys after the query get positive values that the mask removes). Symmetric form
+    for encoders: ``-slope * |q - k|`` (as x-transformers' ``AlibiPositionalBias`` and the
+    bidirectional ALiBi of e.g. MosaicBERT).
+    """
+    rel = relative_positions(q_positions, k_positions).to(slopes.dtype)  # [..., sq, sk]
+    distance = rel.abs() if bidirectional else -rel
+    slopes = slopes.view(-1, 1, 1)  # [h, 1, 1]
+    if distance.dim() == 3:
+        distance = distance[:, None]  # [b, 1, sq, sk]
+    return -slopes * distance
+
+
+def clipped_relative_index(q_positions: Tensor, k_positions: Tensor, max_relative_position: int) -> Tensor:
+    """Shaw et al.'s embedding index ``clip(k - q, -K, K) + K`` in ``[0, 2K]``: ``[..., sq, sk]``.
+
+    Shaw, Uszkoreit and Vaswani 2018, "Self-Attention with Relative Position Representations",
+    section 3.2: distances beyond ``K`` share the edge embeddings, so ``2K + 1`` embeddings serve any
+    length. Matches tensor2tensor ``_generate_relative_positions_matrix``.
+    """
+    k_max = check_positive_int("max_relative_position", max_relative_position)
+    q_positions = check_integer_positions(q_positions, "shaw relative positions")
+    k_positions = check_integer_positions(k_positions, "shaw relative positions")
+    return relative_positions(q_positions, k_positions).clamp(-k_max, k_max) + k_max

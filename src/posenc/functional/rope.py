@@ -1,0 +1,140 @@
+"""Rotary position embedding (Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position
+Embedding", section 3.4).
+
+Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``hd`` head width, ``r`` rotated width
+(``2 * len(inv_freq)``, at most ``hd``), ``*p`` the shape of ``positions``.
+
+Feature pairs ``(x_a, x_b)`` are rotated by the angle ``position * inv_freq[i]``:
+
+    x_a' = x_a cos - x_b sin,    x_b' = x_b cos + x_a sin
+
+``layout="half"`` pairs features ``(i, i + r/2)`` (GPT-NeoX, Hugging Face Llama's
+``rotate_half``); ``layout="interleaved"`` pairs ``(2i, 2i+1)`` (the paper, Meta's Llama, GPT-J's
+``rotate_every_two``). Both give the same attention scores up to a fixed permutation of features.
+
+Precision policy: frequencies are float64; angles are formed from exact positions in float64 and
+reduced modulo 2π before cos/sin are cast (float32 products are ~0.05 rad off at position 4e6).
+The rotation itself runs in the promoted dtype of ``x`` and the tables (float32 tables and a bf16
+input rotate in float32) and the result is cast back to ``x.dtype``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ._checks import as_positions, check_choice, check_even_dim, two_pi_mod
+from .rope_scaling import ROPE_SCALINGS, parse_scaling
+
+__all__ = ["rope_inv_freq", "rope_cos_sin", "apply_rope", "rotate_pairs", "ROPE_LAYOUTS"]
+
+ROPE_LAYOUTS = ("half", "interleaved")
+
+
+def rope_inv_freq(
+    dim: int,
+    *,
+    base: float = 10000.0,
+    scaling: Mapping[str, Any] | str | None = None,
+    seq_len: int | None = None,
+) -> tuple[Tensor, float]:
+    """Per-pair frequencies ``[dim // 2]`` (float64) and the attention scale of a RoPE scaling.
+
+    ``scaling`` is a Hugging Face ``rope_scaling`` dict as it stands in ``config.json``
+    (``{"rope_type": "linear", "factor": 4.0}``), a bare type name, or None; see
+    :mod:`posenc.functional.rope_scaling` for the types. ``seq_len`` matters to the types that change
+    with the sequence length (``dynamic``, ``longrope``). The attention scale multiplies cos and sin
+    (HF's ``attention_factor`` / ``mscale``); it is 1.0 for unscaled RoPE.
+    """
+    dim = check_even_dim("dim", dim)
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1 or base != base or base == float("inf"):
+        raise ValueError(f"base must be a finite number greater than 1, got {base!r}")
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0):
+        raise ValueError(f"seq_len must be None or a positive integer, got {seq_len!r}")
+    kind, params = parse_scaling(scaling)
+    inv_freq, attention_scale = ROPE_SCALINGS[kind](dim, float(base), params, seq_len)
+    return inv_freq.to(torch.float64), float(attention_scale)
+
+
+def rope_cos_sin(
+    positions: int | Tensor,
+    inv_freq: Tensor,
+    *,
+    layout: str = "half",
+    attention_scale: float = 1.0,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[Tensor, Tensor]:
+    """cos and sin tables ``[*p, 2 * len(inv_freq)]`` for ``positions``, in ``dtype``.
+
+    ``half`` repeats the angles as ``[a_0..a_{n-1}, a_0..a_{n-1}]`` (HF ``LlamaRotaryEmbedding``);
+    ``interleaved`` as ``[a_0, a_0, a_1, a_1, ...]`` (GPT-J ``duplicate_interleave``). Both tables are
+    multiplied by ``attention_scale``.
+    """
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    if not isinstance(inv_freq, Tensor) or inv_freq.dim() != 1:
+        raise TypeError(f"inv_freq must be a 1-D tensor of per-pair frequencies, got {type(inv_freq).__name__}"
+                        + (f" of shape {tuple(inv_freq.shape)}" if isinstance(inv_freq, Tensor) else ""))
+    positions = as_positions(positions, device=inv_freq.device)
+    angles = two_pi_mod(positions.to(torch.float64)[..., None] * inv_freq.to(torch.float64))  # [*p, r/2]
+    if layout == "half":
+        angles = torch.cat((angles, angles), dim=-1)  # [*p, r]
+    else:
+        angles = angles.repeat_interleave(2, dim=-1)  # [*p, r]
+    cos, sin = angles.cos(), angles.sin()
+    if attention_scale != 1.0:
+        cos, sin = cos * attention_scale, sin * attention_scale
+    return cos.to(dtype), sin.to(dtype)
+
+
+def rotate_pairs(x: Tensor, layout: str) -> Tensor:
+    """The 90-degree turn of every pair: ``(x_a, x_b) -> (-x_b, x_a)``.
+
+    ``half``: HF ``rotate_half``; ``interleaved``: GPT-J ``rotate_every_two``.
+    """
+    if layout == "half":
+        x1, x2 = x.chunk(2, dim=-1)  # [..., r/2] each
+        return torch.cat((-x2, x1), dim=-1)  # [..., r]
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # [..., r/2] each
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)  # [..., r/2, 2] -> [..., r]
+
+
+def _align_tables(x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    """Check table shapes and give ``[b, s, r]`` tables a head axis for ``[b, h, s, hd]`` inputs."""
+    if cos.shape != sin.shape:
+        raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
+    r = cos.shape[-1]
+    if r % 2 or r == 0:
+        raise ValueError(f"the rotated width cos.shape[-1] must be a positive even number, got {r}")
+    if r > x.shape[-1]:
+        raise ValueError(f"cos/sin rotate {r} features but x has only {x.shape[-1]} (x shape {tuple(x.shape)})")
+    if x.dim() == 4 and cos.dim() == 3:
+        cos, sin = cos[:, None], sin[:, None]  # [b, s, r] -> [b, 1, s, r]
+    try:
+        torch.broadcast_shapes(x.shape[:-1], cos.shape[:-1])
+    except RuntimeError:
+        raise ValueError(
+            f"cos/sin of shape {tuple(cos.shape)} do not broadcast against x of shape {tuple(x.shape)}; "
+            "expected tables [s, r], [b, s, r] or [b, h, s, r] for x [b, h, s, hd]"
+        ) from None
+    return cos, sin
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half") -> Tensor:
+    """Rotate the first ``cos.shape[-1]`` features of ``x``'s last dim; the rest pass unchanged.
+
+    ``x`` is ``[b, h, s, hd]`` (or any shape whose leading dims broadcast with the tables);
+    ``cos``/``sin`` come from :func:`rope_cos_sin`. Partial rotary (GPT-NeoX ``rotary_pct``, GPT-J
+    ``rotary_dim``) is simply a table narrower than ``hd``.
+    """
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    cos, sin = _align_tables(x, cos, sin)
+    r = cos.shape[-1]
+    x_rot = x[..., :r]
+    out = x_rot * cos + rotate_pairs(x_rot, layout) * sin  # promoted dtype
+    out = out.to(x.dtype)
+    if r == x.shape[-1]:
+        return out
+    return torch.cat((out, x[..., r:]), dim=-1)

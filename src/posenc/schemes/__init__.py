@@ -1,0 +1,27 @@
+"""Every positional-encoding scheme, one per file, registered by name."""
+
+from .base import PositionalEncoding, available, create, register, scheme_class
+from .none import NoPositionalEncoding
+from .sinusoidal import Sinusoidal
+from .learned import Learned
+from .shaw import Shaw
+from .t5 import T5Bias
+from .alibi import ALiBi
+from .rope import Rope
+from .xpos import XPos
+
+__all__ = [
+    "PositionalEncoding",
+    "available",
+    "create",
+    "register",
+    "scheme_class",
+    "NoPositionalEncoding",
+    "Sinusoidal",
+    "Learned",
+    "Shaw",
+    "T5Bias",
+    "ALiBi",
+    "Rope",
+    "XPos",
+]

@@ -1,0 +1,49 @@
+"""Row caches for position tables: an optimisation only, equal to computing the rows directly.
+
+A cache holds ``build(0..n-1)`` in a non-persistent buffer (so it never enters ``state_dict``),
+grows to the next power of two when a larger position arrives, and is bypassed for float or
+negative positions and inside ``torch.compile`` (where growing it would mutate a buffer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["cached_rows"]
+
+
+def cached_rows(
+    module: nn.Module, name: str, positions: Tensor, build: Callable[[Tensor], Tensor], *, dtype: torch.dtype
+) -> Tensor:
+    """``build(positions)``, served from the cache buffer ``module.<name>`` where possible."""
+    if positions.is_floating_point() or positions.numel() == 0 or torch.compiler.is_compiling():
+        return build(positions)
+    table = getattr(module, name, None)
+    low, high = int(positions.min()), int(positions.max())
+    if low < 0:
+        return build(positions)
+    if table is None or high >= table.shape[0] or table.device != positions.device or table.dtype != dtype:
+        rows = max(64, 1 << high.bit_length())  # next power of two above `high`
+        table = build(torch.arange(rows, device=positions.device))
+        module.register_buffer(name, table, persistent=False)
+    return table[positions]
+
+
+def cached_range(
+    module: nn.Module, name: str, start: int, length: int, build: Callable[[Tensor], Tensor], *, dtype: torch.dtype, device: torch.device
+) -> Tensor:
+    """Rows ``start .. start + length - 1`` as a slice of the cache (no gather, no host sync)."""
+    table = getattr(module, name, None)
+    end = start + length
+    if torch.compiler.is_compiling():
+        if table is not None and table.shape[0] >= end and table.device == device and table.dtype == dtype:
+            return table[start:end]
+        return build(torch.arange(start, end, device=device))
+    if table is None or end > table.shape[0] or table.device != device or table.dtype != dtype:
+        rows = max(64, 1 << max(end - 1, 0).bit_length())
+        table = build(torch.arange(rows, device=device))
+        module.register_buffer(name, table, persistent=False)
+    return table[start:end]

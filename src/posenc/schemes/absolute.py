@@ -1,0 +1,63 @@
+"""Shared behaviour of absolute encodings: add the code to the embeddings, or concatenate it.
+
+Shape legend: ``b`` batch, ``s`` sequence, ``d`` token-embedding width, ``dim`` code width.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..functional._checks import check_choice
+from .base import PositionalEncoding, default_positions
+
+__all__ = ["AbsoluteEncoding", "COMBINES"]
+
+COMBINES = ("add", "concat")
+
+
+class AbsoluteEncoding(PositionalEncoding):
+    """An encoding that maps each position to a vector ``[dim]`` (subclasses implement ``encode``)."""
+
+    family = "absolute"
+
+    @property
+    def dim(self) -> int:
+        return self.config.dim
+
+    def _code(self, positions: Tensor | None, length: int, x: Tensor) -> Tensor:
+        positions = default_positions(positions, length, x.device)
+        return self.encode(positions)  # [*p, dim]
+
+    def embed(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
+        """``x + PE`` (``combine="add"``) or ``[x, PE]`` (``combine="concat"``): ``[b, s, d] -> [b, s, d']``."""
+        if x.dim() != 3:
+            raise ValueError(f"embed expects token embeddings [b, s, d], got shape {tuple(x.shape)}")
+        b, s, d = x.shape
+        code = self._code(positions, s, x).to(x.dtype)  # [s, dim] or [b, s, dim]
+        if code.shape[-2] != s:
+            raise ValueError(f"positions give {code.shape[-2]} positions for a sequence of length {s}")
+        if self.config.combine == "add":
+            if d != self.dim:
+                raise ValueError(
+                    f"combine='add' needs embeddings of width dim={self.dim}, got width {d}; "
+                    "use combine='concat' to append a code of a different width"
+                )
+            return x + code
+        return torch_cat_code(x, code)
+
+    def output_dim(self, input_dim: int) -> int:
+        return input_dim + self.dim if self.config.combine == "concat" else input_dim
+
+    @classmethod
+    def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict:
+        return {"dim": dim}
+
+
+def torch_cat_code(x: Tensor, code: Tensor) -> Tensor:
+    code = code.expand(x.shape[0], x.shape[1], code.shape[-1])  # [b, s, dim]
+    return torch.cat((x, code), dim=-1)  # [b, s, d + dim]
+
+
+def check_combine(combine: str) -> None:
+    check_choice("combine", combine, COMBINES)

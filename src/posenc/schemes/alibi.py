@@ -1,0 +1,52 @@
+"""ALiBi: a fixed, per-head linear penalty on distance (Press et al. 2022, "Train Short, Test Long:
+Attention with Linear Biases Enables Input Length Extrapolation", section 3).
+
+Shape legend: ``h`` heads, ``sq``/``sk`` query/key positions, ``b`` batch.
+
+The causal form adds ``-m_h · (i - j)`` for keys ``j <= i`` and relies on the causal mask for the
+rest; the symmetric form (``bidirectional=True``) adds ``-m_h · |i - j|`` for encoders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from .. import functional as F
+from ..functional._checks import check_positive_int
+from .base import PositionalEncoding, register
+
+__all__ = ["ALiBi", "ALiBiConfig"]
+
+
+@dataclass(frozen=True)
+class ALiBiConfig:
+    num_heads: int
+    bidirectional: bool = False  # False: causal form (decoder); True: symmetric -m|i - j| (encoder)
+
+    def __post_init__(self) -> None:
+        check_positive_int("num_heads", self.num_heads)
+
+
+@register
+class ALiBi(PositionalEncoding):
+    name = "alibi"
+    family = "bias"
+    formula = "logit(i, j) += −m_h · (i − j),  m_h = 2^(−8h/H)"
+    citation = "Press et al. 2022, Train Short, Test Long (ALiBi), section 3"
+    Config = ALiBiConfig
+
+    def __init__(self, config: ALiBiConfig) -> None:
+        super().__init__(config)
+        self.register_buffer("slopes", F.alibi_slopes(config.num_heads), persistent=False)  # [h]
+
+    @classmethod
+    def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict:
+        return {"num_heads": num_heads, "bidirectional": not causal}
+
+    def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+        """``[h, sq, sk]`` for positions ``[s]``; ``[b, h, sq, sk]`` for positions ``[b, s]``."""
+        q_positions = F.as_positions(q_positions, device=self.slopes.device)
+        k_positions = F.as_positions(k_positions, device=self.slopes.device)
+        return F.alibi_bias(self.slopes, q_positions, k_positions, bidirectional=self.config.bidirectional)

@@ -1,0 +1,154 @@
+"""The scheme protocol and the registry.
+
+Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``sq``/``sk`` query/key positions,
+``d`` embedding width, ``hd`` head width.
+
+Position can enter attention in three places (the unifying view of the seed articles), and every
+:class:`PositionalEncoding` offers all three, the unused ones doing nothing:
+
+* :meth:`~PositionalEncoding.embed` — added to (or concatenated with) the token embeddings;
+* :meth:`~PositionalEncoding.rotate` — applied to queries and keys (RoPE, xPos);
+* :meth:`~PositionalEncoding.bias` — an additive attention-logit bias (T5, ALiBi).
+
+Schemes whose terms depend on the query or touch the values (Shaw et al. 2018) set
+``uses_query_terms = True`` and implement :meth:`~PositionalEncoding.query_scores` and
+:meth:`~PositionalEncoding.value_term`; :class:`posenc.Attention` then computes attention with
+explicit math instead of ``scaled_dot_product_attention``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from ..functional._checks import as_positions
+
+__all__ = ["PositionalEncoding", "register", "available", "create", "scheme_class", "default_positions"]
+
+FAMILIES = ("none", "absolute", "rotary", "bias", "relative")
+
+_REGISTRY: dict[str, type[PositionalEncoding]] = {}
+
+
+def default_positions(positions: Tensor | int | None, length: int, device: torch.device, *, offset: int = 0) -> Tensor:
+    """``positions`` checked, or ``offset .. offset + length - 1`` when None."""
+    if positions is None:
+        return torch.arange(offset, offset + length, device=device)
+    return as_positions(positions, device=device)
+
+
+class PositionalEncoding(nn.Module):
+    """Base class of every scheme. Subclasses set ``name``, ``family``, ``Config`` and the hooks."""
+
+    name: ClassVar[str] = ""
+    family: ClassVar[str] = "none"
+    #: One-line formula and citation, shown by the atlas and the CLI.
+    formula: ClassVar[str] = ""
+    citation: ClassVar[str] = ""
+    #: True when attention must call :meth:`query_scores` / :meth:`value_term` (explicit math).
+    uses_query_terms: ClassVar[bool] = False
+    Config: ClassVar[type]
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.config = config
+
+    # -- the three places position enters ---------------------------------------------------
+    def embed(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
+        """Token embeddings ``[b, s, d]`` in, position-aware embeddings out (identity here)."""
+        return x
+
+    def rotate(
+        self, q: Tensor, k: Tensor, q_positions: Tensor | None = None, k_positions: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Queries and keys ``[b, h, s, hd]`` in, rotated out (identity here)."""
+        return q, k
+
+    def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
+        """Additive logit bias ``[h, sq, sk]`` (``[b, h, sq, sk]`` for batched positions), or None."""
+        return None
+
+    # -- query- and value-dependent terms (Shaw) ---------------------------------------------
+    def query_scores(self, q: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
+        """Raw (unscaled) logit term that depends on the query: ``[b, h, sq, sk]``, or None."""
+        return None
+
+    def value_term(self, probs: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
+        """Term added to the attention output from the weights ``[b, h, sq, sk]``: ``[b, h, sq, hd]``."""
+        return None
+
+    # -- helpers -----------------------------------------------------------------------------
+    def encode(self, positions: Tensor | int) -> Tensor | None:
+        """The position code itself ``[*p, dim]`` for absolute schemes (what ``embed`` adds); else None."""
+        return None
+
+    def output_dim(self, input_dim: int) -> int:
+        """Width of :meth:`embed`'s output for inputs of width ``input_dim``."""
+        return input_dim
+
+    @classmethod
+    def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict[str, Any]:
+        """Config values :class:`posenc.Attention` fills in when it builds this scheme by name."""
+        return {}
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Dispatch to the scheme's main hook: ``embed`` (absolute), ``rotate`` or ``bias``."""
+        if self.family == "rotary":
+            return self.rotate(*args, **kwargs)
+        if self.family == "bias":
+            return self.bias(*args, **kwargs)
+        return self.embed(*args, **kwargs)
+
+    def extra_repr(self) -> str:
+        fields = dataclasses.asdict(self.config) if dataclasses.is_dataclass(self.config) else {}
+        return ", ".join(f"{k}={v!r}" for k, v in fields.items())
+
+
+P = TypeVar("P", bound=type[PositionalEncoding])
+
+
+def register(cls: P) -> P:
+    """Class decorator: add a scheme to the registry under ``cls.name``."""
+    if not cls.name or cls.name in _REGISTRY:
+        raise ValueError(f"scheme name {cls.name!r} is empty or taken")
+    if cls.family not in FAMILIES:
+        raise ValueError(f"scheme family {cls.family!r} is not one of {FAMILIES}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def available() -> list[str]:
+    """Every registered scheme name, in registration order."""
+    return list(_REGISTRY)
+
+
+def scheme_class(name: str) -> type[PositionalEncoding]:
+    """The class registered under ``name``; unknown names raise a ValueError listing the choices."""
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise ValueError(f"unknown positional encoding {name!r}; choose one of: {', '.join(available())}")
+    return _REGISTRY[name]
+
+
+def config_fields(cls: type[PositionalEncoding]) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls.Config)]
+
+
+def create(name: str, **config: Any) -> PositionalEncoding:
+    """Build the scheme registered as ``name`` from its config keys (see each scheme's ``Config``)."""
+    cls = scheme_class(name)
+    fields = config_fields(cls)
+    unknown = sorted(set(config) - set(fields))
+    if unknown:
+        raise ValueError(f"scheme {name!r} does not take {unknown}; it accepts: {', '.join(fields)}")
+    required = [f.name for f in dataclasses.fields(cls.Config)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [k for k in required if k not in config]
+    if missing:
+        raise ValueError(f"scheme {name!r} needs {missing}; it accepts: {', '.join(fields)}")
+    return cls(cls.Config(**config))
+
+

@@ -1,0 +1,61 @@
+"""Learned absolute position embeddings: one trainable row per position up to ``max_len``.
+
+Gehring et al. 2017, "Convolutional Sequence to Sequence Learning"; GPT-2's ``wpe`` (initialised
+N(0, 0.02) as there). The table has nothing to say past its last row: asking for a position beyond
+it is an error, not a silent wrap-around.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .. import functional as F
+from ..functional._checks import check_integer_positions, check_positive_int
+from .absolute import AbsoluteEncoding, check_combine
+from .base import register
+
+__all__ = ["Learned", "LearnedConfig"]
+
+
+@dataclass(frozen=True)
+class LearnedConfig:
+    dim: int  # width of each row (the embedding width when added)
+    max_len: int = 512  # number of rows: positions 0 .. max_len - 1
+    combine: str = "add"  # "add" or "concat"
+    init_std: float = 0.02  # GPT-2's initialisation
+
+    def __post_init__(self) -> None:
+        check_positive_int("dim", self.dim)
+        check_positive_int("max_len", self.max_len)
+        check_combine(self.combine)
+        if not self.init_std >= 0:
+            raise ValueError(f"init_std must be >= 0, got {self.init_std!r}")
+
+
+@register
+class Learned(AbsoluteEncoding):
+    name = "learned"
+    formula = "PE(p) = W[p],  W a trainable max_len × d table"
+    citation = "Gehring et al. 2017 (ConvS2S); Radford et al. 2019 (GPT-2 wpe)"
+    Config = LearnedConfig
+
+    def __init__(self, config: LearnedConfig) -> None:
+        super().__init__(config)
+        self.table = nn.Embedding(config.max_len, config.dim)
+        nn.init.normal_(self.table.weight, std=config.init_std)
+
+    def encode(self, positions: Tensor | int) -> Tensor:
+        positions = F.as_positions(positions, device=self.table.weight.device)
+        positions = check_integer_positions(positions, "a learned position table")
+        if not torch.compiler.is_compiling() and positions.numel():
+            low, high = int(positions.min()), int(positions.max())
+            if low < 0 or high >= self.config.max_len:
+                bad = high if high >= self.config.max_len else low
+                raise ValueError(
+                    f"position {bad} is outside the learned table (max_len={self.config.max_len}: "
+                    f"positions 0..{self.config.max_len - 1}); build it with a larger max_len"
+                )
+        return self.table(positions)  # [*p, dim]

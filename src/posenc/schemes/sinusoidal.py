@@ -1,0 +1,61 @@
+"""Fixed sinusoidal encoding (Vaswani et al. 2017, section 3.5), added or concatenated.
+
+``learned_scale=True`` multiplies the table by one learned scalar initialised to ``dim ** -0.5``
+(x-transformers ``ScaledSinusoidalEmbedding``; Hua et al. 2022, "Transformer Quality in Linear
+Time", appendix).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .. import functional as F
+from ..functional._checks import check_choice, check_even_dim
+from ._cache import cached_rows
+from .absolute import AbsoluteEncoding, check_combine
+from .base import register
+
+__all__ = ["Sinusoidal", "SinusoidalConfig"]
+
+
+@dataclass(frozen=True)
+class SinusoidalConfig:
+    dim: int  # width of the code (the embedding width when added)
+    base: float = 10000.0  # longest wavelength is 2π·base
+    layout: str = "interleaved"  # "interleaved": (sin, cos) pairs as in the paper; "half": sines then cosines
+    frequencies: str = "paper"  # "paper": base^(-2i/d); "tensor2tensor": base^(-i/(d/2-1))
+    combine: str = "add"  # "add" to the token embedding, or "concat" after it
+    learned_scale: bool = False  # one learned scalar multiplying the table
+
+    def __post_init__(self) -> None:
+        check_even_dim("dim", self.dim)
+        check_choice("layout", self.layout, F.LAYOUTS)
+        check_choice("frequencies", self.frequencies, F.SINUSOID_FREQUENCIES)
+        check_combine(self.combine)
+        F.sinusoidal_inv_freq(self.dim, base=self.base, frequencies=self.frequencies)  # validates base
+
+
+@register
+class Sinusoidal(AbsoluteEncoding):
+    name = "sinusoidal"
+    formula = "PE(p, 2i) = sin(p / base^(2i/d)),  PE(p, 2i+1) = cos(p / base^(2i/d))"
+    citation = "Vaswani et al. 2017, Attention Is All You Need, section 3.5"
+    Config = SinusoidalConfig
+
+    def __init__(self, config: SinusoidalConfig) -> None:
+        super().__init__(config)
+        self.scale = nn.Parameter(torch.tensor(config.dim**-0.5)) if config.learned_scale else None
+        self.register_buffer("_table", None, persistent=False)  # row cache, see _cache.py
+
+    def _build(self, positions: Tensor) -> Tensor:
+        c = self.config
+        return F.sinusoidal(positions, c.dim, base=c.base, layout=c.layout, frequencies=c.frequencies)
+
+    def encode(self, positions: Tensor | int) -> Tensor:
+        """The table rows ``[*p, dim]`` (float32), times the learned scale when there is one."""
+        positions = F.as_positions(positions, device=self.scale.device if self.scale is not None else None)
+        code = cached_rows(self, "_table", positions, self._build, dtype=torch.float32)
+        return code * self.scale if self.scale is not None else code

@@ -10,6 +10,7 @@ when first used.
 
 from . import functional
 from .attention import Attention, KVCache
+from .rope_config import rope_from_config
 from .schemes import PositionalEncoding, available, create, register, scheme_class
 
 __version__ = "0.1.0"
@@ -22,6 +23,7 @@ __all__ = [
     "create",
     "functional",
     "register",
+    "rope_from_config",
     "scheme_class",
     "__version__",
 ]

@@ -23,7 +23,9 @@ import torch
 import torch.nn.functional as nnf
 from torch import Tensor, nn
 
+from . import flex
 from .functional._checks import check_positive_int
+from .functional.multidim import as_coordinates
 from .schemes.base import PositionalEncoding, create, default_positions, scheme_class
 
 __all__ = ["Attention", "KVCache"]
@@ -35,14 +37,15 @@ class KVCache:
 
     k: Tensor | None = None  # [b, h, sk, hd]
     v: Tensor | None = None  # [b, h, sk, hd]
-    positions: Tensor | None = None  # [sk] or [b, sk]
+    positions: Tensor | None = None  # [sk] or [b, sk]; coordinates [sk, n] or [b, sk, n] for N-D schemes
     _tokens: int = field(default=0, repr=False)
 
     @property
     def length(self) -> int:
         return self._tokens
 
-    def append(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def append(self, k: Tensor, v: Tensor, positions: Tensor, *, seq_dim: int = -1) -> tuple[Tensor, Tensor, Tensor]:
+        """Add keys, values and their positions; ``seq_dim=-2`` for coordinates ``[..., s, n]``."""
         if self.k is None:
             self.k, self.v, self.positions = k, v, positions
         else:
@@ -51,8 +54,8 @@ class KVCache:
             old, new = self.positions, positions
             if old.dim() != new.dim():  # one of them batched: broadcast the other
                 b = k.shape[0]
-                old, new = old.expand(b, old.shape[-1]), new.expand(b, new.shape[-1])
-            self.positions = torch.cat((old, new), dim=-1)  # [..., sk + s]
+                old, new = old.expand(b, *old.shape[seq_dim:]), new.expand(b, *new.shape[seq_dim:])
+            self.positions = torch.cat((old, new), dim=seq_dim)  # [..., sk + s(, n)]
         self._tokens += k.shape[-2]
         return self.k, self.v, self.positions
 
@@ -121,6 +124,9 @@ class Attention(nn.Module):
     ) -> Tensor:
         """``x [b, s, d]`` at ``positions`` (``[s]`` or ``[b, s]``; default continues the cache).
 
+        Schemes with ``n_axes > 1`` (``rope_axial``, ``sinusoidal_nd``) take coordinates ``[s, n_axes]``
+        or ``[b, s, n_axes]``; 1-D positions given to them are read as axis 0 (other coordinates 0).
+
         ``key_mask [b, sk]`` (bool, True = attend) masks padding keys, cached ones included.
         """
         if x.dim() != 3 or x.shape[-1] != self.dim:
@@ -128,8 +134,14 @@ class Attention(nn.Module):
         b, s, _ = x.shape
         past = cache.length if cache is not None else 0
         positions = default_positions(positions, s, x.device, offset=past)
-        if positions.shape[-1] != s or positions.dim() not in (1, 2):
-            raise ValueError(f"positions must be [s] or [b, s] with s={s}, got shape {tuple(positions.shape)}")
+        n_axes = self.encoding.n_axes
+        if n_axes > 1:
+            positions = as_coordinates(positions, n_axes, length=s)  # [s, n] or [b, s, n]
+        seq_shape = positions.shape[:-1] if n_axes > 1 else positions.shape  # [s] or [b, s]
+        if seq_shape[-1:] != (s,) or len(seq_shape) not in (1, 2):
+            raise ValueError(f"positions must be [s] or [b, s] with s={s}, got shape {tuple(positions.shape)}"
+                             + (f" (coordinates [s, {n_axes}] or [b, s, {n_axes}] also accepted)" if n_axes > 1 else
+                                "; coordinates [.., s, n_axes] are for N-D schemes such as rope_axial"))
         enc = self.encoding
         if enc.family == "absolute":
             x = enc.embed(x, positions)
@@ -137,9 +149,14 @@ class Attention(nn.Module):
         q, k = enc.rotate(q, k, positions, positions)
         k_positions = positions
         if cache is not None:
-            k, v, k_positions = cache.append(k, v, positions)  # [b, h, sk, hd], [..., sk]
-        mask = self._mask(q, k, enc.bias(positions, k_positions), past, key_mask)
-        if enc.uses_query_terms:
+            k, v, k_positions = cache.append(k, v, positions, seq_dim=-2 if n_axes > 1 else -1)  # [b, h, sk, hd], [..., sk(, n)]
+        # FlexAttention (bias per score, never materialised) when it applies, else None: see posenc.flex
+        flex_out = flex.attend(enc, q, k, v, positions, k_positions, causal=self.causal, past=past,
+                               key_mask=key_mask, dropout_p=self._p())
+        mask = None if flex_out is not None else self._mask(q, k, enc.bias(positions, k_positions), past, key_mask)
+        if flex_out is not None:
+            out = flex_out
+        elif enc.uses_query_terms:
             out = self._explicit(q, k, v, mask, positions, k_positions)
         elif mask is None:
             out = nnf.scaled_dot_product_attention(q, k, v, dropout_p=self._p(), is_causal=self.causal and past == 0)
@@ -180,9 +197,16 @@ class Attention(nn.Module):
         if extra is not None:
             scores = scores + extra
         scores = scores * self.head_dim**-0.5
+        empty = None
         if mask is not None:
             scores = scores + mask
+            # a query whose keys are all masked (a left pad under a causal mask) gets a zero output, as
+            # SDPA gives, not NaN; its scores are zeroed first so that no NaN reaches the gradients
+            empty = torch.isneginf(mask).all(dim=-1, keepdim=True)  # [(b,) h or 1, sq, 1]
+            scores = scores.masked_fill(empty, 0.0)
         probs = scores.softmax(dim=-1)  # [b, h, sq, sk]
+        if empty is not None:
+            probs = probs.masked_fill(empty, 0.0)
         probs = nnf.dropout(probs, p=self._p())
         out = probs @ v  # [b, h, sq, hd]
         value = enc.value_term(probs, q_positions, k_positions)

@@ -5,6 +5,17 @@ Tables (:func:`sinusoidal`), RoPE frequencies, tables and rotation (:func:`rope_
 """
 
 from ._checks import as_positions
+from .multidim import (
+    AXIAL_FREQUENCIES,
+    as_coordinates,
+    axial_rope_cos_sin,
+    axial_rope_inv_freq,
+    grid_positions,
+    sinusoidal_nd,
+    sinusoidal_nd_axis_width,
+)
+from .randomized import randomized_positions
+from .layouts import permute_qk_weight, rope_layout_permutation
 from .relative import alibi_bias, alibi_slopes, clipped_relative_index, relative_positions, t5_relative_bucket
 from .rope import ROPE_LAYOUTS, apply_rope, rope_cos_sin, rope_inv_freq, rotate_pairs
 from .rope_scaling import ROPE_SCALINGS
@@ -23,6 +34,16 @@ __all__ = [
     "relative_positions",
     "clipped_relative_index",
     "as_positions",
+    "permute_qk_weight",
+    "rope_layout_permutation",
+    "randomized_positions",
+    "grid_positions",
+    "as_coordinates",
+    "sinusoidal_nd",
+    "sinusoidal_nd_axis_width",
+    "axial_rope_inv_freq",
+    "axial_rope_cos_sin",
+    "AXIAL_FREQUENCIES",
     "LAYOUTS",
     "ROPE_LAYOUTS",
     "ROPE_SCALINGS",

@@ -7,12 +7,15 @@ and what is accepted, so a user never has to read a traceback from deep inside t
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from collections.abc import Iterable
 
 import torch
 from torch import Tensor
 
 __all__ = [
+    "check_base",
     "check_choice",
     "check_even_dim",
     "check_positive_int",
@@ -23,12 +26,28 @@ __all__ = [
 
 
 def check_positive_int(name: str, value: object) -> int:
-    """Return ``value`` as an int if it is a positive whole number, else raise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, float) and not value.is_integer():
+    """Return ``value`` as an int if it is a positive whole number, else raise.
+
+    Values, not types, are checked: ``8``, ``8.0``, ``numpy.int64(8)`` and a 0-d integer tensor are all 8.
+    """
+    if isinstance(value, bool):
         raise TypeError(f"{name} must be a positive integer, got {value!r}")
-    if value <= 0:
+    try:
+        number = operator.index(value)  # int, numpy integers, 0-d integer tensors
+    except TypeError:
+        if not isinstance(value, numbers.Real) or not math.isfinite(value) or not float(value).is_integer():
+            raise TypeError(f"{name} must be a positive integer, got {value!r}") from None
+        number = int(value)
+    if number <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
+    return number
+
+
+def check_base(value: object, name: str = "base") -> float:
+    """Return ``value`` as a float if it is a finite real number greater than 1, else raise ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not value > 1:
+        raise ValueError(f"{name} must be a finite number greater than 1, got {value!r}")
+    return float(value)
 
 
 def check_even_dim(name: str, value: object) -> int:
@@ -83,9 +102,9 @@ def check_integer_positions(positions: Tensor, what: str) -> Tensor:
 def as_positions(positions: int | Tensor | Iterable[float], *, device: torch.device | None = None) -> Tensor:
     """Normalise ``positions``: an int ``n`` means ``0..n-1``; a tensor is checked and kept.
 
-    Integer positions stay integer (int64); float positions stay float (float64 where they are
-    float32 or wider, so that later products are formed at full precision). Half-precision position
-    tensors are refused: bf16 cannot even represent 257.
+    Integer and float32/float64 positions keep their dtype (every consumer forms its products in
+    float64). Half-precision position tensors are refused: bf16 cannot even represent 257. Python
+    sequences are converted with ``torch.as_tensor``.
     """
     if isinstance(positions, bool):
         raise TypeError(f"positions must be an int or a tensor, got {positions!r}")

@@ -97,11 +97,14 @@ def alibi_bias(
     Causal form (Press et al. 2022, eq. in section 3): ``-slope * (q - k)``, meant to be used with a
     causal mask (keys after the query get positive values that the mask removes). Symmetric form
     for encoders: ``-slope * |q - k|`` (as x-transformers' ``AlibiPositionalBias`` and the
-    bidirectional ALiBi of e.g. MosaicBERT).
+    bidirectional ALiBi of e.g. MosaicBERT). Computed in float32 or wider (the promoted dtype of
+    ``slopes`` and float32), never in half precision.
     """
-    rel = relative_positions(q_positions, k_positions).to(slopes.dtype)  # [..., sq, sk]
+    # at least float32: bf16 would round distances past 256 (and slopes) before the product
+    dtype = torch.promote_types(slopes.dtype, torch.float32)
+    rel = relative_positions(q_positions, k_positions).to(dtype)  # [..., sq, sk]
     distance = rel.abs() if bidirectional else -rel
-    slopes = slopes.view(-1, 1, 1)  # [h, 1, 1]
+    slopes = slopes.to(dtype).view(-1, 1, 1)  # [h, 1, 1]
     if distance.dim() == 3:
         distance = distance[:, None]  # [b, 1, sq, sk]
     return -slopes * distance

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_choice, check_even_dim, two_pi_mod
+from ._checks import as_positions, check_base, check_choice, check_even_dim, two_pi_mod
 from .rope_scaling import ROPE_SCALINGS, parse_scaling
 
 __all__ = ["rope_inv_freq", "rope_cos_sin", "apply_rope", "rotate_pairs", "ROPE_LAYOUTS"]
@@ -50,8 +50,7 @@ def rope_inv_freq(
     (HF's ``attention_factor`` / ``mscale``); it is 1.0 for unscaled RoPE.
     """
     dim = check_even_dim("dim", dim)
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1 or base != base or base == float("inf"):
-        raise ValueError(f"base must be a finite number greater than 1, got {base!r}")
+    base = check_base(base)
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0):
         raise ValueError(f"seq_len must be None or a positive integer, got {seq_len!r}")
     kind, params = parse_scaling(scaling)

@@ -18,12 +18,10 @@ Two layouts and two frequency spacings are in use and silently differ between li
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_choice, check_even_dim, check_positive_int, two_pi_mod
+from ._checks import as_positions, check_base, check_choice, check_even_dim, check_positive_int, two_pi_mod
 
 __all__ = ["sinusoidal", "sinusoidal_inv_freq", "LAYOUTS", "SINUSOID_FREQUENCIES"]
 
@@ -40,8 +38,7 @@ def sinusoidal_inv_freq(dim: int, *, base: float = 10000.0, frequencies: str = "
     """
     dim = check_even_dim("dim", dim)
     check_choice("frequencies", frequencies, SINUSOID_FREQUENCIES)
-    if not (isinstance(base, (int, float)) and not isinstance(base, bool) and base > 1 and math.isfinite(base)):
-        raise ValueError(f"base must be a finite number greater than 1, got {base!r}")
+    base = check_base(base)
     half = dim // 2
     i = torch.arange(half, dtype=torch.float64)
     if frequencies == "paper":

@@ -9,6 +9,8 @@ from .t5 import T5Bias
 from .alibi import ALiBi
 from .rope import Rope
 from .xpos import XPos
+from .sinusoidal_nd import SinusoidalND
+from .rope_axial import RopeAxial
 
 __all__ = [
     "PositionalEncoding",
@@ -24,4 +26,6 @@ __all__ = [
     "ALiBi",
     "Rope",
     "XPos",
+    "SinusoidalND",
+    "RopeAxial",
 ]

@@ -3,6 +3,11 @@
 A cache holds ``build(0..n-1)`` in a non-persistent buffer (so it never enters ``state_dict``),
 grows to the next power of two when a larger position arrives, and is bypassed for float or
 negative positions and inside ``torch.compile`` (where growing it would mutate a buffer).
+
+It grows only while that stays proportionate: to at most ``MAX_ROWS`` rows, or to at most
+``GROWTH`` times the number of rows asked for. A lone query at position 4,000,000 is built
+directly instead of filling a table of 4 million rows (4 GiB of RoPE tables at head width 128),
+while a full forward over 100,000 positions still caches them.
 """
 
 from __future__ import annotations
@@ -12,7 +17,16 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-__all__ = ["cached_rows"]
+__all__ = ["cached_rows", "cached_range", "MAX_ROWS", "GROWTH"]
+
+MAX_ROWS = 1 << 14  # a cache may always grow to this many rows
+GROWTH = 2  # beyond it, to at most this many times the rows of the request that grows it
+
+
+def _grown_rows(needed: int, requested: int) -> int | None:
+    """Rows of a regrown cache holding positions ``0..needed-1`` (a power of two), or None if too large."""
+    rows = max(64, 1 << max(needed - 1, 0).bit_length())  # next power of two >= needed
+    return rows if rows <= max(MAX_ROWS, GROWTH * requested) else None
 
 
 def cached_rows(
@@ -26,7 +40,9 @@ def cached_rows(
     if low < 0:
         return build(positions)
     if table is None or high >= table.shape[0] or table.device != positions.device or table.dtype != dtype:
-        rows = max(64, 1 << high.bit_length())  # next power of two above `high`
+        rows = _grown_rows(high + 1, positions.numel())
+        if rows is None:
+            return build(positions)
         table = build(torch.arange(rows, device=positions.device))
         module.register_buffer(name, table, persistent=False)
     return table[positions]
@@ -43,7 +59,9 @@ def cached_range(
             return table[start:end]
         return build(torch.arange(start, end, device=device))
     if table is None or end > table.shape[0] or table.device != device or table.dtype != dtype:
-        rows = max(64, 1 << max(end - 1, 0).bit_length())
+        rows = _grown_rows(end, length)
+        if rows is None:
+            return build(torch.arange(start, end, device=device))
         table = build(torch.arange(rows, device=device))
         module.register_buffer(name, table, persistent=False)
     return table[start:end]

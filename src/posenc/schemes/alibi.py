@@ -15,6 +15,7 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_positive_int
+from ..functional.fast_bias import cached_bias
 from .base import PositionalEncoding, register
 
 __all__ = ["ALiBi", "ALiBiConfig"]
@@ -26,7 +27,7 @@ class ALiBiConfig:
     bidirectional: bool = False  # False: causal form (decoder); True: symmetric -m|i - j| (encoder)
 
     def __post_init__(self) -> None:
-        check_positive_int("num_heads", self.num_heads)
+        object.__setattr__(self, "num_heads", check_positive_int("num_heads", self.num_heads))  # 8.0 -> 8
 
 
 @register
@@ -39,7 +40,8 @@ class ALiBi(PositionalEncoding):
 
     def __init__(self, config: ALiBiConfig) -> None:
         super().__init__(config)
-        self.register_buffer("slopes", F.alibi_slopes(config.num_heads), persistent=False)  # [h]
+        # float64 so that module-wide casts keep it exact (see PositionalEncoding._apply); the bias is float32
+        self.register_buffer("slopes", F.alibi_slopes(config.num_heads).double(), persistent=False)  # [h]
 
     @classmethod
     def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict:
@@ -49,4 +51,7 @@ class ALiBi(PositionalEncoding):
         """``[h, sq, sk]`` for positions ``[s]``; ``[b, h, sq, sk]`` for positions ``[b, s]``."""
         q_positions = F.as_positions(q_positions, device=self.slopes.device)
         k_positions = F.as_positions(k_positions, device=self.slopes.device)
-        return F.alibi_bias(self.slopes, q_positions, k_positions, bidirectional=self.config.bidirectional)
+        fast = cached_bias(self, q_positions, k_positions)  # contiguous ranges: Toeplitz build + cache
+        if fast is not None:
+            return fast
+        return F.alibi_bias(self.slopes.float(), q_positions, k_positions, bidirectional=self.config.bidirectional)

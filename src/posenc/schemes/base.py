@@ -51,6 +51,9 @@ class PositionalEncoding(nn.Module):
     citation: ClassVar[str] = ""
     #: True when attention must call :meth:`query_scores` / :meth:`value_term` (explicit math).
     uses_query_terms: ClassVar[bool] = False
+    #: Coordinates per position: 1 for sequences; N-D schemes (``sinusoidal_nd``, ``rope_axial``) set it
+    #: per instance from their config and take positions ``[s, n_axes]`` / ``[b, s, n_axes]``.
+    n_axes: ClassVar[int] = 1
     Config: ClassVar[type]
 
     def __init__(self, config: Any) -> None:
@@ -102,6 +105,21 @@ class PositionalEncoding(nn.Module):
         if self.family == "bias":
             return self.bias(*args, **kwargs)
         return self.embed(*args, **kwargs)
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> PositionalEncoding:
+        """Module-wide casts move float64 buffers to the new device but keep them float64.
+
+        Frequencies, slopes and decay rates are float64 by the precision policy (DESIGN.md): a
+        ``model.to(torch.bfloat16)`` must not round the numbers positions are multiplied by
+        (bf16 holds ~3 significant digits). Parameters and other buffers follow the cast as usual.
+        """
+        exact = {name: buf for name, buf in self._buffers.items() if buf is not None and buf.dtype == torch.float64}
+        super()._apply(fn, recurse)
+        for name, buf in exact.items():
+            moved = self._buffers[name]
+            if moved is not None and moved.dtype != torch.float64:
+                self._buffers[name] = buf.to(device=moved.device)
+        return self
 
     def extra_repr(self) -> str:
         fields = dataclasses.asdict(self.config) if dataclasses.is_dataclass(self.config) else {}

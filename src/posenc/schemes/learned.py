@@ -28,8 +28,8 @@ class LearnedConfig:
     init_std: float = 0.02  # GPT-2's initialisation
 
     def __post_init__(self) -> None:
-        check_positive_int("dim", self.dim)
-        check_positive_int("max_len", self.max_len)
+        object.__setattr__(self, "dim", check_positive_int("dim", self.dim))  # 8.0 -> 8
+        object.__setattr__(self, "max_len", check_positive_int("max_len", self.max_len))
         check_combine(self.combine)
         if not self.init_std >= 0:
             raise ValueError(f"init_std must be >= 0, got {self.init_std!r}")

@@ -5,6 +5,16 @@ Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``hd`` head width, ``r``
 The module holds the frequencies (float64, from :func:`posenc.functional.rope_inv_freq`, any
 Hugging Face scaling) and a cos/sin row cache; :meth:`Rope.rotate` rotates queries and keys at
 their positions. Partial rotary (GPT-NeoX ``rotary_pct``) rotates the first ``rotary_dim`` features.
+
+Scalings whose frequencies depend on the sequence length (``dynamic``, ``longrope``) never change a
+buffer: the ``inv_freq`` buffer holds the short-sequence frequencies, and for a longer sequence
+:meth:`Rope.inv_freq_at` computes the long ones as a pure function of the length (for a tensor
+length with ``torch.where``, so a compiled forward needs no host sync and gives the eager result).
+The cos/sin cache holds only short-sequence rows; longer sequences build their tables directly.
+The length of a call is ``1 + the largest position`` among its queries and keys (Hugging Face's
+``dynamic_rope_update`` takes ``max(position_ids) + 1``). Unlike HF, which keeps the largest
+frequencies it has seen until the length drops below the original one, posenc's result depends on
+the current call alone.
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim
+from ..functional.fast_rope import fast_apply_rope
+from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ._cache import cached_range, cached_rows
 from .base import PositionalEncoding, default_positions, register
 
@@ -57,35 +69,115 @@ class Rope(PositionalEncoding):
     def __init__(self, config: RopeConfig) -> None:
         super().__init__(config)
         inv_freq, attention_scale = F.rope_inv_freq(config.rotary_width, base=config.base, scaling=config.scaling)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)  # [r/2] float64
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # [r/2] float64, short sequences
         self.attention_scale = attention_scale
         self.register_buffer("_cos_sin", None, persistent=False)  # row cache [n, 2, r], see _cache.py
+        self._scaling_kind, self._scaling_params = parse_scaling(config.scaling)
+        #: Sequences longer than this use other frequencies (dynamic, longrope); None: never.
+        self.original_length: int | None = None
+        if self._scaling_kind in LENGTH_DEPENDENT:
+            self.original_length = int(self._scaling_params.get("original_max_position_embeddings", 0)) or None
+            if self.original_length is None:
+                raise ValueError(f"rope scaling {self._scaling_kind!r} in a module needs "
+                                 "'original_max_position_embeddings' (the length past which it rescales)")
+        long = None
+        if self._scaling_kind == "longrope":  # fixed long frequencies: a buffer, never reassigned
+            long = long_inv_freq("longrope", config.rotary_width, float(config.base), self._scaling_params, 0)
+        self.register_buffer("_long_inv_freq", long, persistent=False)  # [r/2] float64 or None
+
+    @property
+    def length_dependent(self) -> bool:
+        """True when the frequencies change with the sequence length (``dynamic``, ``longrope``)."""
+        return self.original_length is not None
+
+    def inv_freq_at(self, seq_len: int | Tensor | None) -> Tensor:
+        """The frequencies ``[r/2]`` (float64) in force for a sequence of ``seq_len`` positions.
+
+        A pure function of ``seq_len`` (an int, a 0-d tensor, or None for the short frequencies):
+        no buffer is changed, so it is safe inside ``torch.compile``.
+        """
+        if seq_len is None or self.original_length is None:
+            return self.inv_freq
+        if not isinstance(seq_len, Tensor):
+            if float(seq_len) <= self.original_length:
+                return self.inv_freq
+            return self._long_frequencies(seq_len)
+        return torch.where(seq_len > self.original_length, self._long_frequencies(seq_len), self.inv_freq)  # [r/2]
+
+    def _long_frequencies(self, seq_len: int | Tensor) -> Tensor:
+        if self._long_inv_freq is not None:
+            return self._long_inv_freq
+        return long_inv_freq(self._scaling_kind, self.config.rotary_width, float(self.config.base),
+                             self._scaling_params, seq_len).to(self.inv_freq.device)
+
+    def _is_long(self, seq_len: int | Tensor | None) -> bool:
+        """Whether tables for ``seq_len`` may differ from the cached short ones (always, when compiling)."""
+        if seq_len is None or self.original_length is None:
+            return False
+        if torch.compiler.is_compiling() and isinstance(seq_len, Tensor):
+            return True
+        return float(seq_len) > self.original_length  # float: fractional positions compare as in torch.where
+
+    def seq_len_of(self, q_positions: Tensor | None, k_positions: Tensor | None, sq: int, sk: int) -> int | Tensor | None:
+        """``1 +`` the largest position of a call (None when the frequencies do not depend on it).
+
+        Default positions are ``0..sk-1`` for keys and the last ``sq`` of those for queries.
+        """
+        if self.original_length is None:
+            return None
+        longest: int | Tensor = max(sq, sk) if q_positions is None or k_positions is None else 0
+        for positions in (q_positions, k_positions):
+            if positions is not None and positions.numel():
+                top = positions.max() + 1  # 0-d
+                if isinstance(longest, Tensor):
+                    longest = torch.maximum(longest, top)
+                else:
+                    longest = top if longest == 0 else top.clamp(min=longest)
+        return longest
 
     @classmethod
     def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict:
         return {"dim": head_dim}
 
-    def _build(self, positions: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    def _build(self, positions: Tensor, dtype: torch.dtype = torch.float32, inv_freq: Tensor | None = None) -> Tensor:
+        inv_freq = self.inv_freq if inv_freq is None else inv_freq
         cos, sin = F.rope_cos_sin(
-            positions, self.inv_freq, layout=self.config.layout, attention_scale=self.attention_scale, dtype=dtype
+            positions, inv_freq, layout=self.config.layout, attention_scale=self.attention_scale, dtype=dtype
         )
         return torch.stack((cos, sin), dim=-2)  # [*p, 2, r]
 
-    def cos_sin(self, positions: Tensor | int, *, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-        """cos and sin tables ``[*p, r]`` at ``positions`` (cached for whole non-negative positions)."""
+    def cos_sin(
+        self, positions: Tensor | int, *, dtype: torch.dtype = torch.float32, seq_len: int | Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """cos and sin tables ``[*p, r]`` at ``positions`` (cached for whole non-negative positions).
+
+        For length-dependent scalings the frequencies are those for ``seq_len``, by default
+        ``1 + positions.max()`` (what Hugging Face's rotary modules return for these ``position_ids``).
+        """
         positions = F.as_positions(positions, device=self.inv_freq.device)
+        if seq_len is None and positions.numel():
+            seq_len = self.seq_len_of(positions, None, 0, 0)
+        if self._is_long(seq_len):
+            return self._build(positions, dtype, self.inv_freq_at(seq_len)).unbind(-2)
         if dtype == torch.float32:
             table = cached_rows(self, "_cos_sin", positions, self._build, dtype=torch.float32)
         else:
             table = self._build(positions, dtype)
         return table.unbind(-2)
 
-    def _tables(self, positions: Tensor | None, length: int, offset: int, x: Tensor) -> tuple[Tensor, Tensor]:
+    def _tables(
+        self, positions: Tensor | None, length: int, offset: int, x: Tensor, seq_len: int | Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Tables ``[s, r]`` (or ``[*p, r]``) for ``x``'s positions; ``seq_len`` picks length-dependent frequencies."""
         dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        if self._is_long(seq_len):
+            positions = default_positions(positions, length, x.device, offset=offset).to(x.device)
+            return self._build(positions, dtype, self.inv_freq_at(seq_len)).unbind(-2)
         if positions is None and dtype == torch.float32:
             table = cached_range(self, "_cos_sin", offset, length, self._build, dtype=dtype, device=x.device)
             return table.unbind(-2)  # [s, r] each
-        return self.cos_sin(default_positions(positions, length, x.device, offset=offset).to(x.device), dtype=dtype)
+        positions = default_positions(positions, length, x.device, offset=offset).to(x.device)
+        return self.cos_sin(positions, dtype=dtype, seq_len=seq_len)
 
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor | None = None, k_positions: Tensor | None = None
@@ -93,12 +185,15 @@ class Rope(PositionalEncoding):
         """Rotate ``q [b, h, sq, hd]`` and ``k [b, h, sk, hd]``.
 
         Default positions: keys ``0..sk-1``; queries the last ``sq`` of those (decoding with a cache).
+        Length-dependent scalings use the frequencies for ``1 +`` the largest query or key position.
         """
         sq, sk = q.shape[-2], k.shape[-2]
-        cos_k, sin_k = self._tables(k_positions, sk, 0, k)
+        seq_len = self.seq_len_of(q_positions, k_positions, sq, sk)  # None unless dynamic / longrope
+        cos_k, sin_k = self._tables(k_positions, sk, 0, k, seq_len)
         if q_positions is None and k_positions is None and sq == sk:
             cos_q, sin_q = cos_k, sin_k
         else:
-            cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q)
+            cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q, seq_len)
         layout = self.config.layout
-        return F.apply_rope(q, cos_q, sin_q, layout=layout), F.apply_rope(k, cos_k, sin_k, layout=layout)
+        # one-pass rotation, equal to F.apply_rope (tests/test_fast_paths.py); backward = inverse rotation
+        return fast_apply_rope(q, cos_q, sin_q, layout=layout), fast_apply_rope(k, cos_k, sin_k, layout=layout)

@@ -33,8 +33,9 @@ class ShawConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
-        check_positive_int("dim", self.dim)
-        check_positive_int("max_relative_position", self.max_relative_position)
+        object.__setattr__(self, "dim", check_positive_int("dim", self.dim))  # 8.0 -> 8
+        object.__setattr__(self, "max_relative_position",
+                           check_positive_int("max_relative_position", self.max_relative_position))
 
 
 @register

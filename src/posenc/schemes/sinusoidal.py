@@ -16,7 +16,7 @@ from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim
 from ._cache import cached_rows
 from .absolute import AbsoluteEncoding, check_combine
-from .base import register
+from .base import default_positions, register
 
 __all__ = ["Sinusoidal", "SinusoidalConfig"]
 
@@ -31,7 +31,7 @@ class SinusoidalConfig:
     learned_scale: bool = False  # one learned scalar multiplying the table
 
     def __post_init__(self) -> None:
-        check_even_dim("dim", self.dim)
+        object.__setattr__(self, "dim", check_even_dim("dim", self.dim))  # 8.0 -> 8
         check_choice("layout", self.layout, F.LAYOUTS)
         check_choice("frequencies", self.frequencies, F.SINUSOID_FREQUENCIES)
         check_combine(self.combine)
@@ -50,12 +50,22 @@ class Sinusoidal(AbsoluteEncoding):
         self.scale = nn.Parameter(torch.tensor(config.dim**-0.5)) if config.learned_scale else None
         self.register_buffer("_table", None, persistent=False)  # row cache, see _cache.py
 
-    def _build(self, positions: Tensor) -> Tensor:
+    def _build(self, positions: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
         c = self.config
-        return F.sinusoidal(positions, c.dim, base=c.base, layout=c.layout, frequencies=c.frequencies)
+        return F.sinusoidal(positions, c.dim, base=c.base, layout=c.layout, frequencies=c.frequencies, dtype=dtype)
 
-    def encode(self, positions: Tensor | int) -> Tensor:
-        """The table rows ``[*p, dim]`` (float32), times the learned scale when there is one."""
+    def encode(self, positions: Tensor | int, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        """The table rows ``[*p, dim]`` in ``dtype``, times the learned scale when there is one.
+
+        float32 rows come from the row cache; other dtypes (float64) are built directly.
+        """
         positions = F.as_positions(positions, device=self.scale.device if self.scale is not None else None)
-        code = cached_rows(self, "_table", positions, self._build, dtype=torch.float32)
+        if dtype == torch.float32:
+            code = cached_rows(self, "_table", positions, self._build, dtype=torch.float32)
+        else:
+            code = self._build(positions, dtype)
         return code * self.scale if self.scale is not None else code
+
+    def _code(self, positions: Tensor | None, length: int, x: Tensor) -> Tensor:
+        positions = default_positions(positions, length, x.device)
+        return self.encode(positions, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)  # [*p, dim]

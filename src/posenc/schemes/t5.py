@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from .. import functional as F
 from ..functional._checks import check_integer_positions, check_positive_int
+from ..functional.fast_bias import cached_bias
 from .base import PositionalEncoding, register
 
 __all__ = ["T5Bias", "T5Config"]
@@ -31,7 +32,9 @@ class T5Config:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
-        check_positive_int("num_heads", self.num_heads)
+        object.__setattr__(self, "num_heads", check_positive_int("num_heads", self.num_heads))  # 8.0 -> 8
+        object.__setattr__(self, "num_buckets", check_positive_int("num_buckets", self.num_buckets))
+        object.__setattr__(self, "max_distance", check_positive_int("max_distance", self.max_distance))
         F.t5_relative_bucket(torch.zeros(1, dtype=torch.long), bidirectional=self.bidirectional,
                              num_buckets=self.num_buckets, max_distance=self.max_distance)  # validates
 
@@ -66,6 +69,9 @@ class T5Bias(PositionalEncoding):
     def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         """``[h, sq, sk]`` for positions ``[s]``; ``[b, h, sq, sk]`` for positions ``[b, s]``."""
         device = self.relative_attention_bias.weight.device
+        fast = cached_bias(self, q_positions, k_positions)  # contiguous ranges, no grad: Toeplitz build + cache
+        if fast is not None:
+            return fast
         buckets = self.buckets(F.as_positions(q_positions, device=device), F.as_positions(k_positions, device=device))
         values = self.relative_attention_bias(buckets)  # [..., sq, sk, h]
         return values.movedim(-1, -3)  # [..., h, sq, sk]

@@ -1,18 +1,35 @@
 """xPos: RoPE with a per-pair exponential decay (Sun et al. 2022, "A Length-Extrapolatable
 Transformer", section 3.1).
 
-Queries are multiplied by ``ζ_i^((m - c) / scale_base)`` and keys by ``ζ_i^(-(n - c) / scale_base)``
-on top of the rotation, with ``ζ_i = (2i/d + γ) / (1 + γ)``; the score then carries
-``ζ_i^((m - n) / scale_base)``, a decay with distance that is independent of the centre ``c``.
-The reference implementations (torchscale ``XPOS``; rotary-embedding-torch ``use_xpos``) put the
-centre in the middle of the current sequence, which keeps the factors near 1 but changes them when
-the sequence grows: keys cached at one length no longer match queries at the next. posenc keeps a
-fixed centre (``center``, default 0), so cached keys stay valid; scores equal the peers' exactly,
-the individual rotated q and k differ from theirs by the constant factor ``ζ^(±c'/scale_base)``.
+Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``hd`` head width, ``*p`` positions' shape.
+
+On top of the rotation, the query at position ``m`` is multiplied by ``ζ_i^((m - c) / B)`` and the
+key at ``n`` by ``ζ_i^(-(n - c) / B)`` on pair ``i``, with ``ζ_i = (2i/d + γ) / (1 + γ)`` and
+``B = scale_base``; the score carries ``ζ_i^((m - n) / B)``, a decay with distance that does not
+depend on the centre ``c``. The peers choose ``c`` differently:
+
+* rotary-embedding-torch 0.9.1 (``RotaryEmbedding(use_xpos=True)``, ``get_scale``) centres at
+  ``floor(L / 2)`` of the sequence it is given (``power = (t - len(t) // 2) / scale_base``). In
+  ``rotate_queries_with_cached_keys`` the queries are centred on their own length and the keys on
+  theirs, so the scores of a decoding step pick up ``ζ^((sk//2 - sq//2) / B)``; and its scale cache,
+  filled at one length, serves shorter lengths rows centred on the first.
+* torchscale (``XPOS`` in ``component/xpos_relative_position.py``) centres at ``ceil(L / 2)`` of the
+  whole stream (``min_pos = -(length + offset) // 2``); its attention caches keys *before* xPos and
+  re-applies it to all of them at every step (``xpos(k, offset=0)``, ``xpos(q, offset=src_len - 1)``),
+  so scores stay relative but every cached key is rescaled per step.
+
+posenc keeps a fixed centre (``center``, default 0), so keys cached after rotation stay valid at any
+offset and scores equal both peers' (away from their caching quirks); the rotated q and k themselves
+differ from a peer's by the constant factors ``ζ^(±(c_peer - c) / B)`` and equal them for
+``center = c_peer``. The price of a fixed centre is range: factors grow as ``ζ_0^(-|p - c| / B)``, so
+:meth:`XPos.rotate` refuses positions whose factors leave the dtype's range (float32/bf16: about
+``±35,000`` positions from the centre at ``B = 512``; float16: about ``±3,900``). Set ``center`` near
+the middle of the positions you use.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -30,10 +47,10 @@ __all__ = ["XPos", "XPosConfig"]
 class XPosConfig:
     dim: int  # head width
     base: float = 10000.0
-    layout: str = "half"
-    scale_base: float = 512.0  # distance over which the decay factor ζ applies once
+    layout: str = "half"  # "half" (HF rotate_half) or "interleaved" (both xPos peers)
+    scale_base: float = 512.0  # B: the decay factor ζ applies once per B positions of distance
     gamma: float = 0.4  # ζ_i = (2i/d + γ) / (1 + γ)
-    center: float = 0.0  # position at which q and k are unscaled
+    center: float = 0.0  # position c at which q and k are unscaled
 
     def __post_init__(self) -> None:
         check_even_dim("dim", self.dim)
@@ -42,8 +59,10 @@ class XPosConfig:
             raise ValueError(f"scale_base must be positive, got {self.scale_base!r}")
         if not self.gamma > 0:
             raise ValueError(f"gamma must be positive, got {self.gamma!r}")
+        if not math.isfinite(self.center):
+            raise ValueError(f"center must be a finite number, got {self.center!r}")
 
-    scaling = None
+    scaling = None  # read by Rope: xPos rotates unscaled, over the whole head
     rotary_dim = None
 
     @property
@@ -55,7 +74,7 @@ class XPosConfig:
 class XPos(Rope):
     name = "xpos"
     family = "rotary"
-    formula = "q_m ← ζ^(m/B) R(mθ) q_m,  k_n ← ζ^(-n/B) R(nθ) k_n,  ζ_i = (2i/d + γ)/(1 + γ)"
+    formula = "q_m ← ζ^((m−c)/B) R(mθ) q_m,  k_n ← ζ^(−(n−c)/B) R(nθ) k_n,  ζ_i = (2i/d + γ)/(1 + γ)"
     citation = "Sun et al. 2022, A Length-Extrapolatable Transformer, section 3.1"
     Config = XPosConfig  # type: ignore[assignment]
 
@@ -76,15 +95,43 @@ class XPos(Rope):
             scale = scale.repeat_interleave(2, dim=-1)  # [*p, d]
         return scale.to(dtype)
 
+    def _check_range(self, positions: Tensor, dtype: torch.dtype) -> None:
+        """Refuse positions whose decay factors overflow or underflow ``dtype`` (skipped when compiling)."""
+        if torch.compiler.is_compiling() or positions.numel() == 0:
+            return
+        c = self.config
+        distance = float((positions.to(torch.float64) - c.center).abs().max())
+        log_rate = math.log((1 + c.gamma) / c.gamma)  # ln(1/ζ_0), ζ_0 = γ/(1+γ) the strongest decay
+        log_factor = distance / c.scale_base * log_rate  # ln of the largest factor
+        info = torch.finfo(dtype)
+        limit = min(math.log(info.max), -math.log(info.tiny))
+        if log_factor > limit:
+            reach = limit / log_rate * c.scale_base
+            raise ValueError(
+                f"xpos: a position {distance:g} away from center={c.center:g} gives decay factors of "
+                f"e^±{log_factor:.0f}, outside {dtype}'s range (positions must stay within ±{reach:.0f} of the "
+                "center); set center near the middle of the positions used, or raise scale_base"
+            )
+
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor | None = None, k_positions: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
+        """Rotate and scale ``q [b, h, sq, hd]`` and ``k [b, h, sk, hd]``.
+
+        Default positions: keys ``0..sk-1``, queries the last ``sq`` of those (decoding with a cache).
+        The decay multiplies the cos/sin tables, so the input is rounded once, in its own dtype.
+        """
         sq, sk = q.shape[-2], k.shape[-2]
         q_positions = default_positions(q_positions, sq, q.device, offset=max(sk - sq, 0))
         k_positions = default_positions(k_positions, sk, k.device)
-        q, k = super().rotate(q, k, q_positions, k_positions)
+        self._check_range(q_positions, q.dtype)
+        self._check_range(k_positions, k.dtype)
         dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-        q_scale, k_scale = self.decay(q_positions, sign=1.0, dtype=dtype), self.decay(k_positions, sign=-1.0, dtype=dtype)
-        if q.dim() == 4 and q_scale.dim() == 3:
-            q_scale, k_scale = q_scale[:, None], k_scale[:, None]  # [b, s, d] -> [b, 1, s, d]
-        return (q * q_scale).to(q.dtype), (k * k_scale).to(k.dtype)
+        cos_q, sin_q = self.cos_sin(q_positions.to(self.inv_freq.device), dtype=dtype)  # [*p, hd]
+        cos_k, sin_k = self.cos_sin(k_positions.to(self.inv_freq.device), dtype=dtype)
+        q_scale = self.decay(q_positions.to(self.zeta.device), sign=1.0, dtype=dtype)  # [*p, hd]
+        k_scale = self.decay(k_positions.to(self.zeta.device), sign=-1.0, dtype=dtype)
+        layout = self.config.layout
+        q = F.apply_rope(q, cos_q * q_scale, sin_q * q_scale, layout=layout)
+        k = F.apply_rope(k, cos_k * k_scale, sin_k * k_scale, layout=layout)
+        return q, k

@@ -1,0 +1,291 @@
+"""The seed articles' criteria for a position code, made into measurements.
+
+Shape legend: ``n`` positions, ``d`` code width.
+
+Every check takes a scheme (registered name, built :class:`~posenc.PositionalEncoding`, or a
+reference name such as ``"index"``) plus config keys, builds the encoding matrix of
+:func:`~posenc.analysis.encoding_matrix` (rows = positions ``0..n-1``) and returns a
+:class:`CheckResult` with a number, its threshold and a sentence saying what was found. The
+criteria: seed 004 ("Understanding positional embeddings in transformer models", 2023: unique,
+distance-reflecting, bounded, length-invariant, deterministic); seed 000 (Kazemnejad 2019: the
+linear map ``PE(p) -> PE(p+k)`` and the offset-only dot product); Vaswani et al. 2017, section 3.5
+(the hypothesis that a fixed linear map serves every offset).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..schemes import PositionalEncoding
+from ..schemes.learned import Learned
+from .encodings import atlas_config, build_scheme, encoding_matrix, is_reference, scheme_family, unit_query
+from .matrices import distance_from, distance_matrix
+
+__all__ = [
+    "CheckResult",
+    "check_unique",
+    "check_bounded",
+    "check_deterministic",
+    "check_length_invariant",
+    "check_linear_offset_map",
+    "check_offset_similarity",
+    "check_distance_monotone",
+    "scheme_label",
+]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One measured criterion: ``passed`` is ``value <comparison> threshold``.
+
+    ``detail`` explains the finding in words; ``data`` holds the extra numbers (tensors or floats)
+    a figure or table may want.
+    """
+
+    name: str
+    value: float
+    threshold: float
+    passed: bool
+    detail: str
+    comparison: str = "<="
+    scheme: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (tensors in ``data`` left as they are)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def scheme_label(scheme: str | PositionalEncoding) -> str:
+    """The name shown for ``scheme``: its registry name, or the reference name."""
+    return scheme.name if isinstance(scheme, PositionalEncoding) else str(scheme)
+
+
+def _max_positions(scheme: str | PositionalEncoding, n: int, config: dict[str, Any]) -> int:
+    """``n`` capped at what the scheme can encode (a learned table has ``max_len`` rows)."""
+    if isinstance(scheme, Learned):
+        return min(n, scheme.config.max_len)
+    if scheme == "learned":
+        return min(n, int(atlas_config("learned", **config)["max_len"]))
+    return n
+
+
+def _matrix(scheme: str | PositionalEncoding, n: int, seed: int, config: dict[str, Any], **kw: Any) -> Tensor:
+    return encoding_matrix(scheme, _max_positions(scheme, n, config), seed=seed, **kw, **config)
+
+
+def _first_collision(D: Tensor, atol: float) -> tuple[int, int] | None:
+    """The pair ``(i, j)``, ``i < j``, with the smallest ``j`` (then ``i``) whose codes are within ``atol``."""
+    close = torch.triu(D <= atol, diagonal=1)  # [n, n]
+    if not bool(close.any()):
+        return None
+    j = int(close.any(dim=0).nonzero()[0])
+    i = int(close[:, j].nonzero()[0])
+    return i, j
+
+
+def check_unique(scheme: str | PositionalEncoding, *, n: int = 512, atol: float = 1e-6, seed: int = 0,
+                 **config: Any) -> CheckResult:
+    """Smallest Euclidean distance between the codes of two distinct positions in ``0..n-1``, in
+    float64 and after rounding the code to float32; passes when both exceed ``atol``.
+
+    ``data``: ``min_distance_float64``, ``min_distance_float32``, ``collision_float64`` and
+    ``collision_float32`` (the first pair ``(i, j)`` within ``atol``, or None), ``n``.
+    """
+    E = _matrix(scheme, n, seed, config)  # [n, d] float64
+    out: dict[str, Any] = {"n": E.shape[0]}
+    for tag, M in (("float64", E), ("float32", E.float())):
+        D = distance_matrix(M)  # [n, n]
+        out[f"collision_{tag}"] = _first_collision(D, atol)
+        out[f"min_distance_{tag}"] = float(D.fill_diagonal_(float("inf")).min()) if E.shape[0] > 1 else float("inf")
+    value = min(out["min_distance_float64"], out["min_distance_float32"])
+    passed = value > atol
+    if passed:
+        detail = f"all {E.shape[0]} positions get distinct codes (closest pair {value:.3g} apart)"
+    else:
+        tag = "float64" if out["collision_float64"] is not None else "float32"
+        i, j = out[f"collision_{tag}"]
+        detail = f"positions {i} and {j} get the same code in {tag} (distance {out[f'min_distance_{tag}']:.3g})"
+    return CheckResult("unique", value, atol, passed, detail, ">", scheme_label(scheme), out)
+
+
+def check_bounded(scheme: str | PositionalEncoding, *, n: int = 1024, threshold: float = 1.0, seed: int = 0,
+                  **config: Any) -> CheckResult:
+    """Largest ``|value|`` of any code at positions ``0..n-1``; passes when it is at most ``threshold``
+    (the articles' "bounded between -1 and 1"). ``data``: ``largest``, ``largest_half`` (the same over
+    a separate build of ``n/2`` positions: a sequence half as long), ``grows`` (whether doubling the
+    length raised the largest value by more than 1%), ``n``.
+    """
+    E = _matrix(scheme, n, seed, config)  # [n, d]
+    half = max(E.shape[0] // 2, 1)
+    largest, largest_half = float(E.abs().max()), float(_matrix(scheme, half, seed, config).abs().max())
+    grows = largest > largest_half * 1.01 + 1e-12  # more than 1%: (n-1)/n creeping towards 1 is not growth
+    passed = largest <= threshold + 1e-12
+    trend = "grows with the length" if grows else "does not grow with the length"
+    detail = f"largest |value| {largest:.4g} over {E.shape[0]} positions ({largest_half:.4g} over {half}): it {trend}"
+    data = {"largest": largest, "largest_half": largest_half, "grows": grows, "n": E.shape[0]}
+    return CheckResult("bounded", largest, threshold, passed, detail, "<=", scheme_label(scheme), data)
+
+
+def _rebuild(scheme: str | PositionalEncoding, seed: int) -> str | PositionalEncoding:
+    """A fresh module from a built one's config, initialised from ``seed``; names pass through."""
+    if isinstance(scheme, PositionalEncoding):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return type(scheme)(scheme.config)
+    return scheme
+
+
+def check_deterministic(scheme: str | PositionalEncoding, *, n: int = 256, seed: int = 0, **config: Any) -> CheckResult:
+    """Two independent builds with the same ``seed`` give exactly the same codes at ``0..n-1``
+    (a built module is rebuilt from its config). ``value`` is the largest difference (threshold 0).
+
+    ``data["seed_dependent"]``: whether a build with another seed differs — true for learned tables,
+    whose codes are random draws until training sets them (the articles' objection to them).
+    """
+    first = _matrix(_rebuild(scheme, seed), n, seed, config)  # a built module with config raises here
+    second = _matrix(_rebuild(scheme, seed), n, seed, config)
+    other = _matrix(_rebuild(scheme, seed + 1), n, seed + 1, config)
+    value = float((first - second).abs().max()) if first.numel() else 0.0
+    seed_dependent = not torch.equal(first, other)
+    passed = torch.equal(first, second)
+    detail = ("two builds agree exactly" if passed else f"two builds with seed {seed} differ by up to {value:.3g}")
+    detail += ("; the codes are random draws that change with the seed (reproducible only given the seed)"
+               if seed_dependent else "; the codes do not depend on the seed")
+    return CheckResult("deterministic", value, 0.0, passed, detail, "<=", scheme_label(scheme),
+                       {"seed_dependent": seed_dependent, "n": first.shape[0]})
+
+
+def check_length_invariant(scheme: str | PositionalEncoding, *, lengths: tuple[int, int] = (32, 256), atol: float = 1e-12,
+                           seed: int = 0, **config: Any) -> CheckResult:
+    """A position gets the same code in sequences of the two ``lengths``: the largest difference over
+    the shorter sequence's positions, passing at most ``atol``. ``data``: ``lengths``, ``diff_per_position [n_short]``.
+    """
+    short, long = sorted(int(x) for x in lengths)
+    long = _max_positions(scheme, long, config)
+    extra = {"seq_len": short} if is_reference(scheme) else {}
+    a = _matrix(scheme, short, seed, config, **extra)  # [short, d]
+    extra = {"seq_len": long} if is_reference(scheme) else {}
+    b = _matrix(scheme, long, seed, config, **extra)[: a.shape[0]]  # [short, d]
+    diff = (a - b).abs().amax(dim=-1)  # [short]
+    value = float(diff.max()) if diff.numel() else 0.0
+    passed = value <= atol
+    if passed:
+        detail = f"positions 0..{short - 1} get the same codes in sequences of {short} and {long}"
+    else:
+        p = int(diff.argmax())
+        detail = f"position {p} changes by {value:.3g} between sequences of {short} and {long}"
+    return CheckResult("length_invariant", value, atol, passed, detail, "<=", scheme_label(scheme),
+                       {"lengths": (short, long), "diff_per_position": diff})
+
+
+def check_linear_offset_map(scheme: str | PositionalEncoding, *, n: int = 512, offsets: tuple[int, ...] = (1, 5, 25),
+                            threshold: float = 1e-6, seed: int = 0, **config: Any) -> CheckResult:
+    """Is ``PE(p + k)`` a fixed linear function of ``PE(p)``? For each offset ``k`` the least-squares
+    map ``M`` with ``PE(p) M ≈ PE(p + k)`` is fitted on the even positions ``p`` and tested on the odd
+    ones (``p < n - max(offsets)``); ``value`` is the largest relative test residual ``|PE M - PE'| / |PE'|`` over the offsets.
+
+    For the sinusoid ``M`` is the block rotation by ``k·ω_i`` (Vaswani et al. 2017, section 3.5;
+    Kazemnejad 2019, "Relative Positioning": seed 000), so the residual is rounding (~1e-14).
+    ``data``: ``residuals`` (offset -> residual), ``n``.
+    """
+    E = _matrix(scheme, n, seed, config)  # [n, d]
+    m = E.shape[0] - max(offsets)  # positions p with p + k inside the matrix for every k
+    if m < 4 or min(offsets) < 1:
+        raise ValueError(f"offsets {list(offsets)} must be positive and leave positions in n={E.shape[0]}")
+    X_fit, X_test = E[0:m:2], E[1:m:2]  # [m/2, d] each: PE(p) for even / odd p
+    targets = torch.cat([E[k : m + k : 2] for k in offsets], dim=-1)  # [m/2, d * len(offsets)]: PE(p + k)
+    maps = torch.linalg.lstsq(X_fit, targets, driver="gelsd").solution  # [d, d * len(offsets)], one SVD
+    residuals = {}
+    for i, k in enumerate(offsets):
+        M = maps[:, i * E.shape[1] : (i + 1) * E.shape[1]]  # [d, d]: PE(p) M ≈ PE(p + k) on the even p
+        Y_test = E[k + 1 : m + k : 2]  # [m/2, d]
+        scale = float(Y_test.norm())
+        residuals[k] = float((X_test @ M - Y_test).norm()) / scale if scale > 0 else 0.0
+    value = max(residuals.values())
+    worst = max(residuals, key=residuals.get)
+    passed = value < threshold
+    detail = (f"a fixed linear map takes PE(p) to PE(p+k) (largest relative residual {value:.2g}, offsets {list(offsets)})"
+              if passed else f"no linear map takes PE(p) to PE(p+{worst}): relative residual {value:.3g} on held-out positions")
+    return CheckResult("linear_offset_map", value, threshold, passed, detail, "<", scheme_label(scheme),
+                       {"residuals": residuals, "n": E.shape[0]})
+
+
+def _query_key_codes(scheme: str | PositionalEncoding, n: int, seed: int, config: dict[str, Any]) -> tuple[Tensor, Tensor]:
+    """Rotary schemes: the rotated unit query and key at ``0..n-1`` (xPos scales them oppositely);
+    other schemes: the code twice."""
+    if scheme_family(scheme) != "rotary":
+        E = _matrix(scheme, n, seed, config)
+        return E, E
+    module = build_scheme(scheme, seed=seed, **config)
+    c = module.config
+    positions = torch.arange(n, device=module.inv_freq.device)
+    u = unit_query(c.dim, c.rotary_width, c.layout).to(positions.device).expand(1, 1, n, c.dim)  # [1, 1, n, hd]
+    with torch.no_grad():
+        q, k = module.rotate(u, u, positions, positions)
+    return q[0, 0], k[0, 0]  # [n, hd] each
+
+
+def check_offset_similarity(scheme: str | PositionalEncoding, *, n: int = 256, offsets: tuple[int, ...] = (1, 5, 25),
+                            threshold: float = 1e-6, seed: int = 0, **config: Any) -> CheckResult:
+    """How far ``PE(p + k) · PE(p)`` varies with ``p`` at fixed ``k``: ``(max - min) / mean |PE|^2`` over
+    ``p``, the largest over ``offsets``; passes below ``threshold`` (the score depends on the offset alone).
+
+    Rotary schemes use the actual logit between the rotated unit query at ``p + k`` and key at ``p``
+    (for xPos the two sides carry opposite decays). Kazemnejad 2019 (seed 000, "Other details"):
+    the sinusoid's dot product is ``Σ_i cos(k·ω_i)``. ``data``: ``spread`` (offset -> spread),
+    ``dots`` (offset -> ``[n - k]`` tensor of products).
+    """
+    Q, K = _query_key_codes(scheme, _max_positions(scheme, n, config), seed, config)  # [n, d] each
+    norm = float((Q * K).sum(-1).abs().mean())
+    spread, dots = {}, {}
+    for k in offsets:
+        if k >= Q.shape[0]:
+            raise ValueError(f"offset {k} is not below the {Q.shape[0]} positions; use a larger n")
+        dots[k] = (Q[k:] * K[: Q.shape[0] - k]).sum(-1)  # [n - k]
+        spread[k] = float(dots[k].max() - dots[k].min()) / norm if norm > 0 else 0.0
+    value = max(spread.values())
+    passed = value < threshold
+    worst = max(spread, key=spread.get)
+    detail = ("PE(p+k)·PE(p) depends on the offset k alone" if passed
+              else f"PE(p+{worst})·PE(p) varies with p by {value:.3g} of the mean squared norm")
+    return CheckResult("offset_similarity", value, threshold, passed, detail, "<", scheme_label(scheme),
+                       {"spread": spread, "dots": dots})
+
+
+def check_distance_monotone(scheme: str | PositionalEncoding, *, n: int = 256, start: int = 1, tol: float = 0.01,
+                            min_offset: int = 16, seed: int = 0, **config: Any) -> CheckResult:
+    """Up to which offset the cosine distance from position ``start`` keeps growing: the last offset
+    before it first falls more than ``tol`` below its running maximum (a code whose distance never
+    rises above ``tol`` does not grow at all: 0). Passes when that offset reaches ``min_offset``.
+
+    Seed 004 ("Examining distances between positional embeddings") plots this from position 1 for
+    the sinusoid at d = 1024 and finds it roughly monotone up to 250. ``data``: ``distances`` (from
+    ``start`` to ``start..n-1``, ``[n - start]``), ``first_drop`` (offset or None).
+    """
+    E = _matrix(scheme, n, seed, config)  # [n, d]
+    d = distance_from(E, start)[start:]  # [n - start]; d[k] = distance to start + k
+    if bool(d.isnan().any()):
+        return CheckResult("distance_monotone", 0.0, float(min_offset), False,
+                           "cosine distance is undefined (a zero code)", ">=", scheme_label(scheme),
+                           {"distances": d, "first_drop": None})
+    running = torch.cummax(d, dim=0).values  # [n - start]
+    drops = (d < running - tol).nonzero()
+    first_drop = int(drops[0]) if drops.numel() else None
+    reach = (first_drop - 1) if first_drop is not None else d.shape[0] - 1
+    if float(running[reach]) <= float(d[0]) + tol:
+        reach = 0
+    passed = reach >= min_offset
+    if reach == 0:
+        detail = f"the cosine distance from position {start} does not grow with the offset"
+    elif first_drop is None:
+        detail = f"the cosine distance from position {start} grows up to the last offset tested ({reach})"
+    else:
+        detail = f"the cosine distance from position {start} grows up to offset {reach}, then falls back by more than {tol}"
+    return CheckResult("distance_monotone", float(reach), float(min_offset), passed, detail, ">=", scheme_label(scheme),
+                       {"distances": d, "first_drop": first_drop, "start": start})

@@ -1,0 +1,165 @@
+"""Bias construction and attention with each bias scheme, timed; FlexAttention's memory at long L.
+
+Shape legend: ``h`` heads, ``L`` sequence, ``hd`` head width.
+
+Bias build: the floor is filling a preallocated ``[h, L, L]`` float32 tensor; posenc's Toeplitz
+build (into a preallocated tensor, and through the scheme with its cache) is set beside the
+reference formula and the peers: Hugging Face ``T5Attention.compute_bias`` (as returned, a permuted
+view, and made contiguous) and x-transformers ``AlibiPositionalBias``.
+
+Long sequences: :func:`bench_flex_memory` runs ``posenc.Attention`` with ALiBi through
+FlexAttention and, beside it, SDPA with a materialised bias, each in a fresh subprocess so that its
+peak resident memory (``ru_maxrss``) is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+
+import torch
+
+from .. import functional as F
+from ..functional import fast_bias
+from .timing import measure
+
+__all__ = ["bench_bias", "bench_attention", "bench_flex_memory"]
+
+
+def _peer_bias_cases(h: int, L: int) -> dict[str, Callable[[], object]]:
+    cases: dict[str, Callable[[], object]] = {}
+    try:
+        from transformers import T5Config
+        from transformers.models.t5.modeling_t5 import T5Attention
+
+        config = T5Config(d_model=h * 64, d_kv=64, num_heads=h, relative_attention_num_buckets=32,
+                          relative_attention_max_distance=128)
+        t5 = T5Attention(config, has_relative_attention_bias=True)
+        t5.eval()
+        cases["peer transformers T5 compute_bias (view)"] = lambda: t5.compute_bias(L, L)
+        cases["peer transformers T5 compute_bias (contiguous)"] = lambda: t5.compute_bias(L, L).contiguous()
+    except ImportError:
+        pass
+    try:
+        from x_transformers.x_transformers import AlibiPositionalBias
+
+        alibi = AlibiPositionalBias(heads=h, total_heads=h)
+        cases["peer x-transformers ALiBi"] = lambda: alibi(L, L)
+    except ImportError:
+        pass
+    return cases
+
+
+def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads: int = 1, min_run_time: float = 0.5,
+               peers: bool = True, progress: Callable[[str], None] | None = None) -> list[dict]:
+    """One row per (case, L): median ms and the ratio to filling a preallocated ``[h, L, L]``."""
+    import posenc
+
+    rows = []
+    for L in lengths:
+        out = torch.empty(heads, L, L)  # [h, L, L]
+        slopes = F.alibi_slopes(heads)
+        table = torch.randn(32, heads)
+        alibi = posenc.create("alibi", num_heads=heads, bidirectional=False)
+        t5 = posenc.create("t5", num_heads=heads, bidirectional=True)
+        pos = torch.arange(L)
+        cases: dict[str, Callable[[], object]] = {
+            "floor (fill preallocated)": lambda: out.fill_(1.0),
+            "posenc ALiBi Toeplitz out=": lambda: fast_bias.alibi_bias_range(slopes, L, L, out=out),
+            "posenc T5 Toeplitz out=": lambda: fast_bias.t5_bias_range(table, L, L, out=out),
+            "posenc ALiBi scheme (cached)": lambda: alibi.bias(pos, pos),
+            "posenc ALiBi reference formula": lambda: F.alibi_bias(slopes, pos, pos),
+            "posenc T5 reference formula": lambda: t5.relative_attention_bias(
+                F.t5_relative_bucket(F.relative_positions(pos, pos))).permute(2, 0, 1).contiguous(),
+        }
+        if peers:
+            cases.update(_peer_bias_cases(heads, L))
+        floor = None
+        for name, fn in cases.items():
+            if progress:
+                progress(f"bias L={L}: {name}")
+            with torch.no_grad():
+                m = measure(name, fn, num_threads=num_threads, min_run_time=min_run_time)
+            floor = m.median_s if floor is None else floor
+            rows.append({"L": L, "heads": heads, "case": name, "kind": "steady", "median_ms": m.median_s * 1e3,
+                         "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "x_floor": m.median_s / floor,
+                         "other_cpu": m.other_cpu, "num_threads": num_threads})
+        del out
+    return rows
+
+
+def bench_attention(schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "sinusoidal"), *, L: int = 1024,
+                    dim: int = 512, heads: int = 8, num_threads: int = 1, min_run_time: float = 0.5,
+                    progress: Callable[[str], None] | None = None) -> list[dict]:
+    """``posenc.Attention`` forward (no grad, causal) per scheme at length ``L``; ratio to ``none``."""
+    import posenc
+
+    rows, base = [], None
+    x = torch.randn(1, L, dim)  # [1, L, d]
+    for name in schemes:
+        if progress:
+            progress(f"attention L={L}: {name}")
+        encoding = name if name in ("none", "rope", "alibi", "t5") else posenc.create(name, dim=dim)
+        attn = posenc.Attention(dim, heads, encoding=encoding, causal=True).eval()
+        with torch.no_grad():
+            m = measure(name, lambda: attn(x), num_threads=num_threads, min_run_time=min_run_time)
+        base = m.median_s if base is None else base
+        rows.append({"L": L, "heads": heads, "case": f"Attention {name}", "kind": "steady", "median_ms": m.median_s * 1e3,
+                     "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "x_none": m.median_s / base, "other_cpu": m.other_cpu,
+                     "num_threads": num_threads})
+    return rows
+
+
+_CHILD = r"""
+import json, resource, sys, time, torch
+import torch.nn.functional as nnf
+L, heads, hd, mode, threads = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+import posenc
+from posenc import flex
+from posenc.bench.timing import CpuProbe
+dim = heads * hd
+x = torch.randn(1, L, dim)
+attn = posenc.Attention(dim, heads, encoding="alibi", causal=True).eval()
+base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+probe = CpuProbe()
+result = {"L": L, "heads": heads, "head_dim": hd, "mode": mode}
+with torch.no_grad():
+    if mode == "flex":
+        flex.set_mode("always")
+        start = time.perf_counter(); attn(x[:, :256]); result["first_call_s"] = time.perf_counter() - start
+        start = time.perf_counter(); attn(x); result["first_call_at_L_s"] = time.perf_counter() - start
+        probe.start(); start = time.perf_counter(); attn(x)
+    else:
+        q, k, v = attn.qkv(x).view(1, L, 3, heads, hd).permute(2, 0, 3, 1, 4)  # 3 x [1, h, L, hd]
+        probe.start(); start = time.perf_counter()
+        bias = attn.encoding.bias(torch.arange(L), torch.arange(L))  # [h, L, L] materialised
+        bias = bias.masked_fill(torch.ones(L, L, dtype=torch.bool).triu_(1), float("-inf"))
+        nnf.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    result["seconds"] = time.perf_counter() - start
+    result["other_cpu"] = probe.stop()
+result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+result["peak_rss_before_mib"] = base_rss / 1024
+print(json.dumps(result))
+"""
+
+
+def bench_flex_memory(L: int = 16384, *, heads: int = 8, head_dim: int = 64, modes: Iterable[str] = ("flex", "sdpa"),
+                      num_threads: int = 1, timeout: float = 900) -> list[dict]:
+    """Causal ALiBi attention at length ``L``: FlexAttention vs SDPA with a materialised bias.
+
+    Each mode runs in its own Python process; a row holds its time, peak RSS and first-call
+    (compile) time. ``sdpa`` at L = 16384, 8 heads needs ~8.6 GB for the bias alone.
+    """
+    rows = []
+    for mode in modes:
+        proc = subprocess.run([sys.executable, "-c", _CHILD, str(L), str(heads), str(head_dim), mode, str(num_threads)],
+                              capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            rows.append({"L": L, "heads": heads, "mode": mode, "error": proc.stderr.strip().splitlines()[-1:]})
+            continue
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return rows

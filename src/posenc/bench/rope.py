@@ -1,0 +1,169 @@
+"""RoPE application timed against the floor and the peers: q, k ``[1, h, L, hd]``.
+
+Shape legend: ``b`` batch (1), ``h`` heads, ``L`` sequence, ``hd`` head width.
+
+The floor is one read and one write of q and k into preallocated outputs (``out.copy_(x)``), the
+least any rotation must move. Each peer runs in its own pair layout, with whatever tables it
+builds per call included (that is how they are used): Hugging Face Llama (``LlamaRotaryEmbedding``
++ ``apply_rotary_pos_emb``, half pairs), torchtune ``RotaryPositionalEmbeddings`` (interleaved, on
+its ``[b, s, h, hd]`` layout), rotary-embedding-torch ``rotate_queries_or_keys`` (interleaved),
+x-transformers ``RotaryEmbedding`` + ``apply_rotary_pos_emb`` (interleaved).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+import torch
+
+from .. import functional as F
+from ..functional import fast_rope
+from .timing import measure
+
+__all__ = ["bench_rope", "rope_peers"]
+
+Case = Callable[[], object]
+
+
+def _hf(q, k, layout):
+    if layout != "half":
+        return None
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    h, L, hd = q.shape[1], q.shape[2], q.shape[3]
+    config = LlamaConfig(hidden_size=h * hd, num_attention_heads=h, head_dim=hd, max_position_embeddings=L)
+    rotary = LlamaRotaryEmbedding(config)
+    position_ids = torch.arange(L)[None]  # [1, L]
+
+    def run():
+        cos, sin = rotary(q, position_ids)
+        return apply_rotary_pos_emb(q, k, cos, sin)
+    return run
+
+
+def _torchtune(q, k, layout):
+    if layout != "interleaved":
+        return None
+    from torchtune.modules import RotaryPositionalEmbeddings
+
+    rope = RotaryPositionalEmbeddings(dim=q.shape[-1], max_seq_len=q.shape[2])
+    qt, kt = q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous()  # its layout [b, L, h, hd]
+    return lambda: (rope(qt), rope(kt))
+
+
+def _rotary_embedding_torch(q, k, layout):
+    if layout != "interleaved":
+        return None
+    from rotary_embedding_torch import RotaryEmbedding
+
+    rope = RotaryEmbedding(dim=q.shape[-1])
+    return lambda: (rope.rotate_queries_or_keys(q), rope.rotate_queries_or_keys(k))
+
+
+def _x_transformers(q, k, layout):
+    if layout != "interleaved":
+        return None
+    from x_transformers.x_transformers import RotaryEmbedding, apply_rotary_pos_emb
+
+    rope = RotaryEmbedding(q.shape[-1])
+    t = torch.arange(q.shape[2])
+
+    def run():
+        freqs, scale = rope(t)
+        return apply_rotary_pos_emb(q, freqs, scale), apply_rotary_pos_emb(k, freqs, scale)
+    return run
+
+
+PEERS: dict[str, Callable] = {
+    "transformers": _hf,
+    "torchtune": _torchtune,
+    "rotary-embedding-torch": _rotary_embedding_torch,
+    "x-transformers": _x_transformers,
+}
+
+
+def rope_peers(q, k, layout: str) -> dict[str, Case]:
+    """The installed peers' RoPE for ``layout`` as zero-argument callables (missing peers skipped)."""
+    cases = {}
+    for name, build in PEERS.items():
+        try:
+            case = build(q, k, layout)
+        except ImportError:
+            continue
+        if case is not None:
+            cases[name] = case
+    return cases
+
+
+def _posenc_cases(q, k, cos, sin, layout) -> dict[str, Case]:
+    oq, ok = torch.empty_like(q), torch.empty_like(k)
+    cos_h, sin_h = fast_rope._half_tables(cos, sin, layout)
+    fast, inplace = fast_rope.fast_apply_rope, fast_rope.fast_apply_rope_
+    qi, ki = q.clone(), k.clone()  # rotated in place again and again: values stay bounded (a rotation)
+    return {
+        "floor": lambda: (oq.copy_(q), ok.copy_(k)),
+        "posenc out= (compiled)": lambda: (fast(q, cos, sin, layout=layout, out=oq, compile=True),
+                                           fast(k, cos, sin, layout=layout, out=ok, compile=True)),
+        "posenc in-place (compiled)": lambda: (inplace(qi, cos, sin, layout=layout, compile=True),
+                                               inplace(ki, cos, sin, layout=layout, compile=True)),
+        "posenc backward (compiled)": lambda: (fast_rope._rotate_into(q, cos_h, sin_h, oq, layout, True, True),
+                                               fast_rope._rotate_into(k, cos_h, sin_h, ok, layout, True, True)),
+        "posenc out= (eager)": lambda: (fast(q, cos, sin, layout=layout, out=oq, compile=False),
+                                        fast(k, cos, sin, layout=layout, out=ok, compile=False)),
+        "posenc backward (eager)": lambda: (fast_rope._rotate_into(q, cos_h, sin_h, oq, layout, True, False),
+                                            fast_rope._rotate_into(k, cos_h, sin_h, ok, layout, True, False)),
+        "posenc reference apply_rope": lambda: (F.apply_rope(q, cos, sin, layout=layout),
+                                                F.apply_rope(k, cos, sin, layout=layout)),
+    }
+
+
+def bench_rope(
+    lengths: Iterable[int] = (512, 2048, 8192),
+    dtypes: Iterable[torch.dtype] = (torch.float32, torch.bfloat16),
+    layouts: Iterable[str] = ("half", "interleaved"),
+    *,
+    heads: int = 32,
+    head_dim: int = 128,
+    num_threads: int = 1,
+    min_run_time: float = 0.5,
+    peers: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """One row per (case, L, dtype, layout): median ms, effective GB/s, ratio to the floor, load.
+
+    Also rows ``kind="one-time"`` for the cos/sin table build and each compiled variant's first call
+    (compile time), reported apart from the steady state.
+    """
+    rows: list[dict] = []
+    inv_freq, _ = F.rope_inv_freq(head_dim)
+    for L in lengths:
+        for dtype in dtypes:
+            q = torch.randn(1, heads, L, head_dim).to(dtype)  # [1, h, L, hd]
+            k = torch.randn(1, heads, L, head_dim).to(dtype)
+            floor_bytes = 4 * q.numel() * q.element_size()  # read + write of q and k
+            for layout in layouts:
+                start = time.perf_counter()
+                cos, sin = F.rope_cos_sin(L, inv_freq, layout=layout)  # [L, hd] float32
+                table_s = time.perf_counter() - start
+                base = {"L": L, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
+                rows.append({**base, "case": "cos/sin table build", "kind": "one-time", "seconds": table_s})
+                cases = _posenc_cases(q, k, cos, sin, layout)
+                if peers:
+                    cases.update({f"peer {n}": c for n, c in rope_peers(q, k, layout).items()})
+                floor = None
+                for name, fn in cases.items():
+                    if progress:
+                        progress(f"rope L={L} {base['dtype']} {layout}: {name}")
+                    if "compiled" in name:
+                        start = time.perf_counter()
+                        fn()
+                        rows.append({**base, "case": name, "kind": "one-time", "seconds": time.perf_counter() - start})
+                    m = measure(name, fn, num_threads=num_threads, min_run_time=min_run_time)
+                    floor = m.median_s if name == "floor" else floor
+                    rows.append({**base, "case": name, "kind": "steady", "median_ms": m.median_s * 1e3,
+                                 "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "gb_per_s": floor_bytes / m.median_s / 1e9,
+                                 "x_floor": m.median_s / floor, "other_cpu": m.other_cpu, "num_threads": num_threads})
+            del q, k
+    return rows

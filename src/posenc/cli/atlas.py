@@ -1,0 +1,153 @@
+"""``posenc plot``, ``posenc check`` and ``posenc report``: the atlas on the command line.
+
+Every heavy import (matplotlib, rich, the analysis) happens inside the commands. Bad input (an
+unknown scheme, kind of figure or file suffix; an option a scheme does not take) prints one line
+naming the value and the choices, and exits with code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+__all__ = ["register"]
+
+_KIND_HELP = ("Kind of figure: heatmap, clock, dot, cosine, distance, projection, bits, word, slopes "
+              "(`posenc plot SCHEME --kind list` shows those that apply).")
+
+
+def _fail(message: str) -> None:
+    import typer
+    from rich.console import Console
+
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2)
+
+
+def _scheme_config(scheme: str, dim: Optional[int], base: Optional[float], heads: Optional[int]) -> dict[str, Any]:
+    """The config keys the user gave, checked against what ``scheme`` accepts."""
+    from ..viz.kinds import PlotOptions, _config
+
+    return _config(scheme, PlotOptions(dim=dim, base=base, heads=heads))
+
+
+def _check_scheme(scheme: str) -> None:
+    from ..viz.kinds import scheme_names
+
+    names = scheme_names()
+    if scheme not in names:
+        _fail(f"unknown scheme {scheme!r}; choose one of: {', '.join(names)}")
+
+
+def register(app: Any) -> None:
+    """Add ``plot``, ``check`` and ``report`` to the root Typer ``app``."""
+    import typer
+
+    @app.command("plot")
+    def plot_command(
+        scheme: str = typer.Argument(..., help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
+        kind: str = typer.Option(..., "--kind", "-k", help=_KIND_HELP),
+        out: Path = typer.Option(Path("figure.png"), "--out", "-o", help="Output file: .png, .svg or .pdf."),
+        dim: Optional[int] = typer.Option(None, help="Code width (head width for rope, xpos, shaw)."),
+        positions: Optional[int] = typer.Option(None, help="Number of positions 0 .. N-1."),
+        base: Optional[float] = typer.Option(None, help="Frequency base (sinusoids, rotary schemes)."),
+        heads: Optional[int] = typer.Option(None, help="Number of heads (alibi, t5)."),
+        method: str = typer.Option("pca", help="2D projection: pca, or umap when umap-learn is installed."),
+        seed: int = typer.Option(0, help="Seed of random initialisations (learned, t5, shaw)."),
+        dpi: int = typer.Option(120, help="Resolution of PNG output."),
+    ) -> None:
+        """Draw one figure of one scheme and save it (PNG, SVG or PDF by the suffix of --out)."""
+        from ..viz import KINDS, PlotOptions, kinds_for, plot, save_figure
+        from ..viz._mpl import check_suffix
+
+        _check_scheme(scheme)
+        if kind == "list":
+            typer.echo(f"kinds for {scheme}: {', '.join(kinds_for(scheme)) or '(none)'}")
+            return
+        try:
+            check_suffix(out)
+            if kind not in KINDS:
+                raise ValueError(f"unknown kind of figure {kind!r}; choose one of: {', '.join(KINDS)}")
+            if method not in ("pca", "umap"):
+                raise ValueError(f"unknown projection method {method!r}; choose pca or umap")
+            options = PlotOptions(dim=dim, positions=positions, base=base, heads=heads, method=method, seed=seed)
+            figure = plot(scheme, kind, options)
+            path = save_figure(figure, out, dpi=dpi)
+        except (ValueError, TypeError, ImportError) as err:
+            _fail(str(err))
+        typer.echo(f"wrote {path}")
+
+    @app.command("check")
+    def check_command(
+        scheme: str = typer.Argument(..., help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
+        dim: Optional[int] = typer.Option(None, help="Code width (head width for rope, xpos, shaw)."),
+        base: Optional[float] = typer.Option(None, help="Frequency base (sinusoids, rotary schemes)."),
+        heads: Optional[int] = typer.Option(None, help="Number of heads (alibi, t5)."),
+        seed: int = typer.Option(0, help="Seed of random initialisations (learned, t5, shaw)."),
+    ) -> None:
+        """Measure the seed articles' criteria for one scheme and print the property table."""
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+
+        from ..analysis.verdict import verdict_table
+        from ..viz.kinds import PlotOptions
+
+        _check_scheme(scheme)
+        try:
+            PlotOptions(dim=dim, base=base, heads=heads)  # validates the values
+            config = _scheme_config(scheme, dim, base, heads)
+            target: Any = scheme
+            if config:
+                from ..analysis import build_scheme, is_reference
+
+                if is_reference(scheme):
+                    raise ValueError(f"reference code {scheme!r} is checked at its atlas settings; drop --dim/--base")
+                target = build_scheme(scheme, seed=seed, **config)
+            row = verdict_table([target], seed=seed)[0]
+        except (ValueError, TypeError) as err:
+            _fail(str(err))
+        table = Table(title=f"{scheme} ({row['family']}): the seed articles' criteria", show_lines=False)
+        for column in ("criterion", "verdict", "value", "threshold", "what was found"):
+            table.add_column(column, overflow="fold")
+        for criterion, result in row["results"].items():
+            verdict = row["verdict"][criterion]
+            style = {"pass": "green", "fail": "bold red"}.get(verdict, "dim")
+            if result is None:
+                table.add_row(criterion, f"[{style}]n/a[/]", "", "", escape(row["reasons"][criterion]))
+            else:
+                table.add_row(criterion, f"[{style}]{verdict}[/]", f"{result.value:.6g}",
+                              f"{result.comparison} {result.threshold:.3g}", escape(row["reasons"][criterion]))
+        Console().print(table)
+
+    @app.command("report")
+    def report_command(
+        out: Path = typer.Option(Path("atlas"), "--out", "-o", help="Folder to write index.html into."),
+        results: Optional[Path] = typer.Option(None, "--results", help="Runs folder of `posenc experiment`: adds its results."),
+        scheme: Optional[list[str]] = typer.Option(
+            None, "--scheme", "-s", help="Only this scheme's section (repeat for several); default: every scheme and reference."),
+    ) -> None:
+        """Write the atlas: one self-contained index.html with every scheme drawn and checked."""
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from ..report import build_report
+
+        if results is not None and not results.is_dir():
+            _fail(f"--results {str(results)!r} is not a folder; give the runs folder of `posenc experiment`")
+        for name in scheme or []:
+            _check_scheme(name)
+        with Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), transient=False) as bar:
+            task = bar.add_task("atlas", total=None)
+
+            def progress(label: str, done: int, total: int) -> None:
+                bar.update(task, description=label, completed=done, total=total)
+
+            summary = build_report(out, results_dir=results, schemes=scheme or None, progress=progress)
+        typer.echo(f"wrote {summary.path}: {len(summary.schemes)} sections, {summary.figures} figures"
+                   + (f", {summary.results} results" if results is not None else "")
+                   + f" in {summary.seconds:.1f} s")
+        for error in summary.errors:
+            typer.echo(f"warning: {error}", err=True)

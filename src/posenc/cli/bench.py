@@ -1,0 +1,71 @@
+"""``posenc bench``: speed and memory against the floor and the peers (issue 6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["register"]
+
+
+def register(app) -> None:  # app: typer.Typer
+    import typer
+
+    @app.command("bench")
+    def bench(
+        quick: bool = typer.Option(False, "--quick", help="Small sizes and short timings: checks the harness in seconds."),
+        json_file: Path | None = typer.Option(None, "--json", help="Write every row (and the run's metadata) to this JSON file."),
+        sections: str = typer.Option("rope,bias,attention,flex,training", "--sections",
+                                     help="Comma-separated: rope, bias, attention, flex, training."),
+        threads: int = typer.Option(1, "--threads", min=1, help="Threads for torch and for every timing."),
+        lengths: str | None = typer.Option(None, "--lengths", help="RoPE sequence lengths, e.g. 2048,8192."),
+        dtypes: str = typer.Option("float32,bfloat16", "--dtypes", help="RoPE dtypes."),
+        no_peers: bool = typer.Option(False, "--no-peers", help="Skip the peer libraries."),
+    ) -> None:
+        """Time RoPE, bias construction, attention and a training step; print ratios to the floor."""
+        import json
+
+        import torch
+        from rich.console import Console
+        from rich.table import Table
+
+        from ..bench.report import format_rows, one_time_rows, run, summary_columns
+
+        console = Console()
+        try:
+            dtype_list = [getattr(torch, d.strip()) for d in dtypes.split(",") if d.strip()]
+            if not all(isinstance(d, torch.dtype) for d in dtype_list):
+                raise AttributeError
+        except AttributeError:
+            raise typer.BadParameter(f"--dtypes takes torch dtype names such as float32,bfloat16; got {dtypes!r}") from None
+        try:
+            length_list = [int(v) for v in lengths.split(",")] if lengths else None
+        except ValueError:
+            raise typer.BadParameter(f"--lengths takes comma-separated integers, got {lengths!r}") from None
+        section_list = [s.strip() for s in sections.split(",") if s.strip()]
+        try:
+            with console.status("benchmarking") as status:
+                result = run(quick=quick, sections=section_list, num_threads=threads, rope_lengths=length_list,
+                             dtypes=dtype_list, peers=not no_peers, progress=lambda msg: status.update(msg))
+        except ValueError as err:
+            raise typer.BadParameter(str(err)) from None
+        for section in section_list:
+            rows = result.get(section, [])
+            table = Table(title=f"posenc bench: {section}")
+            columns = summary_columns(section)
+            for column in columns:
+                table.add_column(column)
+            for cells in format_rows(rows, columns):
+                table.add_row(*cells)
+            console.print(table)
+            once = one_time_rows(rows)
+            if once:
+                extra = Table(title=f"{section}: one-time costs (table build, first call = compile)")
+                for column in ("L", "dtype", "layout", "case", "seconds"):
+                    extra.add_column(column)
+                for cells in once:
+                    extra.add_row(*cells)
+                console.print(extra)
+        console.print(f"threads={threads}; other processes' CPU share is in other_cpu (discard rows above ~0.1)")
+        if json_file is not None:
+            json_file.write_text(json.dumps(result, indent=1))
+            console.print(f"wrote {json_file}")

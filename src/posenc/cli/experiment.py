@@ -1,0 +1,144 @@
+"""``posenc experiment NAME``: train small transformers and put a claim about encodings to the test.
+
+Runs unchanged under ``torchrun --nproc-per-node N -m posenc.cli experiment ...`` (rank 0 shows the
+progress and writes the results). typer and rich are imported here, the experiments inside the command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+__all__ = ["register", "print_summary"]
+
+
+def _split(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    items = tuple(part.strip() for part in text.split(",") if part.strip())
+    return items or None
+
+
+def _seeds(text: str | None) -> tuple[int, ...] | None:
+    items = _split(text)
+    if items is None:
+        return None
+    try:
+        return tuple(int(x) for x in items)
+    except ValueError:
+        raise typer.BadParameter(f"seeds must be comma-separated integers, got {text!r}") from None
+
+
+def _fmt(mean: float | None, sd: float | None, seeds: int) -> str:
+    if mean is None:
+        return "n/a"
+    return f"{mean:.3f} ± {sd:.3f}" if seeds > 1 else f"{mean:.3f}"
+
+
+def print_summary(results: Path | str, console: Any = None) -> None:
+    """A rich table of ``results.json``: one row per (experiment, task, scheme, variant)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..experiments.plots import summary_rows
+    from ..experiments.results import load_results
+
+    console = console or Console()
+    rows = summary_rows(load_results(results))
+    table = Table(title=f"posenc experiments: {results}")
+    for column in ("experiment", "task", "scheme", "variant", "metric", "L", "in distribution",
+                   "out of distribution", "seeds", "time (s)"):
+        table.add_column(column)
+    for r in rows:
+        ood = _fmt(r["out_of_distribution"], r["out_of_distribution_sd"], r["seeds"])
+        if r["out_of_distribution"] is None and r["unavailable"]:
+            ood = "n/a: table too short"
+        table.add_row(r["experiment"], r["task"], r["scheme"], r["variant"], r["metric"], str(r["train_length"]),
+                      _fmt(r["in_distribution"], r["in_distribution_sd"], r["seeds"]), ood, str(r["seeds"]),
+                      f"{r['wall_time_s']:.0f}")
+    console.print(table)
+
+
+class _Progress:
+    """Rich progress bar for the runner's hooks: one bar per job, with loss and speed."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress, self.task = progress, None
+
+    def job_started(self, job: Any, index: int, total: int) -> None:
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task(f"[{index + 1}/{total}] {job.label}", total=job.train.steps,
+                                           loss=float("nan"), speed=0.0)
+
+    def step(self, step: int, steps: int, loss: float, steps_per_s: float) -> None:
+        self.progress.update(self.task, completed=step, loss=loss, speed=steps_per_s)
+
+    def job_finished(self, job: Any, records: list, skipped: bool) -> None:
+        if skipped:
+            self.progress.console.print(f"[dim]{job.label}: already in results.json, skipped[/dim]")
+        for r in records:
+            ind, ood = r["in_distribution"], r["out_of_distribution"]
+            text = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+            self.progress.console.print(f"{job.label} [{r['variant']}]: {r['summary_metric']} in {text(ind)}, "
+                                        f"out {text(ood)} ({r['wall_time_s']:.0f} s)")
+
+
+def experiment(
+    name: str = typer.Argument(..., help="length, learned-vs-sinusoidal, add-vs-concat, probe or extend"),
+    schemes: str | None = typer.Option(None, help="comma-separated scheme names (NAME or NAME+randomized)"),
+    seeds: str | None = typer.Option(None, help="comma-separated integer seeds"),
+    steps: int | None = typer.Option(None, min=1, help="training steps per run (default: the experiment's)"),
+    tasks: str | None = typer.Option(None, help="comma-separated tasks (default: the experiment's)"),
+    quick: bool = typer.Option(False, "--quick", help="small budget: fewer tasks, steps and samples"),
+    out: Path | None = typer.Option(None, help="results folder (default runs/NAME); rerun to resume"),
+    threads: int = typer.Option(1, min=1, help="torch threads (1: repeatable and kind to shared machines)"),
+    device: str = typer.Option("cpu", help="torch device, e.g. cpu or cuda"),
+    plot_only: bool = typer.Option(False, "--plot-only", help="only draw figures and the table from DIR"),
+) -> None:
+    """Train small transformers on generated tasks and compare encodings (results in DIR/results.json)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..experiments.plots import plot_results
+    from ..experiments.runner import run_experiment
+    from ..experiments.suite import EXPERIMENTS, Settings, plan
+    from ..experiments.train import distributed_context
+
+    console = Console()
+    if name not in EXPERIMENTS:
+        raise typer.BadParameter(f"unknown experiment {name!r}; choose one of: {', '.join(EXPERIMENTS)}",
+                                 param_hint="NAME")
+    folder = out if out is not None else Path("runs") / name
+    settings = Settings(schemes=_split(schemes), seeds=_seeds(seeds), steps=steps, tasks=_split(tasks),
+                        quick=quick, device=device)
+    try:
+        plan(name, settings)  # every name checked before anything trains
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    rank, _ = distributed_context()
+    if not plot_only:
+        columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                   TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("{task.fields[speed]:.1f} steps/s"),
+                   TimeElapsedColumn())
+        with Progress(*columns, console=console, disable=rank != 0) as progress:
+            try:
+                run_experiment(name, folder, settings, threads=threads, hooks=_Progress(progress))
+            except ValueError as err:
+                console.print(f"[red]error:[/red] {err}")
+                raise typer.Exit(1) from None
+    if rank == 0:
+        print_summary(folder, console)
+        try:
+            figures = plot_results(folder)
+        except ImportError as err:
+            console.print(f"[yellow]{err}[/yellow]")
+        else:
+            console.print("figures: " + ", ".join(str(p) for p in figures))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``posenc experiment`` to the root app."""
+    app.command("experiment")(experiment)

@@ -1,0 +1,156 @@
+"""A small pre-LayerNorm transformer on :class:`posenc.Attention`, for the experiments.
+
+Shape legend: ``b`` batch, ``s`` sequence, ``d`` model width, ``v`` vocabulary, ``c`` classes,
+``L`` layers.
+
+Pre-LN blocks ``x + attn(ln(x))`` then ``x + mlp(ln(x))`` (Xiong et al. 2020, "On Layer
+Normalization in the Transformer Architecture"; nanoGPT's ``Block``). Position enters once:
+
+* absolute schemes (``sinusoidal``, ``learned``) encode the input through ``encoding.embed`` — added
+  to the token embedding, or concatenated after a narrower one (``combine="concat"``: token width
+  ``d - code_dim``, so the model width and every layer stay the same);
+* rotary and bias schemes (``rope``, ``t5``, ``alibi``, ...) are built once and shared by every
+  layer's attention, as T5 shares its relative bias across layers (Raffel et al. 2020, 2.1).
+
+``residual=False`` drops the skip connections (the probe experiment asks what they carry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import Tensor, nn
+
+from ..attention import Attention
+from ..schemes.base import PositionalEncoding, create, scheme_class
+
+__all__ = ["ModelConfig", "TinyTransformer", "build_encoding"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    scheme: str = "rope"  # any name in posenc.available() that acts on 1-D positions
+    scheme_options: Mapping[str, Any] = field(default_factory=dict)  # extra config keys of the scheme
+    dim: int = 64
+    num_heads: int = 4
+    num_layers: int = 2
+    causal: bool = True  # decoder-only (True) or encoder-only (False)
+    max_len: int = 512  # rows of a learned table: positions 0 .. max_len - 1
+    mlp_ratio: int = 4
+    residual: bool = True
+    num_classes: int | None = None  # a classification head over positions instead of the LM head
+
+    def __post_init__(self) -> None:
+        cls = scheme_class(self.scheme)  # unknown names list the choices
+        if getattr(cls, "n_axes", 1) != 1:
+            raise ValueError(f"scheme {self.scheme!r} encodes {cls.n_axes}-D positions; the experiments use 1-D schemes")
+        for name in ("vocab_size", "dim", "num_heads", "num_layers", "max_len", "mlp_ratio"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.dim % self.num_heads:
+            raise ValueError(f"dim={self.dim} must be divisible by num_heads={self.num_heads}")
+        if not isinstance(self.scheme_options, Mapping):
+            raise TypeError(f"scheme_options must be a mapping, got {type(self.scheme_options).__name__}")
+
+    @property
+    def family(self) -> str:
+        return scheme_class(self.scheme).family
+
+
+def build_encoding(config: ModelConfig) -> tuple[PositionalEncoding, int]:
+    """The scheme built from ``config``, and the token-embedding width it leaves.
+
+    Absolute schemes get ``dim`` (and ``max_len`` when they take it); others get the defaults that
+    :class:`posenc.Attention` would pick (head width, heads, causal or not). ``scheme_options``
+    override either.
+    """
+    cls = scheme_class(config.scheme)
+    fields = {f for f in getattr(cls.Config, "__dataclass_fields__", {})}
+    options = dict(config.scheme_options)
+    if config.family == "absolute":
+        defaults: dict[str, Any] = {"dim": config.dim}
+        if "max_len" in fields:
+            defaults["max_len"] = config.max_len
+    else:
+        defaults = cls.attention_defaults(config.dim // config.num_heads, config.num_heads, config.dim, config.causal)
+    encoding = create(config.scheme, **{**defaults, **options})
+    token_dim = config.dim
+    if config.family == "absolute" and getattr(encoding.config, "combine", "add") == "concat":
+        token_dim = config.dim - encoding.config.dim
+        if token_dim <= 0:
+            raise ValueError(f"a concatenated code of width {encoding.config.dim} leaves no room for tokens "
+                             f"in a model of width {config.dim}")
+    return encoding, token_dim
+
+
+class Block(nn.Module):
+    """One pre-LN transformer layer; the attention's encoding is shared (or None for absolute schemes)."""
+
+    def __init__(self, config: ModelConfig, encoding: PositionalEncoding | None) -> None:
+        super().__init__()
+        self.residual = config.residual
+        self.ln1, self.ln2 = nn.LayerNorm(config.dim), nn.LayerNorm(config.dim)
+        self.attn = Attention(config.dim, config.num_heads, encoding=encoding, causal=config.causal)
+        hidden = config.mlp_ratio * config.dim
+        self.mlp = nn.Sequential(nn.Linear(config.dim, hidden), nn.GELU(), nn.Linear(hidden, config.dim))
+
+    def forward(self, x: Tensor, positions: Tensor | None) -> Tensor:
+        h = self.attn(self.ln1(x), positions)  # [b, s, d]
+        x = x + h if self.residual else h
+        h = self.mlp(self.ln2(x))  # [b, s, d]
+        return x + h if self.residual else h
+
+
+class TinyTransformer(nn.Module):
+    """Tokens ``[b, s]`` -> logits ``[b, s, v]`` (or ``[b, s, c]`` with ``num_classes``)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        encoding, token_dim = build_encoding(config)
+        self.token_embedding = nn.Embedding(config.vocab_size, token_dim)
+        absolute = config.family == "absolute"
+        self.encoding = encoding if absolute else None  # applied once at the input
+        layer_encoding = None if absolute else encoding  # one module shared by every layer
+        self.blocks = nn.ModuleList(Block(config, layer_encoding) for _ in range(config.num_layers))
+        self.ln_f = nn.LayerNorm(config.dim)
+        self.head = nn.Linear(config.dim, config.num_classes or config.vocab_size)
+        self.apply(_init_weights)
+
+    @property
+    def scheme(self) -> PositionalEncoding:
+        """The positional-encoding module (the input's, or the one the layers share)."""
+        return self.encoding if self.encoding is not None else self.blocks[0].attn.encoding
+
+    def forward(self, tokens: Tensor, positions: Tensor | None = None, *, hidden_states: bool = False
+                ) -> Tensor | tuple[Tensor, list[Tensor]]:
+        """Logits; with ``hidden_states=True`` also the ``L + 1`` residual streams ``[b, s, d]``."""
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must be [b, s], got shape {tuple(tokens.shape)}")
+        x = self.token_embedding(tokens)  # [b, s, d] (or [b, s, d - code] before concatenation)
+        if self.encoding is not None:
+            x = self.encoding.embed(x, positions)  # [b, s, d]
+        states = [x]
+        for block in self.blocks:
+            x = block(x, positions)  # [b, s, d]
+            states.append(x)
+        logits = self.head(self.ln_f(x))  # [b, s, v or c]
+        return (logits, states) if hidden_states else logits
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def _init_weights(module: nn.Module) -> None:
+    """GPT-2's initialisation: N(0, 0.02) weights, zero biases (nanoGPT ``_init_weights``).
+
+    The schemes' own tables (learned rows, T5 buckets) start from N(0, 0.02) too, so one rule fits all.
+    """
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)

@@ -1,0 +1,100 @@
+"""``results.json``: one record per finished (experiment, task, scheme, variant, seed), written as it completes.
+
+The file (``SCHEMA_VERSION`` 1) is a JSON object::
+
+    {"schema": 1, "records": [record, ...]}
+
+and each record::
+
+    {"experiment": "length", "task": "copy", "scheme": "rope", "variant": "default", "seed": 0,
+     "train_length": 16,                      # L: the longest task length seen in training
+     "metrics": {...},                        # per-length / per-position / per-layer, see docs/experiments.md
+     "in_distribution": 1.0,                  # summary at lengths <= L (null when unavailable)
+     "out_of_distribution": 0.13,             # summary at lengths > L (null when unavailable)
+     "summary_metric": "exact_match",         # what the two summaries measure
+     "wall_time_s": 31.2, "parameters": 103234,
+     "config": {"model": {...}, "train": {...}, "task": "copy"}}
+
+Writes go to a temporary file renamed over the old one, so a killed run never leaves a broken file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SCHEMA_VERSION", "RESULTS_FILE", "record_key", "load_results", "add_record", "completed_keys"]
+
+SCHEMA_VERSION = 1
+RESULTS_FILE = "results.json"
+REQUIRED = ("experiment", "task", "scheme", "variant", "seed", "train_length", "metrics", "in_distribution",
+            "out_of_distribution", "summary_metric", "wall_time_s", "config")
+
+
+def record_key(record: dict[str, Any]) -> tuple[str, str, str, str, int]:
+    return (record["experiment"], record["task"], record["scheme"], record["variant"], int(record["seed"]))
+
+
+def load_results(out: Path | str) -> list[dict[str, Any]]:
+    """The records in ``out/results.json`` (or ``out`` itself when it names the file); [] if none yet."""
+    path = Path(out)
+    path = path / RESULTS_FILE if path.is_dir() or path.suffix != ".json" else path
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION or not isinstance(data.get("records"), list):
+        raise ValueError(f"{path} is not a posenc results file (schema {SCHEMA_VERSION})")
+    return data["records"]
+
+
+def completed_keys(out: Path | str) -> set[tuple[str, str, str, str, int]]:
+    return {record_key(r) for r in load_results(out)}
+
+
+def add_record(out: Path | str, record: dict[str, Any]) -> Path:
+    """Store ``record`` in ``out/results.json`` (replacing one with the same key), atomically."""
+    missing = [k for k in REQUIRED if k not in record]
+    if missing:
+        raise ValueError(f"result record lacks {missing}; a record needs {', '.join(REQUIRED)}")
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / RESULTS_FILE
+    with _locked(folder / f".{RESULTS_FILE}.lock"):  # several experiments may share one folder
+        records = [r for r in load_results(folder) if record_key(r) != record_key(record)]
+        records.append(_finite(record))
+        tmp = path.with_name(f".{RESULTS_FILE}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, "records": records}, indent=1, allow_nan=False) + "\n")
+        os.replace(tmp, path)
+    return path
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (POSIX ``flock``; no lock where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _finite(value: Any) -> Any:
+    """The record with NaN and infinities as null (JSON has no such numbers; a diverged run is data)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

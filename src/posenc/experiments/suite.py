@@ -1,0 +1,250 @@
+"""The experiments: what each one trains and how it scores it, as a list of jobs.
+
+Shape legend: ``b`` batch, ``s`` sequence, ``d`` model width, ``L`` layers.
+
+A :class:`Job` is one training run (task, scheme, seed) and the records its evaluation yields (one
+per variant: ``extend`` scores one model under several RoPE scalings). :mod:`.runner` executes
+jobs, skipping those whose records are already in ``results.json``.
+
+Sizes follow MEASURED.md: a 2-layer, width-64, 4-head model learns copy at n <= 16 in ~1000 steps
+(lr 3e-3), which already separates the schemes; language models see 64-byte windows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .evaluate import evaluate_lengths, loss_per_position, unavailable_reason
+from .model import ModelConfig, TinyTransformer
+from .probe import probe_positions
+from .tasks import Task, Text, get_task
+from .train import TrainConfig
+
+__all__ = ["Job", "Settings", "EXPERIMENTS", "plan", "parse_scheme"]
+
+SEQ2SEQ_LENGTH = 16  # L for copy / reverse / sort / addition / binary-reverse: evaluated at 1 .. 2L
+ADDITION_LENGTH = 8  # digits per operand (the sum needs 64-bit integers up to 18 digits)
+TEXT_LENGTH = 64  # L for byte language models: loss per position up to 8L
+EXTEND_FACTOR = 8
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the command line chose; None means the experiment's default."""
+
+    schemes: tuple[str, ...] | None = None
+    seeds: tuple[int, ...] | None = None
+    steps: int | None = None
+    tasks: tuple[str, ...] | None = None
+    quick: bool = False
+    device: str = "cpu"
+
+
+@dataclass
+class Job:
+    experiment: str
+    task: Task
+    scheme: str  # as written on the command line, e.g. "rope+randomized"
+    seed: int
+    model: ModelConfig
+    train: TrainConfig
+    variants: tuple[str, ...]
+    evaluate: Callable[[TinyTransformer, Job], dict[str, dict[str, Any]]]  # variant -> record fields
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.experiment}/{self.task.name}/{self.scheme}/seed{self.seed}"
+
+
+def parse_scheme(spec: str) -> tuple[str, bool]:
+    """``"rope"`` -> ("rope", False); ``"rope+randomized"`` -> ("rope", True). Names are checked."""
+    from ..schemes.base import available, scheme_class
+
+    name, _, suffix = spec.partition("+")
+    if suffix not in ("", "randomized"):
+        raise ValueError(f"unknown scheme modifier {suffix!r} in {spec!r}; the only one is '+randomized'")
+    one_d = [n for n in available() if getattr(scheme_class(n), "n_axes", 1) == 1]
+    if name in available() and name not in one_d:
+        raise ValueError(f"scheme {name!r} encodes multi-axis positions; the experiments use the 1-D schemes: "
+                         f"{', '.join(one_d)}")
+    if name not in one_d:
+        raise ValueError(f"unknown scheme {name!r}; choose from: {', '.join(one_d)} "
+                         "(append '+randomized' for randomized positions)")
+    return name, bool(suffix)
+
+
+# -- summaries -------------------------------------------------------------------------------
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _split_summary(per_length: dict[str, dict[str, Any]], train_length: int, key: str) -> tuple[Any, Any]:
+    inside = [v.get(key) for n, v in per_length.items() if int(n) <= train_length]
+    outside = [v.get(key) for n, v in per_length.items() if int(n) > train_length]
+    summary = lambda xs: None if not xs or any(x is None for x in xs) else _mean(xs)  # noqa: E731
+    return summary(inside), summary(outside)
+
+
+def _seq2seq_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
+    L = job.train.max_length
+    samples = 64 if job.extra.get("quick") else 128
+    per_length = evaluate_lengths(model, job.task, list(range(job.task.min_length, 2 * L + 1)), samples=samples)
+    ind, ood = _split_summary(per_length, L, "exact_match")
+    return {job.variants[0]: {"metrics": {"per_length": per_length}, "in_distribution": ind,
+                              "out_of_distribution": ood, "summary_metric": "exact_match"}}
+
+
+def _lm_fields(model: TinyTransformer, task: Text, train_length: int, eval_length: int, samples: int) -> dict[str, Any]:
+    reason = unavailable_reason(model, task, eval_length)
+    reachable = eval_length if reason is None else model.scheme.config.max_len
+    losses = loss_per_position(model, task, reachable, samples=samples)
+    ood = _mean(losses[train_length:]) if reason is None else None
+    metrics: dict[str, Any] = {"loss_per_position": losses, "eval_length": eval_length}
+    if reason is not None:
+        metrics["unavailable"] = reason
+    return {"metrics": metrics, "in_distribution": _mean(losses[:train_length]), "out_of_distribution": ood,
+            "summary_metric": "loss"}
+
+
+def _lm_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
+    L = job.train.max_length
+    samples = 16 if job.extra.get("quick") else 32
+    return {job.variants[0]: _lm_fields(model, job.task, L, job.extra.get("eval_length", 8 * L), samples)}
+
+
+def _extend_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
+    """Score one RoPE model under each scaling by rebuilding its (weightless) Rope module."""
+    from ..schemes.base import create
+
+    L, factor = job.train.max_length, EXTEND_FACTOR
+    scalings = {"default": None, "linear": {"rope_type": "linear", "factor": factor},
+                "ntk": {"rope_type": "ntk", "factor": factor},
+                "yarn": {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": L}}
+    trained = model.scheme
+    out = {}
+    for variant in job.variants:
+        options = {**dataclasses.asdict(trained.config), "scaling": scalings[variant]}
+        rope = create("rope", **options).to(next(model.parameters()).device)
+        for block in model.blocks:
+            block.attn.encoding = rope
+        out[variant] = _lm_fields(model, job.task, L, factor * L, 16 if job.extra.get("quick") else 32)
+        out[variant]["metrics"]["scaling"] = scalings[variant]
+    for block in model.blocks:
+        block.attn.encoding = trained
+    return out
+
+
+def _probe_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
+    per_layer = probe_positions(model, job.task, job.train.max_length, samples=64 if job.extra.get("quick") else 128)
+    return {job.variants[0]: {"metrics": {"per_layer": per_layer}, "in_distribution": per_layer[-1]["r2"],
+                              "out_of_distribution": None, "summary_metric": "probe_r2_last_layer"}}
+
+
+# -- plans -----------------------------------------------------------------------------------
+def _job(experiment: str, task_name: str, spec: str, seed: int, settings: Settings, steps: int,
+         model_options: dict[str, Any] | None = None, variant: str = "default",
+         evaluate: Callable[..., Any] | None = None, **extra: Any) -> Job:
+    task = get_task(task_name)
+    name, randomized = parse_scheme(spec)
+    L = TEXT_LENGTH if task.kind == "lm" else ADDITION_LENGTH if task.name == "addition" else SEQ2SEQ_LENGTH
+    if task.kind == "classify":
+        L = task.min_length
+    eval_length = 8 * L if task.kind == "lm" else 2 * L
+    longest = task.sequence_length(eval_length)
+    train = TrainConfig(steps=settings.steps or steps, seed=seed, max_length=L, min_length=task.min_length,
+                        device=settings.device, warmup=min(100, max(1, (settings.steps or steps) // 10)),
+                        randomized_max_position=longest if randomized else None)
+    model_options = dict(model_options or {})
+    # a learned table covers what training shows it (all of [0, longest) when positions are randomized)
+    max_len = longest if randomized else task.sequence_length(L)
+    model = ModelConfig(vocab_size=task.vocab_size, scheme=name, causal=task.causal, max_len=max_len,
+                        **model_options)
+    if evaluate is None:
+        evaluate = _lm_eval if task.kind == "lm" else _seq2seq_eval
+    variants = extra.pop("variants", (("randomized" if randomized else variant),))
+    return Job(experiment, task, spec, seed, model, train, tuple(variants), evaluate,
+               {"quick": settings.quick, "eval_length": eval_length, **extra})
+
+
+def _plan_length(s: Settings) -> list[Job]:
+    tasks = s.tasks or ("copy", "text")  # addition, reverse, sort: --tasks
+    schemes = s.schemes or ("none", "sinusoidal", "learned", "rope", "alibi", "t5", "rope+randomized")
+    seeds = s.seeds or (0,)
+    return [_job("length", t, spec, seed, s, steps=(250 if t == "text" else 500) if s.quick else
+                 (600 if t == "text" else 1200)) for t in tasks for spec in schemes for seed in seeds]
+
+
+def _plan_learned_vs_sinusoidal(s: Settings) -> list[Job]:
+    schemes = s.schemes or ("sinusoidal", "learned")
+    seeds = s.seeds or ((0, 1) if s.quick else (0, 1, 2))
+    return [_job("learned-vs-sinusoidal", t, spec, seed, s, steps=300 if s.quick else 500)
+            for t in (s.tasks or ("text",)) for spec in schemes for seed in seeds]
+
+
+def _plan_add_vs_concat(s: Settings) -> list[Job]:
+    schemes = s.schemes or ("sinusoidal", "learned")
+    seeds = s.seeds or (0,)
+    jobs = []
+    for t in s.tasks or ("text",):
+        for spec in schemes:
+            for seed in seeds:
+                for combine in ("add", "concat"):
+                    options = {"combine": combine} if combine == "concat" else {}
+                    if combine == "concat":  # half the width for tokens, half for the code
+                        options["dim"] = 32
+                    job = _job("add-vs-concat", t, spec, seed, s, steps=300 if s.quick else 400, variant=combine)
+                    job.model = replace(job.model, scheme_options=options)
+                    jobs.append(job)
+    return jobs
+
+
+def _plan_probe(s: Settings) -> list[Job]:
+    schemes = s.schemes or ("none", "sinusoidal", "rope")
+    seeds = s.seeds or (0,)
+    steps = 200 if s.quick else 300
+    jobs = []
+    for seed in seeds:
+        for spec in schemes:
+            for residual in (True, False):
+                job = _job("probe", "text", spec, seed, s, steps, {"num_layers": 3, "residual": residual},
+                           variant="residual" if residual else "no-residual", evaluate=_probe_eval)
+                jobs.append(job)
+        if "none" in schemes:
+            jobs.append(_job("probe", "text-mlm", "none", seed, s, steps, {"num_layers": 3},
+                             variant="bidirectional", evaluate=_probe_eval))
+    return jobs
+
+
+def _plan_extend(s: Settings) -> list[Job]:
+    schemes = s.schemes or ("rope",)
+    if any(parse_scheme(spec) != ("rope", False) for spec in schemes):
+        raise ValueError(f"the extend experiment rescales RoPE; its only scheme is 'rope', got {list(schemes)}")
+    return [_job("extend", t, "rope", seed, s, steps=400 if s.quick else 1000, evaluate=_extend_eval,
+                 variants=("default", "linear", "ntk", "yarn"))
+            for t in (s.tasks or ("text",)) for seed in (s.seeds or (0,))]
+
+
+EXPERIMENTS: dict[str, tuple[str, Callable[[Settings], list[Job]]]] = {
+    "length": ("exact match per length up to 2L and LM loss per position up to 8L (Kazemnejad et al. 2023; "
+               "Press et al. 2022)", _plan_length),
+    "learned-vs-sinusoidal": ("in-distribution quality over seeds (Vaswani et al. 2017, Table 3 row E)",
+                              _plan_learned_vs_sinusoidal),
+    "add-vs-concat": ("adding the code to the token embedding against concatenating it, same width", _plan_add_vs_concat),
+    "probe": ("linear probe of absolute position per layer; residuals; causal vs bidirectional (Haviv et al. 2022)",
+              _plan_probe),
+    "extend": ("a RoPE LM past its training length: interpolation, NTK-aware, YaRN", _plan_extend),
+}
+
+
+def plan(name: str, settings: Settings) -> list[Job]:
+    """The jobs of experiment ``name``; unknown names raise a ValueError listing the choices."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; choose one of: {', '.join(EXPERIMENTS)}")
+    for task in settings.tasks or ():
+        get_task(task)
+    return EXPERIMENTS[name][1](settings)
+

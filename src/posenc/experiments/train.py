@@ -1,0 +1,207 @@
+"""The training loop: AdamW, warm-up then cosine decay, clipping, checkpoints, and DDP when launched so.
+
+Shape legend: ``b`` batch (global, split across ranks), ``s`` sequence, ``v`` vocabulary.
+
+Every batch is drawn from a generator seeded by ``(seed, step)`` alone, and the checkpoint holds the
+model, the optimizer state and the losses so far; a run resumed from its checkpoint therefore
+repeats the uninterrupted one bit for bit (with one thread). Under ``torchrun`` (``WORLD_SIZE`` set)
+each rank draws the same global batch, trains on its slice, and DistributedDataParallel averages the
+gradients: the same training as one process with the global batch, up to float summation order.
+The recipe is the one MEASURED.md found to teach every scheme at this size: lr 3e-3, AdamW,
+linear warm-up, cosine decay to a tenth, gradient clipping at 1.0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as nnf
+from torch import Tensor, nn
+
+from .. import functional as F
+from .model import ModelConfig, TinyTransformer
+from .tasks import IGNORE, Batch, Task
+
+__all__ = ["TrainConfig", "TrainResult", "train", "batch_for_step", "set_threads", "distributed_context"]
+
+StepCallback = Callable[[int, int, float, float], None]  # (step, total steps, loss, steps per second)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 1000
+    batch_size: int = 64  # global batch: split evenly across DDP ranks
+    lr: float = 3e-3
+    weight_decay: float = 0.01
+    warmup: int = 100  # linear warm-up steps, then cosine decay to lr / 10
+    clip: float = 1.0
+    seed: int = 0
+    min_length: int = 1  # task lengths drawn uniformly in [min_length, max_length] per batch
+    max_length: int = 16  # the training length L
+    randomized_max_position: int | None = None  # Ruoss et al. 2023: random ordered positions below this
+    checkpoint_every: int = 250
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "min_length", "max_length", "checkpoint_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.min_length > self.max_length:
+            raise ValueError(f"min_length={self.min_length} exceeds max_length={self.max_length}")
+        if not self.lr > 0 or not self.clip > 0 or self.warmup < 0:
+            raise ValueError(f"lr and clip must be > 0 and warmup >= 0, got {self.lr}, {self.clip}, {self.warmup}")
+
+
+@dataclass
+class TrainResult:
+    model: TinyTransformer
+    losses: list[float] = field(default_factory=list)  # global mean training loss per step
+    wall_time_s: float = 0.0  # time spent training in this process (resumed runs: this call only)
+    resumed_from: int = 0  # step the run restarted from (0: fresh)
+
+
+def set_threads(threads: int | None) -> None:
+    """Pin torch's intra-op threads (1 by default in the experiments: shared machines, bitwise repeats)."""
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+
+
+def distributed_context() -> tuple[int, int]:
+    """``(rank, world_size)``; joins the process group when launched by torchrun (gloo on CPU, nccl on CUDA)."""
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return 0, 1
+    if not dist.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend)
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def learning_rate(step: int, config: TrainConfig) -> float:
+    """Linear warm-up to ``lr``, then cosine decay to ``lr / 10`` at the last step."""
+    if step < config.warmup:
+        return config.lr * (step + 1) / config.warmup
+    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
+    return config.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def batch_for_step(task: Task, config: TrainConfig, step: int) -> tuple[Batch, Tensor | None]:
+    """The global batch of ``step`` and its positions (None: 0..s-1), a function of (seed, step) only."""
+    generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+    length = int(torch.randint(config.min_length, config.max_length + 1, (1,), generator=generator))
+    batch = task.sample(config.batch_size, length, generator)
+    positions = None
+    if config.randomized_max_position is not None:
+        randomized = getattr(F, "randomized_positions", None)
+        if randomized is None:
+            raise ValueError("randomized positions need posenc.functional.randomized_positions, "
+                             "which this version of posenc lacks")
+        seq = batch.inputs.shape[1]
+        positions = randomized(config.batch_size, seq, config.randomized_max_position, generator=generator)  # [b, s]
+    return batch, positions
+
+
+def loss_fn(logits: Tensor, targets: Tensor) -> Tensor:
+    return nnf.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)  # [b*s, v] vs [b*s]
+
+
+def _config_dict(model_config: ModelConfig, config: TrainConfig, task: Task) -> dict[str, Any]:
+    return {"model": _plain(dataclasses.asdict(model_config)), "train": _plain(dataclasses.asdict(config)),
+            "task": task.name}
+
+
+def _plain(value: Any) -> Any:
+    """Mappings and tuples as plain dicts and lists (what JSON and ``weights_only`` loading accept)."""
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """``torch.save`` to a temporary file, then an atomic rename: a kill never leaves half a checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def train(
+    model_config: ModelConfig,
+    task: Task,
+    config: TrainConfig,
+    *,
+    checkpoint: Path | str | None = None,
+    on_step: StepCallback | None = None,
+) -> TrainResult:
+    """Train a :class:`TinyTransformer` on ``task``; resume from ``checkpoint`` when it exists."""
+    if model_config.causal != task.causal:
+        kind = "a causal decoder" if task.causal else "a bidirectional encoder"
+        raise ValueError(f"task {task.name!r} is posed for {kind}; set causal={task.causal}")
+    rank, world = distributed_context()
+    if config.batch_size % world:
+        raise ValueError(f"batch_size={config.batch_size} must divide evenly across {world} ranks")
+    device = torch.device(config.device)
+    torch.manual_seed(config.seed)
+    model = TinyTransformer(model_config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.98),
+                                  weight_decay=config.weight_decay)
+    meta = _config_dict(model_config, config, task)
+    result, start = TrainResult(model), 0
+    path = Path(checkpoint) if checkpoint is not None else None
+    if path is not None and path.exists():
+        state = torch.load(path, map_location=device, weights_only=True)
+        if state["config"] != meta:
+            raise ValueError(f"checkpoint {path} was written by a different configuration; delete it to start over")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start, result.losses, result.resumed_from = state["step"], list(state["losses"]), state["step"]
+    trained: nn.Module = model
+    if world > 1:
+        trained = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    per_rank = config.batch_size // world
+    model.train()
+    began = time.perf_counter()
+    for step in range(start, config.steps):
+        batch, positions = batch_for_step(task, config, step)
+        rows = slice(rank * per_rank, (rank + 1) * per_rank)
+        inputs, targets = batch.inputs[rows].to(device), batch.targets[rows].to(device)  # [b/world, s]
+        if positions is not None:
+            positions = positions[rows].to(device)  # [b/world, s]
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, config)
+        loss = loss_fn(trained(inputs, positions), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), config.clip)
+        optimizer.step()
+        value = loss.detach()
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(value)
+            value = value / world
+        result.losses.append(float(value))
+        done = step + 1
+        if path is not None and rank == 0 and (done % config.checkpoint_every == 0 or done == config.steps):
+            save_checkpoint(path, {"config": meta, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                   "step": done, "losses": result.losses})
+        if on_step is not None:
+            elapsed = time.perf_counter() - began
+            on_step(done, config.steps, result.losses[-1], (done - start) / elapsed if elapsed > 0 else 0.0)
+    result.wall_time_s = time.perf_counter() - began
+    model.eval()
+    return result

@@ -1,0 +1,240 @@
+"""Bias schemes through FlexAttention: the bias is computed per score, never materialised.
+
+Shape legend: ``b`` batch, ``h`` heads, ``sq``/``sk`` query/key lengths, ``hd`` head width,
+``B`` block size (128), ``nq``/``nk`` query/key blocks.
+
+``torch.nn.attention.flex_attention`` (Dong et al. 2024, "Flex Attention: A Programming Model for
+Generating Optimized Attention Kernels"; PyTorch ``torch/nn/attention/flex_attention.py``) calls a
+``score_mod(score, b, h, q_idx, kv_idx)`` on every logit inside a fused kernel. A materialised
+bias costs ``h * sq * sk * 4`` bytes (8.6 GB for 32 heads at L = 8192); the score mods here need
+the slopes (ALiBi) or the bucket table (T5) only:
+
+* ALiBi (Press et al. 2022, section 3): ``score - slope[h] * (q - k)`` (causal) or
+  ``score - slope[h] * |q - k|`` (symmetric), as :func:`posenc.functional.alibi_bias`;
+* T5 (Raffel et al. 2020, section 2.1): ``score + table[bucket(k - q), h]``, the bucket computed in
+  the score mod by :func:`posenc.functional.t5_relative_bucket` (capturing a bucket matrix whose size
+  depends on L breaks recompilation).
+
+Block masks are built from block counts (:meth:`BlockMask.from_kv_blocks`): the causal one lists,
+per query block, the kv blocks wholly in the past (full, no mask_mod call) and the diagonal ones
+(partial); ``create_block_mask`` would first build a dense mask (2.95 GB at L = 16384).
+
+:class:`posenc.Attention` calls :func:`attend`, which answers None unless FlexAttention applies:
+a scheme with a score mod, no key mask, no dropout, positions that are contiguous ranges, no
+gradient wanted (on CPU FlexAttention has no backward when q/k/v need gradients, torch 2.13), and
+either ``set_mode("always")`` or a materialised bias of at least :data:`MIN_BIAS_BYTES`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .functional.fast_bias import _range_start
+from .functional.relative import t5_relative_bucket
+
+__all__ = [
+    "score_mod_for",
+    "alibi_score_mod",
+    "t5_score_mod",
+    "block_mask",
+    "flex_attention",
+    "attend",
+    "set_mode",
+    "get_mode",
+    "available",
+    "warmup",
+    "MIN_BIAS_BYTES",
+    "BLOCK_SIZE",
+]
+
+BLOCK_SIZE = 128
+#: ``mode="auto"`` uses FlexAttention when the bias it replaces would take at least this many bytes.
+MIN_BIAS_BYTES = 256 << 20
+_MODES = ("auto", "always", "never")
+_mode = "auto"
+_compiled = None
+_error: str | None = None
+
+ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
+def set_mode(mode: str) -> None:
+    """``"auto"`` (large inference only), ``"always"`` (whenever it applies) or ``"never"``."""
+    global _mode
+    if mode not in _MODES:
+        raise ValueError(f"unknown flex mode {mode!r}; choose one of: {', '.join(map(repr, _MODES))}")
+    _mode = mode
+
+
+def get_mode() -> str:
+    return _mode
+
+
+def available() -> bool:
+    """True when this torch has FlexAttention and compiling it has not failed in this process."""
+    try:
+        import torch.nn.attention.flex_attention  # noqa: F401
+    except ImportError:
+        return False
+    return _error is None
+
+
+# ---------------------------------------------------------------------------------------------
+# score mods
+
+
+def alibi_score_mod(slopes: Tensor, *, q_offset: int | Tensor = 0, bidirectional: bool = False) -> ScoreMod:
+    """ALiBi as a score mod; ``q_offset`` = query position minus key position at index 0."""
+    offset = torch.as_tensor(q_offset, device=slopes.device)  # a tensor: a new offset does not recompile
+    slopes = slopes.float()
+
+    if bidirectional:
+        def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            return score - slopes[h] * (q_idx + offset - kv_idx).abs()
+    else:
+        def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            return score - slopes[h] * (q_idx + offset - kv_idx)
+    return alibi
+
+
+def t5_score_mod(
+    table: Tensor, *, q_offset: int | Tensor = 0, bidirectional: bool = True, num_buckets: int = 32,
+    max_distance: int = 128,
+) -> ScoreMod:
+    """T5's bias as a score mod: ``table [num_buckets, h]`` looked up at ``bucket(k - q)``."""
+    offset = torch.as_tensor(q_offset, device=table.device)
+
+    def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        bucket = t5_relative_bucket(kv_idx - (q_idx + offset), bidirectional=bidirectional,
+                                    num_buckets=num_buckets, max_distance=max_distance)
+        return score + table[bucket, h]
+    return t5
+
+
+def score_mod_for(encoding: Any, q_offset: int = 0) -> ScoreMod | None:
+    """The score mod of a scheme (``alibi``, ``t5``, or any scheme with a ``score_mod`` method), or None."""
+    custom = getattr(encoding, "score_mod", None)
+    if callable(custom):
+        return custom(q_offset)
+    name, config = getattr(encoding, "name", None), getattr(encoding, "config", None)
+    if name == "alibi":
+        return alibi_score_mod(encoding.slopes, q_offset=q_offset, bidirectional=config.bidirectional)
+    if name == "t5":
+        return t5_score_mod(encoding.relative_attention_bias.weight.detach(), q_offset=q_offset,
+                            bidirectional=config.bidirectional, num_buckets=config.num_buckets,
+                            max_distance=config.max_distance)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# block masks from block counts
+
+
+def block_mask(sq: int, sk: int, *, causal: bool, q_offset: int = 0, device: torch.device | str = "cpu",
+               block_size: int = BLOCK_SIZE):
+    """A :class:`BlockMask` for ``[sq, sk]`` built from block counts, never from a dense mask.
+
+    Causal: query ``i`` sees keys ``j <= i + q_offset`` (decoding after ``q_offset`` cached keys).
+    Per query block, kv blocks wholly visible are *full* (listed first, no mask_mod call), those
+    crossing the diagonal *partial*; the rest are skipped. Non-causal: every block is full.
+    """
+    from torch.nn.attention.flex_attention import BlockMask
+
+    nq, nk = -(-sq // block_size), -(-sk // block_size)
+    q_lo = q_offset + torch.arange(nq, device=device) * block_size  # [nq] first query index (in keys' frame)
+    q_hi = q_offset + torch.clamp((torch.arange(nq, device=device) + 1) * block_size, max=sq) - 1  # [nq]
+    k_lo = torch.arange(nk, device=device) * block_size  # [nk]
+    k_hi = torch.clamp(k_lo + block_size, max=sk) - 1  # [nk]
+    if causal:
+        full = k_hi[None, :] <= q_lo[:, None]  # [nq, nk]
+        partial = (k_lo[None, :] <= q_hi[:, None]) & ~full  # [nq, nk]
+    else:
+        full = torch.ones(nq, nk, dtype=torch.bool, device=device)
+        partial = torch.zeros_like(full)
+    # kv block indices per row, the selected ones first (a stable sort of "not selected")
+    full_idx = torch.sort((~full).to(torch.int8), dim=-1, stable=True).indices.to(torch.int32)  # [nq, nk]
+    part_idx = torch.sort((~partial).to(torch.int8), dim=-1, stable=True).indices.to(torch.int32)  # [nq, nk]
+    offset = torch.as_tensor(q_offset, device=device)
+
+    def causal_mask(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return q_idx + offset >= kv_idx
+
+    return BlockMask.from_kv_blocks(
+        partial.sum(-1, dtype=torch.int32)[None, None], part_idx[None, None],  # [1, 1, nq], [1, 1, nq, nk]
+        full.sum(-1, dtype=torch.int32)[None, None], full_idx[None, None],
+        BLOCK_SIZE=block_size, mask_mod=causal_mask if causal else None, seq_lengths=(sq, sk),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# running it
+
+
+def _get_compiled():
+    global _compiled
+    if _compiled is None:
+        from torch.nn.attention.flex_attention import flex_attention as _flex
+
+        _compiled = torch.compile(_flex, dynamic=False)
+    return _compiled
+
+
+def flex_attention(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None, mask) -> Tensor:
+    """Compiled FlexAttention ``[b, h, sq, hd]`` (eager flex builds the full score matrix: never used)."""
+    with torch._dynamo.config.patch(recompile_limit=64):
+        return _get_compiled()(q, k, v, score_mod=score_mod, block_mask=mask)
+
+
+def _wanted(encoding: Any, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, dropout_p: float) -> bool:
+    if _mode == "never" or key_mask is not None or dropout_p > 0 or not available():
+        return False
+    if getattr(encoding, "uses_query_terms", False) or torch.compiler.is_compiling():
+        return False
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, *encoding.parameters())):
+        return False  # no CPU backward (torch 2.13); see the module docstring
+    if _mode == "auto" and q.shape[1] * q.shape[2] * k.shape[2] * 4 < MIN_BIAS_BYTES:
+        return False
+    return encoding.name in ("alibi", "t5") or callable(getattr(encoding, "score_mod", None))
+
+
+def attend(
+    encoding: Any, q: Tensor, k: Tensor, v: Tensor, q_positions: Tensor, k_positions: Tensor, *,
+    causal: bool, past: int = 0, key_mask: Tensor | None = None, dropout_p: float = 0.0,
+) -> Tensor | None:
+    """Attention ``[b, h, sq, hd]`` through FlexAttention when it applies (see module doc), else None."""
+    global _error
+    if not _wanted(encoding, q, k, v, key_mask, dropout_p):
+        return None
+    q0, k0 = _range_start(q_positions), _range_start(k_positions)
+    if q0 is None or k0 is None:
+        return None
+    score_mod = score_mod_for(encoding, q_offset=q0 - k0)
+    if score_mod is None:
+        return None
+    mask = block_mask(q.shape[-2], k.shape[-2], causal=causal, q_offset=past, device=q.device)
+    try:
+        return flex_attention(q, k, v, score_mod, mask)
+    except Exception as err:  # no compiler here: SDPA with a bias is exact, fall back to it
+        _error = f"{type(err).__name__}: {err}"
+        return None
+
+
+def warmup(encoding: Any, *, length: int = 256, head_dim: int = 64, causal: bool = True,
+           device: torch.device | str = "cpu") -> float:
+    """Compile FlexAttention for ``encoding`` on a small input; returns the seconds it took.
+
+    The compile (10-15 s in a cold process on CPU) recurs for each new shape, so warm up with the
+    shape you will run.
+    """
+    start = time.perf_counter()
+    h = encoding.config.num_heads
+    q = torch.zeros(1, h, length, head_dim, device=device)
+    with torch.no_grad():
+        score_mod = score_mod_for(encoding)
+        flex_attention(q, q, q, score_mod, block_mask(length, length, causal=causal, device=device))
+    return time.perf_counter() - start

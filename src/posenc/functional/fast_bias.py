@@ -1,0 +1,140 @@
+"""Relative-position biases ``[h, sq, sk]`` built at the cost of writing them once, and cached.
+
+Shape legend: ``h`` heads, ``sq``/``sk`` query/key lengths, ``w = sq + sk - 1`` distinct relative
+positions.
+
+A bias that depends only on ``k - q`` (T5, ALiBi, and any relative scheme on a contiguous range of
+positions) is a Toeplitz matrix per head: ``bias[h, i, j] = values[h, (j - i) + sq - 1]``, fixed by
+``w`` numbers per head. :func:`toeplitz` expands them with one ``index_select`` per head over an
+overlapping (Hankel) view of ``values``: row ``i`` of the result is the contiguous slice starting at
+``sq - 1 - i``, so each output element is written once and ``values`` stays in cache. The T5
+bucket function then runs on ``w`` distances instead of ``sq * sk`` (Hugging Face's
+``T5Attention.compute_bias`` buckets every pair and returns a permuted view; see
+docs/performance.md for the timings).
+
+:func:`cached_bias` is what the schemes call: for 1-D positions that are contiguous ranges it
+returns the bias from a per-module cache keyed by lengths, offsets, dtype, device and the
+parameters' version counters; anything else (batched or scattered positions, gradients wanted
+for T5's table, ``torch.compile``) returns None and the scheme computes the reference formula.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+from torch import Tensor, nn
+
+from .relative import t5_relative_bucket
+
+__all__ = ["toeplitz", "relative_range", "alibi_bias_range", "t5_bias_range", "cached_bias", "CACHE_MAX_BYTES"]
+
+#: A bias larger than this is built on each call but not kept (a 32-head bias at L = 8192 is 8.6 GB).
+CACHE_MAX_BYTES = 256 << 20
+
+_caches: weakref.WeakKeyDictionary[nn.Module, tuple[tuple, Tensor]] = weakref.WeakKeyDictionary()
+
+
+def relative_range(sq: int, sk: int, *, q_offset: int = 0, k_offset: int = 0, device: torch.device | str | None = None) -> Tensor:
+    """Every ``k - q`` for queries ``q_offset + [0, sq)`` and keys ``k_offset + [0, sk)``, ascending: ``[w]``."""
+    low = k_offset - (q_offset + sq - 1)
+    return torch.arange(low, low + sq + sk - 1, device=device)
+
+
+def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> Tensor:
+    """``out[h, i, j] = values[h, j - i + sq - 1]``: ``values [h, sq + sk - 1]`` -> ``[h, sq, sk]``.
+
+    Per head, one ``index_select`` of whole rows from the overlapping Hankel view
+    ``values[h, i' + j]`` with rows reversed (``i' = sq - 1 - i``); ``out`` may be preallocated.
+    """
+    if values.dim() != 2 or values.shape[-1] != sq + sk - 1:
+        raise ValueError(f"values must be [h, sq + sk - 1] = [h, {sq + sk - 1}], got {tuple(values.shape)}")
+    values = values.contiguous()
+    h = values.shape[0]
+    if out is None:
+        out = values.new_empty(h, sq, sk)
+    elif out.shape != (h, sq, sk) or out.dtype != values.dtype or out.device != values.device:
+        raise ValueError(f"out must be [{h}, {sq}, {sk}] of dtype {values.dtype} on {values.device}, "
+                         f"got {tuple(out.shape)} {out.dtype} {out.device}")
+    rows = torch.arange(sq - 1, -1, -1, device=values.device)  # [sq] reversed
+    for head in range(h):  # per head, index_select copies whole rows (memcpy); over [h, sq, sk] it is ~10x slower
+        hankel = values[head].as_strided((sq, sk), (1, 1))  # [sq, sk], hankel[i', j] = values[head, i' + j]
+        torch.index_select(hankel, 0, rows, out=out[head])
+    return out
+
+
+def alibi_bias_range(
+    slopes: Tensor, sq: int, sk: int, *, q_offset: int = 0, k_offset: int = 0, bidirectional: bool = False,
+    out: Tensor | None = None,
+) -> Tensor:
+    """ALiBi's bias ``[h, sq, sk]`` for contiguous positions; equals :func:`~posenc.functional.alibi_bias`.
+
+    ``-slope * (q - k)`` (causal) or ``-slope * |q - k|`` (Press et al. 2022, section 3), evaluated
+    on the ``w`` distances and expanded by :func:`toeplitz`.
+    """
+    rel = relative_range(sq, sk, q_offset=q_offset, k_offset=k_offset, device=slopes.device).to(slopes.dtype)  # [w]
+    distance = rel.abs() if bidirectional else -rel
+    values = -slopes[:, None] * distance  # [h, w]
+    return toeplitz(values, sq, sk, out=out)
+
+
+def t5_bias_range(
+    weight: Tensor, sq: int, sk: int, *, q_offset: int = 0, k_offset: int = 0, bidirectional: bool = True,
+    num_buckets: int = 32, max_distance: int = 128, out: Tensor | None = None,
+) -> Tensor:
+    """T5's bias ``[h, sq, sk]`` from its table ``weight [num_buckets, h]`` for contiguous positions.
+
+    Raffel et al. 2020, section 2.1; the buckets are :func:`~posenc.functional.t5_relative_bucket`
+    (HF ``T5Attention._relative_position_bucket``) of the ``w`` distinct distances.
+    """
+    rel = relative_range(sq, sk, q_offset=q_offset, k_offset=k_offset, device=weight.device)  # [w]
+    buckets = t5_relative_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    values = weight[buckets].t()  # [w, h] -> [h, w]
+    return toeplitz(values, sq, sk, out=out)
+
+
+def _range_start(positions: Tensor) -> int | None:
+    """``p0`` if ``positions`` is the 1-D integer range ``p0, p0 + 1, ...``, else None."""
+    if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool or positions.numel() == 0:
+        return None
+    start = int(positions[0])
+    expected = torch.arange(start, start + positions.numel(), device=positions.device)
+    return start if torch.equal(positions.long(), expected) else None
+
+
+def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
+    """The bias of an ``alibi`` or ``t5`` scheme via the Toeplitz build and a per-module cache.
+
+    Returns None when the fast path does not apply (the caller then computes the reference): batched
+    or non-contiguous positions, a T5 table that needs gradients, or inside ``torch.compile``. The
+    returned tensor may be shared with later calls: treat it as read-only.
+    """
+    name = getattr(module, "name", None)
+    if name not in ("alibi", "t5") or torch.compiler.is_compiling():
+        return None
+    if not isinstance(q_positions, Tensor) or not isinstance(k_positions, Tensor):
+        return None
+    q0, k0 = _range_start(q_positions), _range_start(k_positions)
+    if q0 is None or k0 is None:
+        return None
+    sq, sk, config = q_positions.numel(), k_positions.numel(), module.config
+    if name == "alibi":
+        params = module.slopes
+    else:
+        params = module.relative_attention_bias.weight
+        if torch.is_grad_enabled() and params.requires_grad:
+            return None  # training: the reference path carries the gradient to the table
+    key = (name, sq, sk, q0, k0, params.device, params.dtype, params.data_ptr(), params._version,
+           getattr(config, "bidirectional", None))
+    hit = _caches.get(module)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    if name == "alibi":
+        bias = alibi_bias_range(params.float(), sq, sk, q_offset=q0, k_offset=k0, bidirectional=config.bidirectional)
+    else:
+        with torch.no_grad():
+            bias = t5_bias_range(params, sq, sk, q_offset=q0, k_offset=k0, bidirectional=config.bidirectional,
+                                 num_buckets=config.num_buckets, max_distance=config.max_distance)
+    if bias.numel() * bias.element_size() <= CACHE_MAX_BYTES:
+        _caches[module] = (key, bias)
+    return bias

@@ -1,0 +1,254 @@
+"""The figure catalogue: each kind of figure by name, which schemes it applies to, and how it gets
+its data from :mod:`posenc.analysis` before drawing it.
+
+``posenc plot SCHEME --kind KIND`` and the report both go through :func:`plot`. Defaults follow
+the seed articles: the classic heatmap is 128 dims × 50 positions; the cosine distances from
+position 1 use d = 1024 and positions up to 250 (seed 004); the projection shows 1000 positions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .options import PlotOptions, _config, _matrix, family_of, scheme_names
+
+__all__ = ["PlotOptions", "Kind", "KINDS", "plot", "kinds_for", "scheme_names", "family_of"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    description: str
+    applies: Callable[[str, str], bool]  # (scheme name, family) -> bool
+    draw: Callable[[str, PlotOptions], Any]
+    needs: str  # words for the error message: which schemes it applies to
+
+
+_ROWS = {  # what a row of the encoding matrix is, per family (see posenc.analysis.encodings)
+    "absolute": "position code",
+    "reference": "naive reference code",
+    "rotary": "rotated unit query",
+    "bias": "bias to the key at 0, per head",
+    "relative": "key embedding a^K to the key at 0",
+    "none": "no code (zeros)",
+}
+
+
+def _heatmap(scheme: str, options: PlotOptions) -> Any:
+    from .encoding import encoding_heatmap
+
+    code = _matrix(scheme, options.positions or 50, options)  # [n, d] ([n, h] for biases)
+    family = family_of(scheme)
+    return encoding_heatmap(code, title=f"{scheme}: {_ROWS.get(family, 'code')}",
+                            columns="heads" if family == "bias" else "dims")
+
+
+def _clock(scheme: str, options: PlotOptions) -> Any:
+    from .encoding import clock_view
+
+    last = (options.positions or 31) - 1
+    shown = sorted({0, 1, 2, max(last // 6, 3), max(last // 3, 4), last})  # six clock faces
+    code = _matrix(scheme, torch.tensor(shown), options)  # [len(shown), d]
+    config = _config(scheme, options)
+    from ..analysis import build_scheme
+
+    module = build_scheme(scheme, seed=options.seed, **config)
+    c = module.config
+    n_pairs = code.shape[1] // 2
+    pairs = sorted({round((n_pairs - 1) * (j / 4) ** 2) for j in range(5)})  # fast to slow, spread
+    if scheme == "sinusoidal":
+        from .. import functional as F
+
+        inv_freq = F.sinusoidal_inv_freq(c.dim, base=c.base, frequencies=c.frequencies)  # [d/2]
+        sin_cols, cos_cols = _pair_columns(c.layout, n_pairs, sine_first=True)
+    else:  # rotary: the rotated unit query is (cos, sin) per pair
+        inv_freq = module.inv_freq
+        cos_cols, sin_cols = _pair_columns(c.layout, n_pairs, sine_first=False)
+    sin = code[:, [sin_cols[i] for i in pairs]]  # [len(shown), k]
+    cos = code[:, [cos_cols[i] for i in pairs]]  # [len(shown), k]
+    wavelengths = [2 * math.pi / float(inv_freq[i]) for i in pairs]
+    return clock_view(sin, cos, shown, pairs, wavelengths=wavelengths,
+                      title=f"{scheme} (d = {code.shape[1]}): each pair is a clock hand")
+
+
+def _pair_columns(layout: str, n_pairs: int, *, sine_first: bool) -> tuple[list[int], list[int]]:
+    """Columns of the first and second member of each pair for a layout."""
+    if layout == "interleaved":
+        first, second = [2 * i for i in range(n_pairs)], [2 * i + 1 for i in range(n_pairs)]
+    else:
+        first, second = list(range(n_pairs)), [n_pairs + i for i in range(n_pairs)]
+    return first, second
+
+
+def _dot(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import dot_matrix
+    from .similarity import position_matrix
+
+    n = options.positions or 100
+    return position_matrix(dot_matrix(_matrix(scheme, n, options)), title=f"{scheme}: PE(i) · PE(j)",
+                           colorbar_label="dot product", cmap="magma")
+
+
+def _cosine(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import distance_from
+    from .similarity import distance_from_position
+
+    n = options.positions or 251
+    code = _matrix(scheme, n, options, dim=1024)  # [n, d]
+    return distance_from_position(torch.arange(n), distance_from(code, 1), reference=1,
+                                  title=f"{scheme} (d = {code.shape[1]}): cosine distance from position 1")
+
+
+def _distance(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import cosine_distance_matrix
+    from .similarity import position_matrix
+
+    code = _matrix(scheme, options.positions or 250, options, dim=1024)  # [n, d]
+    return position_matrix(cosine_distance_matrix(code), colorbar_label="cosine distance",
+                           title=f"{scheme} (d = {code.shape[1]}): cosine distance between positions")
+
+
+def _projection(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import project_2d
+    from .similarity import projection_2d
+
+    n = options.positions or 1000
+    points = project_2d(_matrix(scheme, n, options), options.method, seed=options.seed)  # [n, 2]
+    return projection_2d(points, torch.arange(n), method=options.method.upper(), title=f"{scheme} codes in 2D")
+
+
+def _bits(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import binary_bits
+    from .encoding import bits_vs_bands
+
+    n = options.positions or 64
+    n_bits = max(1, (n - 1).bit_length())
+    code = _matrix("sinusoidal", n, options, dim=64)  # [n, d]
+    return bits_vs_bands(binary_bits(n, n_bits), code, title="Binary digits of p beside the sinusoid's bands")
+
+
+def _word(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import word_plus_position
+    from .encoding import word_plus_position as draw
+
+    data = word_plus_position(options.positions or 8, base=options.base or 10000.0)
+    positions = [int(p) for p in data["positions"]]
+    return draw(data["words"], data["points"], positions,
+                title="Two words plus a 2-wide sinusoid: each word's copies lie on a circle")
+
+
+def _slopes(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import build_scheme
+    from .relative import alibi_slopes
+
+    module = build_scheme(scheme, **_config(scheme, options))
+    return alibi_slopes(module.slopes)
+
+
+def _logits(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import logits_vs_distance
+    from .relative import logits_vs_distance as draw_lines
+    from .relative import rotary_decay
+
+    config = _config(scheme, options)
+    data = logits_vs_distance(scheme, max_distance=options.positions or 256, seed=options.seed, **config)
+    distances = data["distances"]
+    if data["family"] == "rotary":
+        return rotary_decay(distances, data["mean"], data.get("std"), data.get("bound"),
+                            title=f"{scheme}: the attention logit decays with distance")
+    labels = list(data["labels"])
+    if "slopes" in data:  # ALiBi: name each line by its slope
+        labels = [f"{label} (m = {float(m):.3g})" for label, m in zip(labels, data["slopes"])]
+    curves = dict(zip(labels, data["logits"]))
+    if scheme == "t5":
+        return draw_lines(distances, curves, steps=True, ylabel="bias added to the logit",
+                          title="t5: a learned value per bucket and head (random init)")
+    if data["family"] == "bias":
+        return draw_lines(distances, curves, ylabel="bias added to the logit",
+                          title=f"{scheme}: bias against distance, one line per head")
+    from ..analysis import build_scheme
+
+    clip = getattr(build_scheme(scheme, seed=options.seed, **config).config, "max_relative_position", None)
+    return draw_lines(distances, curves, ylabel="logit term  q · a^K", mark=clip,
+                      mark_label=f"clipping distance K = {clip}" if clip is not None else "",
+                      title=f"{scheme}: query term against distance (random queries), flat past K")
+
+
+def _buckets(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import build_scheme, t5_bucket_map
+    from .relative import t5_bucket_map as draw
+
+    c = build_scheme(scheme, seed=options.seed, **_config(scheme, options)).config
+    data = t5_bucket_map(num_buckets=c.num_buckets, max_distance=c.max_distance, bidirectional=c.bidirectional)
+    return draw(data["relative_positions"], data["buckets"], num_buckets=data["num_buckets"],
+                max_exact=data["max_exact"], max_distance=data["max_distance"], grid=options.positions or 64,
+                title=f"t5 buckets ({'bidirectional' if c.bidirectional else 'causal'})")
+
+
+def _any(*families: str) -> Callable[[str, str], bool]:
+    return lambda name, family: family in families
+
+
+def _named(*names: str) -> Callable[[str, str], bool]:
+    return lambda name, family: name in names
+
+
+_ALL_CODES = ("absolute", "reference", "rotary", "bias", "relative")
+_CODES = ("absolute", "reference")
+
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("heatmap", "encoding matrix, positions × features", _any(*_ALL_CODES), _heatmap,
+             "any scheme with a code (not 'none')"),
+        Kind("clock", "each sin/cos pair as a clock hand", _named("sinusoidal", "rope", "xpos"), _clock,
+             "sinusoidal, rope, xpos"),
+        Kind("dot", "dot product between the codes of two positions", _any(*_CODES), _dot,
+             "absolute schemes and the references"),
+        Kind("cosine", "cosine distance from position 1 (d = 1024, positions up to 250)", _any(*_CODES), _cosine,
+             "absolute schemes and the references"),
+        Kind("distance", "cosine-distance matrix between positions", _any(*_CODES), _distance,
+             "absolute schemes and the references"),
+        Kind("projection", "2D projection of 1000 positions, coloured by position", _any(*_CODES), _projection,
+             "absolute schemes and the references"),
+        Kind("bits", "binary digits beside the sinusoid's bands", _named("sinusoidal", "binary"), _bits,
+             "sinusoidal, binary"),
+        Kind("word", "a word embedding plus its 2D position code", _named("sinusoidal"), _word, "sinusoidal"),
+        Kind("logits", "attention logit against distance (decay, lines per head, buckets)",
+             _any("rotary", "bias", "relative"), _logits, "rotary, bias and relative schemes"),
+        Kind("buckets", "T5's bucket map", _named("t5"), _buckets, "t5"),
+        Kind("slopes", "ALiBi's slope per head", _named("alibi"), _slopes, "alibi"),
+    )
+}
+
+
+def kinds_for(scheme: str) -> list[str]:
+    """The kinds of figure that apply to ``scheme``."""
+    family = family_of(scheme)
+    return [name for name, kind in KINDS.items() if kind.applies(scheme, family)]
+
+
+def plot(scheme: str, kind: str, options: PlotOptions | None = None) -> Any:
+    """The figure ``kind`` of ``scheme`` (a ``matplotlib.figure.Figure``).
+
+    Unknown schemes or kinds, and kinds that do not apply to the scheme, raise a ValueError that
+    lists the choices.
+    """
+    options = options or PlotOptions()
+    names = scheme_names()
+    if scheme not in names:
+        raise ValueError(f"unknown scheme {scheme!r}; choose one of: {', '.join(names)}")
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of figure {kind!r}; choose one of: {', '.join(KINDS)}")
+    entry = KINDS[kind]
+    if not entry.applies(scheme, family_of(scheme)):
+        raise ValueError(
+            f"figure kind {kind!r} applies to {entry.needs}, not to {scheme!r}; "
+            f"kinds for {scheme!r}: {', '.join(kinds_for(scheme)) or '(none)'}"
+        )
+    return entry.draw(scheme, options)

@@ -1,0 +1,79 @@
+"""What a figure may be asked for: :class:`PlotOptions`, and how those options become a scheme's
+config (only the keys the scheme accepts; the atlas's defaults for the rest).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["PlotOptions", "scheme_names", "family_of"]
+
+
+@dataclass(frozen=True)
+class PlotOptions:
+    """Settings a figure may use; None means the kind's default (then the atlas's)."""
+
+    dim: int | None = None  # code width (head width for rotary and Shaw)
+    positions: int | None = None  # number of positions 0 .. positions-1
+    base: float | None = None  # frequency base of sinusoids and rotary schemes
+    heads: int | None = None  # heads of bias schemes
+    method: str = "pca"  # 2D projection: "pca" or "umap" (needs the umap extra)
+    seed: int = 0  # initialisation of learned tables
+
+    def __post_init__(self) -> None:
+        for name in ("dim", "positions", "heads"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.base is not None and not (isinstance(self.base, (int, float)) and self.base > 1):
+            raise ValueError(f"base must be a number greater than 1, got {self.base!r}")
+
+
+def scheme_names() -> list[str]:
+    """Every name the atlas knows: the registered schemes, then the naive reference codes."""
+    from .. import available
+    from ..analysis import REFERENCE_ENCODINGS
+
+    return [*available(), *REFERENCE_ENCODINGS]
+
+
+def _config(scheme: str, options: PlotOptions, **defaults: Any) -> dict[str, Any]:
+    """Config keys for ``scheme`` from ``options`` (given values win over ``defaults``), restricted
+    to the keys the scheme accepts; an option the scheme cannot take is a ValueError."""
+    from ..analysis import is_reference
+    from ..schemes import scheme_class
+
+    from ..analysis import ATLAS_DEFAULTS
+
+    accepted = {"dim", "base"} if is_reference(scheme) else {f.name for f in dataclasses.fields(scheme_class(scheme).Config)}
+    given = {"dim": options.dim, "base": options.base, "num_heads": options.heads}
+    if scheme not in ATLAS_DEFAULTS:  # a scheme registered after the atlas's table: fill what it needs
+        width = 64 if family_of(scheme) in ("rotary", "relative") else 128
+        defaults = {"dim": width, "num_heads": 8, **defaults}
+    config = {k: v for k, v in defaults.items() if k in accepted and v is not None}
+    for key, value in given.items():
+        if value is None:
+            continue
+        if key not in accepted:
+            flag = "--heads" if key == "num_heads" else f"--{key}"
+            raise ValueError(f"scheme {scheme!r} has no {key!r} ({flag}); it accepts: {', '.join(sorted(accepted))}")
+        config[key] = value
+    return config
+
+
+def _matrix(scheme: str, n: int | torch.Tensor, options: PlotOptions, **defaults: Any) -> torch.Tensor:
+    from ..analysis import encoding_matrix
+
+    return encoding_matrix(scheme, n, seed=options.seed, **_config(scheme, options, **defaults))
+
+
+def family_of(scheme: str) -> str:
+    """``"reference"`` for the naive codes, else the registered class's family (no instance built)."""
+    from ..analysis import is_reference
+    from ..schemes import scheme_class
+
+    return "reference" if is_reference(scheme) else scheme_class(scheme).family

@@ -1,0 +1,72 @@
+"""Figures of how positions relate to each other: position-by-position matrices (dot products,
+cosine distances), distance from one position against position, and a 2D projection.
+
+Shape legend: ``p`` positions, ``n`` projected points.
+
+Each function draws data computed by :mod:`posenc.analysis` (the seed article 004's distance
+scatter, distance matrix and projection; article 000's dot-product matrix).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._mpl import as_array, new_figure
+
+__all__ = ["position_matrix", "distance_from_position", "projection_2d"]
+
+
+def position_matrix(
+    matrix: Any, *, title: str, colorbar_label: str, first_position: int = 0, cmap: str = "viridis"
+) -> Any:
+    """Heatmap of a ``[p, p]`` matrix between positions (rows: position i, columns: position j)."""
+    matrix = as_array(matrix, "matrix", ndim=2)  # [p, p]
+    p, q = matrix.shape
+    figure = new_figure(5.6, 4.6)
+    ax = figure.add_subplot()
+    image = ax.imshow(matrix, cmap=cmap, interpolation="nearest", aspect="equal",
+                      extent=(first_position - 0.5, first_position + q - 0.5,
+                              first_position + p - 0.5, first_position - 0.5))
+    ax.set_xlabel("position j")
+    ax.set_ylabel("position i")
+    ax.set_title(title)
+    figure.colorbar(image, ax=ax, label=colorbar_label)
+    return figure
+
+
+def distance_from_position(
+    positions: Any, distances: Any, *, reference: int, title: str, ylabel: str = "cosine distance"
+) -> Any:
+    """Scatter of ``distances [p]`` from position ``reference`` against ``positions [p]``."""
+    positions = as_array(positions, "positions", ndim=1)  # [p]
+    distances = as_array(distances, "distances", ndim=1)  # [p]
+    if positions.shape != distances.shape:
+        raise ValueError(f"positions and distances differ in length: {positions.shape} vs {distances.shape}")
+    figure = new_figure(6.4, 3.8)
+    ax = figure.add_subplot()
+    ax.plot(positions, distances, color="0.8", lw=1, zorder=1)
+    ax.scatter(positions, distances, s=9, c=positions, cmap="viridis", zorder=2)
+    ax.axvline(reference, color="crimson", lw=1, ls=":", label=f"position {reference}")
+    ax.set_xlabel("position")
+    ax.set_ylabel(f"{ylabel} from position {reference}")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    return figure
+
+
+def projection_2d(points: Any, positions: Any, *, method: str = "PCA", title: str = "2D projection") -> Any:
+    """Scatter of ``points [n, 2]`` (a projection of the codes) coloured by position ``[n]``."""
+    points = as_array(points, "points", ndim=2)  # [n, 2]
+    positions = as_array(positions, "positions", ndim=1)  # [n]
+    if points.shape != (positions.shape[0], 2):
+        raise ValueError(f"need points [n, 2] for n={positions.shape[0]} positions, got {points.shape}")
+    figure = new_figure(5.8, 4.8)
+    ax = figure.add_subplot()
+    ax.plot(points[:, 0], points[:, 1], color="0.88", lw=0.6, zorder=1)
+    scatter = ax.scatter(points[:, 0], points[:, 1], c=positions, cmap="viridis", s=7, zorder=2)
+    ax.set_xlabel(f"{method} component 1")
+    ax.set_ylabel(f"{method} component 2")
+    ax.set_title(f"{title} ({method}, {points.shape[0]} positions)")
+    figure.colorbar(scatter, ax=ax, label="position")
+    return figure

@@ -1,0 +1,318 @@
+"""``posenc.Attention`` against explicit attention math, for every registered scheme.
+
+Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``d`` model width, ``hd`` head width.
+
+The reference below writes softmax(q kᵀ / √hd + bias + mask) v out by hand from the scheme's hooks;
+Shaw et al. 2018 is checked against a naive O(s² · hd) loop over the paper's equations (section 3.1).
+Tests run in float64 so that differences of 1e-10 mean a wrong formula, not rounding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as nnf
+
+import posenc
+
+D, H = 32, 4
+HD = D // H
+
+
+def _build(name: str, causal: bool) -> posenc.Attention:
+    try:
+        attn = posenc.Attention(D, H, encoding=name, causal=causal)
+    except (TypeError, ValueError) as err:  # e.g. a multi-dimensional scheme that needs a grid shape
+        pytest.skip(f"{name!r} cannot be built by name for a 1-D sequence: {err}")
+    torch.manual_seed(1)
+    for p in attn.parameters():  # larger than the 0.02 inits, so position terms matter in the output
+        torch.nn.init.normal_(p, std=0.3)
+    return attn.double().eval()
+
+
+def reference(attn: posenc.Attention, x: torch.Tensor, positions: torch.Tensor,
+              key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Explicit attention through the scheme's hooks: no SDPA, masks built here."""
+    enc = attn.encoding
+    b, s, _ = x.shape
+    if enc.n_axes > 1:  # N-D schemes read 1-D positions as axis 0, as Attention does
+        from posenc.functional.multidim import as_coordinates
+
+        positions = as_coordinates(positions, enc.n_axes, length=s)  # [s, n] or [b, s, n]
+    if enc.family == "absolute":
+        x = enc.embed(x, positions)
+    q, k, v = attn.qkv(x).view(b, s, 3, H, HD).permute(2, 0, 3, 1, 4)  # 3 × [b, h, s, hd]
+    q, k = enc.rotate(q, k, positions, positions)
+    scores = q @ k.transpose(-2, -1)  # [b, h, s, s]
+    extra = enc.query_scores(q, positions, positions)
+    if extra is not None:
+        scores = scores + extra
+    scores = scores / math.sqrt(HD)
+    bias = enc.bias(positions, positions)
+    if bias is not None:
+        scores = scores + (bias if bias.dim() == 4 else bias[None])
+    if attn.causal:
+        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    if key_mask is not None:
+        scores = scores.masked_fill(~key_mask[:, None, None, :], float("-inf"))
+    probs = scores.softmax(-1)
+    out = probs @ v  # [b, h, s, hd]
+    value = enc.value_term(probs, positions, positions)
+    if value is not None:
+        out = out + value
+    return attn.proj(out.transpose(1, 2).reshape(b, s, D))  # [b, h, s, hd] -> [b, s, d]
+
+
+NAMES = posenc.available()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_explicit_attention(name: str, causal: bool) -> None:
+    """Attention equals the explicit reference for positions [s] (default and offset) to 1e-10."""
+    attn = _build(name, causal)
+    x = torch.randn(2, 9, D, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x), reference(attn, x, torch.arange(9)), atol=1e-10, rtol=0)
+        pos = torch.arange(30, 39)
+        torch.testing.assert_close(attn(x, pos), reference(attn, x, pos), atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_batched_positions(name: str) -> None:
+    """Positions [b, s]: each row equals that row run alone with its own positions [s]."""
+    attn = _build(name, causal=True)
+    x = torch.randn(2, 6, D, dtype=torch.float64)
+    positions = torch.stack((torch.arange(6), torch.arange(100, 106)))  # [b, s]
+    with torch.no_grad():
+        out = attn(x, positions)
+        for i in range(2):
+            torch.testing.assert_close(out[i : i + 1], attn(x[i : i + 1], positions[i]), atol=1e-10, rtol=0)
+        torch.testing.assert_close(out, reference(attn, x, positions), atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_incremental_decoding_equals_full_forward(name: str) -> None:
+    """Causal decoding with a KVCache — a prompt of 4, then 1, 1 and 3 tokens — gives the outputs of one
+    full forward pass (atol 1e-10), and the cache ends holding every key."""
+    attn = _build(name, causal=True)
+    x = torch.randn(2, 9, D, dtype=torch.float64)
+    with torch.no_grad():
+        full = attn(x)
+        cache = posenc.KVCache()
+        steps = [attn(x[:, a:b], cache=cache) for a, b in [(0, 4), (4, 5), (5, 6), (6, 9)]]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-10, rtol=0)
+    assert cache.length == 9 and cache.k.shape == (2, H, 9, HD)
+    key_positions = cache.positions if attn.encoding.n_axes == 1 else cache.positions[..., 0]  # [sk]
+    assert key_positions.tolist() == list(range(9))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_incremental_decoding_with_batched_positions(name: str) -> None:
+    """Decoding with explicit positions [b, s] (rows at different offsets) equals the full pass."""
+    attn = _build(name, causal=True)
+    x = torch.randn(2, 5, D, dtype=torch.float64)
+    positions = torch.stack((torch.arange(5), torch.arange(7, 12)))  # [b, s]
+    with torch.no_grad():
+        full = attn(x, positions)
+        cache = posenc.KVCache()
+        steps = [attn(x[:, a:b], positions[:, a:b], cache=cache) for a, b in [(0, 3), (3, 4), (4, 5)]]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_key_mask_equals_unpadded(name: str) -> None:
+    """Right padding masked with key_mask: the real tokens' outputs equal the unpadded sequence's."""
+    attn = _build(name, causal=False)
+    x = torch.randn(2, 7, D, dtype=torch.float64)
+    key_mask = torch.ones(2, 7, dtype=torch.bool)
+    key_mask[1, 5:] = False
+    with torch.no_grad():
+        out = attn(x, key_mask=key_mask)
+        torch.testing.assert_close(out[1, :5], attn(x[1:, :5])[0], atol=1e-10, rtol=0)
+        torch.testing.assert_close(out[0], attn(x[:1])[0], atol=1e-10, rtol=0)
+        torch.testing.assert_close(out, reference(attn, x, torch.arange(7), key_mask), atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_left_padding_with_positions_and_key_mask(name: str) -> None:
+    """Left padding: positions [b, s] restart at 0 on the first real token and key_mask hides the pads;
+    the real tokens' outputs equal the unpadded sequence's (causal)."""
+    attn = _build(name, causal=True)
+    x = torch.randn(1, 5, D, dtype=torch.float64)
+    padded = torch.cat((torch.randn(1, 2, D, dtype=torch.float64), x), dim=1)  # [1, 7, d]
+    positions = torch.tensor([[0, 0, 0, 1, 2, 3, 4]])
+    key_mask = torch.tensor([[False, False, True, True, True, True, True]])
+    with torch.no_grad():
+        out = attn(padded, positions, key_mask=key_mask)
+        torch.testing.assert_close(out[:, 2:], attn(x), atol=1e-10, rtol=0)
+
+
+def _count_sdpa(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = nnf.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nnf, "scaled_dot_product_attention", counting)
+    return calls
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sdpa_used_when_the_scheme_allows(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rotations, additive biases and absolute codes go through scaled_dot_product_attention; only schemes
+    with query- or value-dependent terms (Shaw) use explicit math."""
+    attn = _build(name, causal=True)
+    calls = _count_sdpa(monkeypatch)
+    with torch.no_grad():
+        attn(torch.randn(1, 4, D, dtype=torch.float64))
+    assert len(calls) == (0 if attn.encoding.uses_query_terms else 1)
+
+
+def test_sdpa_is_causal_flag_without_bias(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no bias and no cache, causal attention asks SDPA for is_causal=True and builds no mask."""
+    attn = _build("rope", causal=True)
+    seen: list[dict] = []
+    real = nnf.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nnf, "scaled_dot_product_attention", spy)
+    with torch.no_grad():
+        attn(torch.randn(1, 4, D, dtype=torch.float64))
+    assert seen[0].get("is_causal") is True and seen[0].get("attn_mask") is None
+
+
+# -- Shaw et al. 2018 against the paper's equations --------------------------------------------
+
+def naive_shaw(attn: posenc.Attention, x: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Shaw et al. 2018, eqs. (3)-(5) with section 3.2's clipping, one (i, j) pair at a time:
+    e_ij = x_i W^Q (x_j W^K + a^K_ij)ᵀ / √d_z,  z_i = Σ_j α_ij (x_j W^V + a^V_ij),
+    a_ij = w[clip(j - i, -K, K)]."""
+    enc = attn.encoding
+    K = enc.config.max_relative_position
+    w_k, w_v = enc.key_embeddings.weight, enc.value_embeddings.weight  # [2K+1, hd]
+    b, s, _ = x.shape
+    q, k, v = attn.qkv(x).view(b, s, 3, H, HD).unbind(2)  # 3 × [b, s, h, hd]
+    z = torch.zeros(b, s, H, HD, dtype=x.dtype)
+    for n in range(b):
+        for h in range(H):
+            for i in range(s):
+                logits = []
+                for j in range(s):
+                    a_k = w_k[min(max(j - i, -K), K) + K]
+                    e = (q[n, i, h] @ (k[n, j, h] + a_k)) / math.sqrt(HD)
+                    logits.append(e if not (causal and j > i) else torch.tensor(float("-inf"), dtype=x.dtype))
+                alpha = torch.stack(logits).softmax(0)
+                for j in range(s):
+                    a_v = w_v[min(max(j - i, -K), K) + K]
+                    z[n, i, h] += alpha[j] * (v[n, j, h] + a_v)
+    return attn.proj(z.reshape(b, s, D))  # [b, s, h, hd] -> [b, s, d]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_shaw_equals_the_papers_equations(causal: bool) -> None:
+    """K = 2 with 7 tokens, so clipping is exercised on both sides; atol 1e-10."""
+    enc = posenc.create("shaw", dim=HD, max_relative_position=2)
+    attn = posenc.Attention(D, H, encoding=enc, causal=causal)
+    torch.manual_seed(3)
+    for p in attn.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    attn = attn.double().eval()
+    x = torch.randn(2, 7, D, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x), naive_shaw(attn, x, causal), atol=1e-10, rtol=0)
+
+
+def test_shaw_without_value_embeddings() -> None:
+    """values=False keeps only the key term: equal to the explicit reference; no value embeddings exist."""
+    enc = posenc.create("shaw", dim=HD, max_relative_position=3, values=False)
+    attn = posenc.Attention(D, H, encoding=enc).double().eval()
+    assert enc.value_embeddings is None
+    x = torch.randn(1, 8, D, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x), reference(attn, x, torch.arange(8)), atol=1e-10, rtol=0)
+
+
+def test_bf16_attention_module_keeps_float64_frequencies() -> None:
+    """``Attention(...).to(torch.bfloat16)`` moves parameters to bf16 but keeps RoPE's frequencies and
+    ALiBi's slopes float64, so a bf16 model rotates with exact frequencies (DESIGN.md precision policy)."""
+    rope = posenc.Attention(D, H, encoding="rope").to(torch.bfloat16)
+    assert rope.qkv.weight.dtype == torch.bfloat16
+    assert rope.encoding.inv_freq.dtype == torch.float64
+    torch.testing.assert_close(rope.encoding.inv_freq, posenc.create("rope", dim=HD).inv_freq, atol=0, rtol=0)
+    alibi = posenc.Attention(D, H, encoding="alibi", causal=True).to(torch.bfloat16)
+    assert alibi.encoding.slopes.dtype == torch.float64
+    bias = alibi.encoding.bias(torch.tensor([4095, 4096]), torch.tensor([0]))
+    assert bias[0, :, 0].tolist() == [-4095 * 0.25, -4096 * 0.25]  # slope 2^-2 for head 0 of 4
+    with torch.no_grad():
+        out = rope(torch.randn(1, 5, D).to(torch.bfloat16))
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fully_masked_queries_give_zero_attention_and_finite_gradients(name: str) -> None:
+    """A left pad under a causal mask sees no key: its attention output is zero (the output is the
+    projection's bias), as SDPA gives, for the explicit path too; no NaN reaches any gradient."""
+    attn = _build(name, causal=True)
+    x = torch.randn(1, 4, D, dtype=torch.float64, requires_grad=True)
+    positions = torch.tensor([[0, 0, 1, 2]])
+    key_mask = torch.tensor([[False, True, True, True]])
+    out = attn(x, positions, key_mask=key_mask)
+    torch.testing.assert_close(out[0, 0], attn.proj.bias, atol=1e-12, rtol=0)
+    out[:, 1:].sum().backward()
+    assert torch.isfinite(x.grad).all()
+    assert all(torch.isfinite(p.grad).all() for p in attn.parameters() if p.grad is not None)
+
+
+def _learned_schemes() -> list[str]:
+    names = []
+    for name in NAMES:
+        try:
+            if any(True for _ in posenc.Attention(D, H, encoding=name).encoding.parameters()):
+                names.append(name)
+        except (TypeError, ValueError):
+            pass
+    return names
+
+
+@pytest.mark.parametrize("name", _learned_schemes())
+def test_encoding_parameters_receive_gradients(name: str) -> None:
+    """Learned position parameters (tables, biases, Shaw's embeddings) get gradients through Attention."""
+    attn = _build(name, causal=True)
+    params = dict(attn.encoding.named_parameters())
+    attn(torch.randn(2, 6, D, dtype=torch.float64)).pow(2).sum().backward()
+    for pname, p in params.items():
+        assert p.grad is not None and p.grad.abs().sum() > 0, pname
+
+
+def test_sinusoidal_learned_scale_receives_gradient() -> None:
+    enc = posenc.create("sinusoidal", dim=D, learned_scale=True)
+    attn = posenc.Attention(D, H, encoding=enc)
+    torch.testing.assert_close(enc.scale.detach(), torch.tensor(D**-0.5))
+    attn(torch.randn(1, 5, D)).sum().backward()
+    assert enc.scale.grad is not None and enc.scale.grad.abs() > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_decoding_left_padded_batch(name: str) -> None:
+    """Decoding a left-padded batch with a KVCache, positions [b, s] and a growing key_mask [b, sk]
+    equals the full forward on the real tokens."""
+    attn = _build(name, causal=True)
+    x = torch.randn(2, 6, D, dtype=torch.float64)
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3]])  # row 1: two pads, then 0..3
+    key_mask = torch.tensor([[True] * 6, [False, False, True, True, True, True]])
+    with torch.no_grad():
+        full = attn(x, positions, key_mask=key_mask)
+        cache = posenc.KVCache()
+        steps = [attn(x[:, a:b], positions[:, a:b], cache=cache, key_mask=key_mask[:, :b])
+                 for a, b in [(0, 4), (4, 5), (5, 6)]]
+        alone = attn(x[1:, 2:])  # the real tokens of row 1 on their own
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-10, rtol=0)
+    torch.testing.assert_close(full[1, 2:], alone[0], atol=1e-10, rtol=0)

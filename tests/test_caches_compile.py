@@ -1,0 +1,164 @@
+"""Caches are an optimisation only (DESIGN.md "Precision" and "Caches"), and forwards compile.
+
+Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``hd`` head width.
+
+Caches: equal to the uncached functional result bit for bit over offsets and lengths, regrown on
+demand, absent from ``state_dict``, never mutated inside a compiled forward. Compilation:
+``torch.compile(fullgraph=True)`` of ``posenc.Attention`` with ``rope``, ``alibi``, ``t5`` and
+``sinusoidal`` (which runs each scheme's hooks inside the graph) gives the eager result.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posenc
+from posenc import functional as F
+
+SCHEMES = {
+    "sinusoidal": {"dim": 16},
+    "learned": {"dim": 16},
+    "rope": {"dim": 16},
+    "xpos": {"dim": 16},
+    "alibi": {"num_heads": 4},
+    "t5": {"num_heads": 4},
+    "shaw": {"dim": 16},
+    "none": {},
+}
+
+
+def _buffer_rows(module: torch.nn.Module, name: str) -> int:
+    table = getattr(module, name)
+    return 0 if table is None else table.shape[0]
+
+
+# -- sinusoidal row cache ------------------------------------------------------------------------
+
+SIN = posenc.create("sinusoidal", dim=16, layout="half")  # shared across examples: the cache accumulates
+
+
+@settings(max_examples=40, deadline=None)
+@given(offset=st.integers(0, 3000), length=st.integers(1, 70))
+def test_sinusoidal_cache_equals_uncached(offset: int, length: int) -> None:
+    """Rows served by the cache equal F.sinusoidal at the same positions, bit for bit."""
+    positions = torch.arange(offset, offset + length)
+    expected = F.sinusoidal(positions, 16, layout="half")
+    assert torch.equal(SIN.encode(positions), expected)
+    x = torch.zeros(2, length, 16)
+    assert torch.equal(SIN.embed(x, positions), expected.expand(2, -1, -1))
+    assert _buffer_rows(SIN, "_table") > offset + length - 1
+
+
+def test_sinusoidal_cache_regrows_and_serves_float_positions_uncached() -> None:
+    enc = posenc.create("sinusoidal", dim=8)
+    assert _buffer_rows(enc, "_table") == 0
+    enc.encode(10)
+    assert _buffer_rows(enc, "_table") == 64
+    enc.encode(torch.tensor([1000]))
+    assert _buffer_rows(enc, "_table") == 1024  # next power of two above 1000
+    assert torch.equal(enc.encode(torch.tensor([999])), F.sinusoidal(torch.tensor([999]), 8))
+    assert torch.equal(enc.encode(torch.tensor([2.5])), F.sinusoidal(torch.tensor([2.5]), 8))
+    assert torch.equal(enc.encode(torch.tensor([-3])), F.sinusoidal(torch.tensor([-3]), 8))  # negative: uncached
+    assert _buffer_rows(enc, "_table") == 1024
+
+
+# -- RoPE cos/sin cache -------------------------------------------------------------------------
+
+ROPE = posenc.create("rope", dim=16, layout="interleaved")
+
+
+@settings(max_examples=40, deadline=None)
+@given(offset=st.integers(0, 5000), length=st.integers(1, 40), explicit=st.booleans())
+def test_rope_cache_equals_uncached(offset: int, length: int, explicit: bool) -> None:
+    """Tables served from the cache equal freshly built ones bit for bit; rotations through the cache
+    (default positions with a decoding offset, or explicit positions) equal each other bit for bit and
+    F.apply_rope with fresh tables to 1e-6 (the scheme may rotate with a faster, reordered kernel)."""
+    x = torch.randn(1, 2, length, 16)
+    keys = torch.randn(1, 2, offset + length, 16)
+    positions = torch.arange(offset, offset + length)
+    cos, sin = F.rope_cos_sin(positions, ROPE.inv_freq, layout="interleaved")
+    cached_cos, cached_sin = ROPE.cos_sin(positions)
+    assert torch.equal(cached_cos, cos) and torch.equal(cached_sin, sin)
+    by_default, _ = ROPE.rotate(x, keys)  # queries default to the last `length` key positions
+    explicit_positions, _ = ROPE.rotate(x, x, positions, positions)
+    assert torch.equal(by_default, explicit_positions)
+    got = explicit_positions if explicit else by_default
+    torch.testing.assert_close(got, F.apply_rope(x, cos, sin, layout="interleaved"), atol=1e-6, rtol=0)
+
+
+def test_rope_cache_regrows() -> None:
+    rope = posenc.create("rope", dim=8)
+    q = torch.randn(1, 1, 5, 8)
+    rope.rotate(q, q)
+    first = _buffer_rows(rope, "_cos_sin")
+    assert first >= 5
+    rope.rotate(q, q, torch.arange(3000, 3005), torch.arange(3000, 3005))
+    assert _buffer_rows(rope, "_cos_sin") >= 3005 > first
+
+
+# -- state_dict and dtype/device hygiene --------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(SCHEMES))
+def test_caches_stay_out_of_state_dict(name: str) -> None:
+    """After forwards that fill every cache, state_dict holds learned parameters only."""
+    enc = posenc.create(name, **SCHEMES[name])
+    params = {n for n, _ in enc.named_parameters()}
+    q = torch.randn(1, 4, 20, 16)
+    pos = torch.arange(100, 120)
+    enc.embed(torch.randn(1, 20, 16), pos) if enc.family == "absolute" else None
+    enc.rotate(q, q, pos, pos)
+    enc.bias(pos, pos)
+    assert set(enc.state_dict()) == params
+    fresh = posenc.create(name, **SCHEMES[name])
+    fresh.load_state_dict(enc.state_dict())  # strict: nothing missing, nothing unexpected
+
+
+def test_attention_state_dict_has_no_position_buffers() -> None:
+    attn = posenc.Attention(32, 4, encoding="rope", causal=True)
+    attn(torch.randn(1, 10, 32))
+    assert set(attn.state_dict()) == {"qkv.weight", "proj.weight", "proj.bias"}
+
+
+# -- compilation ----------------------------------------------------------------------------------
+
+COMPILED = [("rope", True), ("alibi", True), ("t5", False), ("sinusoidal", True)]
+
+
+def _hook(enc: posenc.PositionalEncoding, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The scheme's own hook on its own: rotate q/k [b, h, s, hd], a bias [b, h, s, s], or embed x [b, s, d]."""
+    if enc.family == "rotary":
+        q = x.view(*x.shape[:2], 4, 8).transpose(1, 2)  # [b, s, d] -> [b, h, s, hd]
+        return enc.rotate(q, q.flip(-1), positions, positions)
+    if enc.family == "bias":
+        return (enc.bias(positions, positions),)
+    return (enc.embed(x, positions),)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, causal", COMPILED)
+def test_compiled_forward_equals_eager(name: str, causal: bool) -> None:
+    """torch.compile(fullgraph=True, dynamic=False) of one function running the scheme's hook and
+    Attention.forward with it, at positions [b, s] (offset rows), gives the eager result to 1e-5 and
+    mutates no buffer while compiled (caches stay as they were)."""
+    torch._dynamo.reset()
+    attn = posenc.Attention(32, 4, encoding=name, causal=causal).eval()
+    x = torch.randn(2, 8, 32)
+    positions = torch.stack((torch.arange(8), torch.arange(50, 58)))  # [b, s]
+
+    def forward(x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (attn(x, positions), *_hook(attn.encoding, x, positions))
+
+    buffers = {n: b for n, b in attn.named_buffers()}
+    compiled = torch.compile(forward, fullgraph=True, dynamic=False)
+    with torch.no_grad():
+        got = compiled(x, positions)
+        after = {n: b for n, b in attn.named_buffers()}
+        assert set(after) == set(buffers) and all(after[n] is buffers[n] for n in buffers)
+        expected = forward(x, positions)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+    torch._dynamo.reset()

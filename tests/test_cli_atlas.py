@@ -1,0 +1,121 @@
+"""``posenc plot``, ``posenc check`` and ``posenc report`` end to end (Typer's test runner).
+
+Bad input must exit with code 2 and one line naming the value and the choices, no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("typer")
+pytest.importorskip("matplotlib")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from posenc.cli import build_app  # noqa: E402
+
+runner = CliRunner()
+
+
+def _run(*args: str):
+    return runner.invoke(build_app(), list(args), env={"COLUMNS": "200"})
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF")])
+def test_plot_writes_the_format_of_the_suffix(tmp_path, suffix, magic):
+    out = tmp_path / f"heat.{suffix}"
+    result = _run("plot", "sinusoidal", "--kind", "heatmap", "--dim", "64", "--positions", "20", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes().startswith(magic)
+    assert f"wrote {out}" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("plot", "sinusoidal", "--kind", "spiral", "--out", "x.png"), "unknown kind of figure 'spiral'; choose one of: heatmap"),
+        (("plot", "bogus", "--kind", "heatmap"), "unknown scheme 'bogus'; choose one of: none, sinusoidal"),
+        (("plot", "sinusoidal", "--kind", "heatmap", "--out", "x.gif"), "unknown suffix .gif; use one of .png, .svg, .pdf"),
+        (("plot", "alibi", "--kind", "cosine", "--out", "x.png"), "kinds for 'alibi': heatmap, logits, slopes"),
+        (("plot", "t5", "--kind", "heatmap", "--base", "500", "--out", "x.png"), "scheme 't5' has no 'base' (--base)"),
+        (("check", "bogus"), "unknown scheme 'bogus'"),
+        (("report", "--scheme", "bogus"), "unknown scheme 'bogus'"),
+        (("report", "--results", "/nonexistent/runs"), "is not a folder"),
+    ],
+)
+def test_bad_input_exits_2_with_the_choices(tmp_path, args, message):
+    result = _run(*[str(tmp_path / a) if a.startswith("x.") else a for a in args])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_umap_without_its_extra_names_the_extra(tmp_path):
+    pytest.importorskip("numpy")
+    try:
+        import umap  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("umap-learn is installed: the projection would run")
+    result = _run("plot", "sinusoidal", "--kind", "projection", "--method", "umap", "--out", str(tmp_path / "p.png"))
+    assert result.exit_code == 2
+    assert "pip install 'posenc[umap]'" in result.output  # brackets survive rich's markup
+
+
+def test_plot_lists_the_kinds_of_a_scheme():
+    result = _run("plot", "t5", "--kind", "list")
+    assert result.exit_code == 0
+    assert result.output.strip() == "kinds for t5: heatmap, logits, buckets"
+
+
+def _verdicts(output: str) -> dict[str, str]:
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.replace("┃", "│").split("│") if c.strip()]
+        if len(cells) >= 2 and cells[1] in ("pass", "fail", "n/a"):
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+def test_check_prints_the_property_table():
+    result = _run("check", "index")
+    assert result.exit_code == 0, result.output
+    verdicts = _verdicts(result.output)
+    assert verdicts == {
+        "unique": "pass", "bounded": "fail", "deterministic": "pass", "length_invariant": "pass",
+        "linear_offset_map": "fail", "offset_similarity": "fail", "distance_monotone": "fail",
+    }
+    assert "1023" in result.output  # the largest |value| over 1024 positions
+
+
+def test_check_takes_scheme_options():
+    result = _run("check", "alibi", "--heads", "4")
+    assert result.exit_code == 0, result.output
+    verdicts = _verdicts(result.output)
+    assert verdicts["bounded"] == "fail" and verdicts["linear_offset_map"] == "n/a"
+    bad = _run("check", "alibi", "--dim", "64")
+    assert bad.exit_code == 2 and "has no 'dim'" in bad.output
+
+
+@pytest.mark.slow
+def test_report_with_results_and_selected_schemes(tmp_path):
+    runs = tmp_path / "runs" / "length"
+    runs.mkdir(parents=True)
+    record = {"experiment": "length", "task": "copy", "scheme": "alibi", "variant": "default", "seed": 0,
+              "train_length": 16, "metrics": {"per_length": {"8": 1.0, "24": 0.93}}, "in_distribution": 1.0,
+              "out_of_distribution": 0.93, "summary_metric": "exact_match", "wall_time_s": 31.2, "config": {}}
+    (runs / "results.json").write_text(json.dumps({"schema": 1, "records": [record]}))
+    (tmp_path / "runs" / "broken").mkdir()
+    (tmp_path / "runs" / "broken" / "results.json").write_text("{not json")
+    out = tmp_path / "atlas"
+    result = _run("report", "--out", str(out), "--results", str(tmp_path / "runs"), "--scheme", "alibi", "--scheme", "index")
+    assert result.exit_code == 0, result.output
+    assert "2 sections" in result.output and "1 results" in result.output
+    html = (out / "index.html").read_text()
+    assert html.count('class="scheme"') == 2
+    assert 'data-scheme="alibi"' in html and 'data-scheme="index"' in html
+    assert "<td>0.930</td>" in html and "24: 0.93" in html  # the record's OOD summary and per-length value
+    assert "broken/results.json: unreadable" in html

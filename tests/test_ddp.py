@@ -1,0 +1,63 @@
+"""Training under ``torch.distributed.run`` with 2 CPU processes (gloo, loopback) equals one process.
+
+Each rank draws the same global batch and trains on its half; DDP averages the gradients, so both
+ranks hold the same model, and that model is the one a single process trains on the whole batch
+(up to the order of float sums: 1e-5).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from posenc.experiments import ModelConfig, TrainConfig, get_task, train
+
+SCRIPT = textwrap.dedent("""
+    import sys, torch
+    torch.set_num_threads(1)
+    from posenc.experiments import ModelConfig, TrainConfig, get_task, train
+    from posenc.experiments.train import distributed_context
+    import torch.distributed as dist
+    task = get_task("copy")
+    model = ModelConfig(vocab_size=task.vocab_size, scheme="t5", dim=32, num_heads=2, num_layers=1)
+    result = train(model, task, TrainConfig(steps=6, batch_size=8, warmup=2, max_length=4))
+    rank, world = distributed_context()
+    torch.save({"state": result.model.state_dict(), "losses": result.losses, "world": world},
+               f"{sys.argv[1]}/rank{rank}.pt")
+    dist.destroy_process_group()
+""")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_train_the_single_process_model(tmp_path):
+    script = tmp_path / "train_ddp.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+               "--master-port", str(_free_port()), str(script), str(tmp_path)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
+    assert ranks[0]["world"] == ranks[1]["world"] == 2
+    for name, value in ranks[0]["state"].items():
+        assert torch.equal(value, ranks[1]["state"][name]), name
+
+    torch.set_num_threads(1)
+    task = get_task("copy")
+    model = ModelConfig(vocab_size=task.vocab_size, scheme="t5", dim=32, num_heads=2, num_layers=1)
+    single = train(model, task, TrainConfig(steps=6, batch_size=8, warmup=2, max_length=4))
+    assert ranks[0]["losses"] == pytest.approx(single.losses, abs=1e-5)
+    for name, value in single.model.state_dict().items():
+        torch.testing.assert_close(ranks[0]["state"][name], value, atol=1e-5, rtol=1e-5)

@@ -1,0 +1,300 @@
+"""Bad input gets a ValueError or TypeError naming the value received and what is accepted (issue 2, item 7).
+
+Every case asserts both halves of the message: the offending value, and the accepted choices or range.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import posenc
+from posenc import functional as F
+
+INV8, _ = F.rope_inv_freq(8)
+
+
+def _raises(exc: type[Exception], *fragments: str):
+    """pytest.raises whose message must contain every fragment (matched literally)."""
+    return pytest.raises(exc, match="(?s)" + "".join(f"(?=.*{re.escape(f)})" for f in fragments))
+
+
+# -- dims that must be positive and even -------------------------------------------------------
+
+@pytest.mark.parametrize("dim", [7, 1, 0, -4])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: F.sinusoidal(4, d),
+        lambda d: F.sinusoidal_inv_freq(d),
+        lambda d: F.rope_inv_freq(d),
+        lambda d: posenc.create("sinusoidal", dim=d),
+        lambda d: posenc.create("rope", dim=d),
+        lambda d: posenc.create("xpos", dim=d),
+    ],
+    ids=["sinusoidal", "sinusoidal_inv_freq", "rope_inv_freq", "create-sinusoidal", "create-rope", "create-xpos"],
+)
+def test_odd_or_non_positive_dims(call, dim: int) -> None:
+    accepted = "positive even number" if dim > 0 else "positive"
+    with _raises(ValueError, f"got {dim}", accepted):
+        call(dim)
+
+
+def test_non_integer_dim() -> None:
+    with _raises(TypeError, "got 7.5", "positive integer"):
+        F.rope_inv_freq(7.5)
+    with _raises(TypeError, "got '8'", "positive integer"):
+        F.sinusoidal(4, "8")
+
+
+def test_rotary_dim_odd_or_too_wide() -> None:
+    with _raises(ValueError, "rotary_dim", "got 5", "even"):
+        posenc.create("rope", dim=16, rotary_dim=5)
+    with _raises(ValueError, "rotary_dim", "got 32", "at most dim=16"):
+        posenc.create("rope", dim=16, rotary_dim=32)
+
+
+def test_odd_table_width_in_apply_rope() -> None:
+    x = torch.randn(1, 1, 2, 8)
+    with _raises(ValueError, "got 3", "positive even"):
+        F.apply_rope(x, torch.ones(2, 3), torch.ones(2, 3))
+
+
+# -- unknown names ----------------------------------------------------------------------------
+
+def test_unknown_scheme_lists_available() -> None:
+    with _raises(ValueError, "'rotary'", *posenc.available()):
+        posenc.create("rotary")
+    with _raises(ValueError, "'rotary'", "alibi", "rope"):
+        posenc.Attention(32, 4, encoding="rotary")
+
+
+def test_unknown_config_key_lists_accepted() -> None:
+    with _raises(ValueError, "theta", "base", "layout", "scaling"):
+        posenc.create("rope", dim=8, theta=10000.0)
+    with _raises(ValueError, "needs ['num_heads']", "num_heads"):
+        posenc.create("alibi")
+
+
+def test_wrong_encoding_type() -> None:
+    with _raises(TypeError, "int", "scheme name", "PositionalEncoding"):
+        posenc.Attention(32, 4, encoding=3)
+
+
+@pytest.mark.parametrize(
+    "scaling, fragments",
+    [
+        ({"rope_type": "yarnn", "factor": 4.0}, ["'yarnn'", "'linear'", "'default'"]),
+        ("magic", ["'magic'", "'linear'"]),
+        ({"rope_type": "linear", "factor": 4.0, "alpha": 1}, ["'alpha'", "factor"]),
+        ({"rope_type": "linear"}, ["needs ['factor']", "factor"]),
+        ({"rope_type": "linear", "factor": -2.0}, ["-2.0", "positive number"]),
+    ],
+)
+def test_bad_rope_scaling(scaling, fragments: list[str]) -> None:
+    with _raises(ValueError, *fragments):
+        F.rope_inv_freq(8, scaling=scaling)
+    with _raises(ValueError, *fragments):
+        posenc.create("rope", dim=8, scaling=scaling)
+
+
+def test_scaling_of_wrong_type() -> None:
+    with _raises(TypeError, "list", "rope_scaling dict"):
+        F.rope_inv_freq(8, scaling=["linear"])
+
+
+@pytest.mark.parametrize(
+    "call, fragments",
+    [
+        (lambda: F.sinusoidal(4, 8, layout="split"), ["'split'", "'interleaved'", "'half'"]),
+        (lambda: F.sinusoidal(4, 8, frequencies="fairseq"), ["'fairseq'", "'paper'", "'tensor2tensor'"]),
+        (lambda: F.rope_cos_sin(4, INV8, layout="neox"), ["'neox'", "'half'", "'interleaved'"]),
+        (lambda: F.apply_rope(torch.ones(2, 8), torch.ones(2, 8), torch.ones(2, 8), layout="gptj"),
+         ["'gptj'", "'half'", "'interleaved'"]),
+        (lambda: posenc.create("rope", dim=8, layout="gptj"), ["'gptj'", "'half'", "'interleaved'"]),
+        (lambda: posenc.create("sinusoidal", dim=8, combine="sum"), ["'sum'", "'add'", "'concat'"]),
+        (lambda: posenc.create("learned", dim=8, combine="mul"), ["'mul'", "'add'", "'concat'"]),
+    ],
+)
+def test_unknown_choices(call, fragments: list[str]) -> None:
+    with _raises(ValueError, *fragments):
+        call()
+
+
+def test_bad_base() -> None:
+    with _raises(ValueError, "got 1.0", "greater than 1"):
+        F.rope_inv_freq(8, base=1.0)
+    with _raises(ValueError, "got nan", "finite number greater than 1"):
+        F.sinusoidal(4, 8, base=float("nan"))
+
+
+# -- learned table bounds and integer positions -----------------------------------------------
+
+def test_position_past_learned_table() -> None:
+    learned = posenc.create("learned", dim=8, max_len=16)
+    with _raises(ValueError, "position 16", "max_len=16", "0..15"):
+        learned.encode(torch.tensor([3, 16]))
+    with _raises(ValueError, "position -1", "0..15"):
+        learned.encode(torch.tensor([-1, 2]))
+    attn = posenc.Attention(8, 2, encoding=posenc.create("learned", dim=8, max_len=4))
+    with _raises(ValueError, "position 4", "max_len=4"):
+        attn(torch.randn(1, 5, 8))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: F.t5_relative_bucket(torch.tensor([0.0, 1.5])),
+        lambda: posenc.create("t5", num_heads=2).bias(torch.tensor([0.0, 1.5]), torch.arange(2)),
+        lambda: posenc.create("learned", dim=8).encode(torch.tensor([0.0, 1.5])),
+        lambda: F.clipped_relative_index(torch.tensor([0.0, 1.5]), torch.arange(2), 4),
+        lambda: posenc.Attention(8, 2, encoding="shaw")(torch.randn(1, 2, 8), torch.tensor([0.0, 1.5])),
+    ],
+    ids=["t5_relative_bucket", "t5-bias", "learned", "clipped_relative_index", "attention-shaw"],
+)
+def test_float_positions_where_integers_are_needed(call) -> None:
+    with _raises(TypeError, "1.5", "integer"):
+        call()
+
+
+def test_whole_float_positions_are_accepted_where_integers_are_needed() -> None:
+    """Float tensors that hold whole numbers are values, not types: accepted and equal to the ints."""
+    rel = torch.arange(-40, 40)
+    assert torch.equal(F.t5_relative_bucket(rel.double()), F.t5_relative_bucket(rel))
+
+
+# -- NaN and infinite positions --------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda p: F.sinusoidal(p, 8),
+        lambda p: F.rope_cos_sin(p, INV8),
+        lambda p: F.t5_relative_bucket(p),
+        lambda p: posenc.create("rope", dim=8).rotate(torch.ones(1, 1, 2, 8), torch.ones(1, 1, 2, 8), p, p),
+        lambda p: posenc.create("alibi", num_heads=2).bias(p, p),
+        lambda p: posenc.Attention(8, 2, encoding="rope")(torch.randn(1, 2, 8), p),
+    ],
+    ids=["sinusoidal", "rope_cos_sin", "t5_relative_bucket", "rope-rotate", "alibi-bias", "attention-rope"],
+)
+def test_non_finite_positions(call, bad: float) -> None:
+    with _raises(ValueError, repr(bad), "finite"):
+        call(torch.tensor([0.0, bad]))
+
+
+def test_half_precision_positions() -> None:
+    with _raises(TypeError, "torch.float16", "int64"):
+        F.sinusoidal(torch.tensor([1.0], dtype=torch.float16), 8)
+
+
+def test_bad_positions_type() -> None:
+    with _raises(TypeError, "float 3.5", "int (a length) or a tensor"):
+        F.sinusoidal(3.5, 8)
+    with _raises(ValueError, "got -3", ">= 0"):
+        F.sinusoidal(-3, 8)
+
+
+# -- head counts --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("heads", [0, -2])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda n: F.alibi_slopes(n),
+        lambda n: posenc.create("alibi", num_heads=n),
+        lambda n: posenc.create("t5", num_heads=n),
+        lambda n: posenc.Attention(32, n),
+    ],
+    ids=["alibi_slopes", "alibi", "t5", "Attention"],
+)
+def test_non_positive_head_counts(call, heads: int) -> None:
+    with _raises(ValueError, "num_heads", f"got {heads}", "positive integer"):
+        call(heads)
+
+
+def test_heads_must_divide_dim() -> None:
+    with _raises(ValueError, "dim=30", "num_heads=4", "divisible"):
+        posenc.Attention(30, 4)
+
+
+def test_mismatched_scheme_and_attention() -> None:
+    with _raises(ValueError, "num_heads=8", "4"):
+        posenc.Attention(32, 4, encoding=posenc.create("alibi", num_heads=8, bidirectional=True))
+    with _raises(ValueError, "head width 8", "got 16"):
+        posenc.Attention(32, 4, encoding=posenc.create("rope", dim=16))
+    with _raises(ValueError, "dim=16", "32"):
+        posenc.Attention(32, 4, encoding=posenc.create("sinusoidal", dim=16))
+    with _raises(ValueError, "bidirectional=False", "causal=True"):
+        posenc.Attention(32, 4, encoding=posenc.create("alibi", num_heads=4))
+
+
+def test_t5_bucket_settings() -> None:
+    with _raises(ValueError, "got 2", "at least 4"):
+        F.t5_relative_bucket(torch.arange(3), num_buckets=2)
+    with _raises(ValueError, "got 8", "exceed the 8 exact buckets"):
+        F.t5_relative_bucket(torch.arange(3), num_buckets=32, max_distance=8)
+
+
+# -- shapes that do not broadcast -----------------------------------------------------------------
+
+def test_cos_sin_that_do_not_broadcast_with_x() -> None:
+    x = torch.randn(1, 2, 3, 8)
+    cos, sin = F.rope_cos_sin(4, INV8)  # [4, 8] for a sequence of 3
+    with _raises(ValueError, "(4, 8)", "(1, 2, 3, 8)", "expected tables"):
+        F.apply_rope(x, cos, sin)
+    with _raises(ValueError, "(3, 8)", "(3, 6)", "same shape"):
+        F.apply_rope(x, torch.ones(3, 8), torch.ones(3, 6))
+    with _raises(ValueError, "rotate 16", "only 8"):
+        F.apply_rope(x, torch.ones(3, 16), torch.ones(3, 16))
+
+
+def test_q_positions_that_do_not_match_q() -> None:
+    rope = posenc.create("rope", dim=8)
+    q = torch.randn(1, 2, 3, 8)
+    with _raises(ValueError, "(4, 8)", "(1, 2, 3, 8)"):
+        rope.rotate(q, q, torch.arange(4), torch.arange(3))
+
+
+def test_attention_input_shapes() -> None:
+    attn = posenc.Attention(32, 4, encoding="rope")
+    with _raises(ValueError, "[b, s, 32]", "(2, 5, 16)"):
+        attn(torch.randn(2, 5, 16))
+    with _raises(ValueError, "s=5", "(4,)"):
+        attn(torch.randn(2, 5, 32), torch.arange(4))
+    with _raises(ValueError, "[b, sk] = [2, 5]", "(2, 4)"):
+        attn(torch.randn(2, 5, 32), key_mask=torch.ones(2, 4, dtype=torch.bool))
+
+
+def test_whole_numbers_of_any_type_are_accepted() -> None:
+    """Values, not Python types (STYLE.md rule 5): 8.0, a numpy integer and a 0-d tensor are all 8."""
+    np = pytest.importorskip("numpy")
+    expected = F.rope_inv_freq(8)[0]
+    for dim in (8.0, np.int64(8), torch.tensor(8)):
+        torch.testing.assert_close(F.rope_inv_freq(dim)[0], expected, atol=0, rtol=0)
+    assert F.alibi_slopes(np.int32(4)).tolist() == [0.25, 0.0625, 0.015625, 0.00390625]
+    torch.testing.assert_close(F.sinusoidal(3, 8, base=np.float32(100.0)), F.sinusoidal(3, 8, base=100.0))
+    with _raises(TypeError, "got 8.5", "positive integer"):
+        F.alibi_slopes(8.5)
+    with _raises(TypeError, "got inf", "positive integer"):
+        F.alibi_slopes(float("inf"))
+
+
+def test_scheme_configs_normalise_whole_numbers() -> None:
+    """Scheme configs take 8.0 for 8 and store the int, so every scheme builds and runs."""
+    cases = {
+        "learned": {"dim": 8.0, "max_len": 16.0},
+        "sinusoidal": {"dim": 8.0},
+        "shaw": {"dim": 4.0, "max_relative_position": 2.0},
+        "t5": {"num_heads": 2.0, "num_buckets": 8.0, "max_distance": 20.0},
+        "alibi": {"num_heads": 2.0, "bidirectional": True},
+    }
+    for name, config in cases.items():
+        enc = posenc.create(name, **config)
+        for key in config:
+            value = getattr(enc.config, key)
+            assert isinstance(value, bool) or type(value) is int, (name, key, value)
+        out = posenc.Attention(8, 2, encoding=enc)(torch.randn(1, 3, 8))
+        assert out.shape == (1, 3, 8)

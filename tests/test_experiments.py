@@ -1,0 +1,259 @@
+"""The experiments on tiny settings: tasks, model, training with resume, metrics, results, plots.
+
+Outcomes asserted are real ones: on word order a bidirectional model without an encoding is at
+chance (both orders use the same words) while RoPE solves it; a linear probe finds no position in a
+bidirectional model without an encoding (Haviv et al. 2022, section 4) and finds it in the input of
+a sinusoidal one; a run stopped mid-way and resumed equals the uninterrupted run bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+import torch
+
+import posenc
+from posenc.experiments import ModelConfig, Settings, TinyTransformer, TrainConfig, get_task, plan, train
+from posenc.experiments.evaluate import evaluate_lengths, loss_per_position
+from posenc.experiments.plots import plot_results, summary_rows
+from posenc.experiments.probe import probe_positions, ridge_r2
+from posenc.experiments.results import add_record, load_results
+from posenc.experiments.runner import run_experiment
+from posenc.experiments.tasks import BOS, DIGIT0, EOS, IGNORE, SEP, SYMBOLS
+from posenc.experiments.train import batch_for_step
+
+torch.set_num_threads(1)
+
+
+def _tiny(task, scheme="rope", **kw):
+    return ModelConfig(vocab_size=task.vocab_size, scheme=scheme, causal=task.causal, dim=32, num_heads=2,
+                       num_layers=1, **kw)
+
+
+# -- tasks -----------------------------------------------------------------------------------
+def _answer(inputs, targets):
+    """Digits of the input (between BOS and SEP) and of the answer (targets before EOS)."""
+    row_in, row_t = inputs.tolist(), targets.tolist()
+    x = row_in[1:row_in.index(SEP)]
+    y = [t for t in row_t if t not in (IGNORE, EOS)]
+    return x, y
+
+
+@pytest.mark.parametrize("name, answer", [("copy", lambda x: x), ("reverse", lambda x: x[::-1]),
+                                          ("sort", sorted)])
+def test_sequence_tasks_answer(name, answer):
+    batch = get_task(name).sample(50, 7, torch.Generator().manual_seed(1))
+    assert batch.inputs.shape == batch.targets.shape == (50, 2 * 7 + 2)
+    assert (batch.inputs[:, 0] == BOS).all() and (batch.targets[:, -1] == EOS).all()
+    for inputs, targets in zip(batch.inputs, batch.targets):
+        x, y = _answer(inputs, targets)
+        assert y == answer(x) and len(x) == 7
+
+
+def test_addition_writes_the_sum_least_significant_digit_first():
+    batch = get_task("addition").sample(100, 5, torch.Generator().manual_seed(2))
+    for inputs, targets in zip(batch.inputs, batch.targets):
+        x, y = _answer(inputs, targets)
+        text = "".join(SYMBOLS[t] for t in x)
+        a, b = text.split("+")
+        digits = "".join(SYMBOLS[t] for t in y)
+        assert int(digits[::-1]) == int(a) + int(b) and len(digits) == 6
+
+
+def test_binary_reverse_labels_each_position_with_the_mirrored_bit():
+    batch = get_task("binary-reverse").sample(20, 9, torch.Generator().manual_seed(3))
+    assert torch.equal(batch.targets, batch.inputs.flip(1))
+    assert set(batch.inputs.unique().tolist()) <= {DIGIT0, DIGIT0 + 1}
+
+
+def test_word_order_labels_are_independent_of_the_bag_of_words():
+    """Every bag of words comes with either agent: a bag-of-words model can do no better than 0.5."""
+    batch = get_task("word-order").sample(4000, 3, torch.Generator().manual_seed(4))
+    agents = defaultdict(set)
+    for inputs, target in zip(batch.inputs.tolist(), batch.targets[:, 0].tolist()):
+        agents[tuple(sorted(inputs))].add(target)
+        assert target in inputs[1:]
+    big = [labels for labels in agents.values() if len(labels) > 1]
+    assert len(big) / len(agents) > 0.95
+
+
+def test_text_splits_do_not_overlap_and_are_bytes():
+    task = get_task("text")
+    train_part, held_out = task.split(False), task.split(True)
+    assert len(train_part) > 400_000 and 0.09 < len(held_out) / (len(train_part) + len(held_out)) < 0.11
+    batch = task.sample(4, 32, torch.Generator().manual_seed(0), held_out=True)
+    assert torch.equal(batch.inputs[:, 1:], batch.targets[:, :-1]) and int(batch.inputs.max()) < 256
+
+
+def test_unknown_names_list_the_choices():
+    with pytest.raises(ValueError, match="copy, reverse"):
+        get_task("copyy")
+    with pytest.raises(ValueError, match="length, learned-vs-sinusoidal"):
+        plan("lenght", Settings())
+    with pytest.raises(ValueError, match="rope"):
+        plan("length", Settings(schemes=("rop",)))
+    with pytest.raises(ValueError, match="only scheme is 'rope'"):
+        plan("extend", Settings(schemes=("alibi",)))
+
+
+# -- model -----------------------------------------------------------------------------------
+def test_model_is_deterministic_and_applies_absolute_codes_once():
+    task = get_task("copy")
+    torch.manual_seed(5)
+    a = TinyTransformer(_tiny(task, "sinusoidal"))
+    torch.manual_seed(5)
+    b = TinyTransformer(_tiny(task, "sinusoidal"))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert all(block.attn.encoding.name == "none" for block in a.blocks) and a.encoding.name == "sinusoidal"
+    rope = TinyTransformer(_tiny(task, "rope"))
+    assert rope.encoding is None and rope.blocks[0].attn.encoding is rope.scheme
+
+
+def test_concatenated_code_keeps_the_model_width():
+    task = get_task("text")
+    model = TinyTransformer(_tiny(task, "sinusoidal", scheme_options={"combine": "concat", "dim": 8}))
+    assert model.token_embedding.weight.shape == (task.vocab_size, 24)
+    tokens = torch.randint(0, 256, (2, 10))
+    assert model(tokens).shape == (2, 10, task.vocab_size)
+    with pytest.raises(ValueError, match="no room"):
+        TinyTransformer(_tiny(task, "sinusoidal", scheme_options={"combine": "concat", "dim": 32}))
+
+
+def test_impossible_settings_are_reported():
+    task = get_task("copy")
+    with pytest.raises(ValueError, match="posed for a bidirectional encoder"):
+        train(ModelConfig(vocab_size=40, causal=True), get_task("word-order"), TrainConfig(steps=1))
+    multi_axis = [n for n in posenc.available() if getattr(posenc.scheme_class(n), "n_axes", 1) != 1]
+    for name in multi_axis:
+        with pytest.raises(ValueError, match="1-D"):
+            ModelConfig(vocab_size=10, scheme=name)
+    model = TinyTransformer(_tiny(task, "learned", max_len=task.sequence_length(4)))
+    scores = evaluate_lengths(model, task, [4, 5], samples=4)
+    assert "exact_match" in scores["4"] and "max_len=10" in scores["5"]["unavailable"]
+    lm = get_task("text")
+    reason = loss_per_position(TinyTransformer(_tiny(lm, "learned", max_len=16)), lm, 32, samples=2)
+    assert isinstance(reason, str) and "max_len=16" in reason
+
+
+# -- training --------------------------------------------------------------------------------
+def test_word_order_none_is_at_chance_while_rope_solves_it():
+    task = get_task("word-order")
+    config = TrainConfig(steps=150, batch_size=32, warmup=10, min_length=3, max_length=3)
+    scores = {}
+    for scheme in ("none", "rope"):
+        model = train(_tiny(task, scheme, max_len=8), task, config).model
+        scores[scheme] = evaluate_lengths(model, task, [3], samples=1000)["3"]["exact_match"]
+    assert 0.44 < scores["none"] < 0.56
+    assert scores["rope"] > 0.97
+
+
+def test_resumed_training_equals_uninterrupted_bitwise(tmp_path):
+    task = get_task("copy")
+    model, config = _tiny(task, "t5"), TrainConfig(steps=24, batch_size=8, warmup=4, max_length=5,
+                                                   checkpoint_every=10)
+    full = train(model, task, config)
+
+    def stop(step, total, loss, speed):
+        if step == 17:
+            raise KeyboardInterrupt
+
+    path = tmp_path / "run.pt"
+    with pytest.raises(KeyboardInterrupt):
+        train(model, task, config, checkpoint=path, on_step=stop)
+    assert torch.load(path, weights_only=True)["step"] == 10
+    resumed = train(model, task, config, checkpoint=path)
+    assert resumed.resumed_from == 10 and resumed.losses == full.losses
+    for p, q in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
+        assert torch.equal(p, q)
+    with pytest.raises(ValueError, match="different configuration"):
+        train(model, task, TrainConfig(steps=30, batch_size=8, max_length=5), checkpoint=path)
+
+
+def test_randomized_positions_are_sorted_distinct_and_bounded():
+    config = TrainConfig(steps=1, batch_size=6, max_length=5, randomized_max_position=40)
+    batch, positions = batch_for_step(get_task("copy"), config, 3)
+    assert positions.shape == batch.inputs.shape
+    assert (positions.diff(dim=1) > 0).all() and int(positions.max()) < 40
+    again = batch_for_step(get_task("copy"), config, 3)[1]
+    assert torch.equal(positions, again)
+
+
+def test_killed_experiment_resumes_without_losing_results(tmp_path):
+    settings = Settings(steps=6, tasks=("copy",), schemes=("none", "alibi"), quick=True)
+
+    class StopInSecondJob:
+        jobs = 0
+
+        def job_started(self, job, index, total):
+            self.jobs += 1
+
+        def step(self, step, steps, loss, speed):
+            if self.jobs == 2 and step == 3:
+                raise KeyboardInterrupt
+
+        def job_finished(self, job, records, skipped):
+            pass
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment("length", tmp_path / "a", settings, hooks=StopInSecondJob())
+    assert [r["scheme"] for r in load_results(tmp_path / "a")] == ["none"]
+    rerun = run_experiment("length", tmp_path / "a", settings)
+    assert [r["scheme"] for r in rerun] == ["alibi"]
+    straight = run_experiment("length", tmp_path / "b", settings)
+    strip = lambda rs: [(r["scheme"], r["metrics"], r["final_train_loss"]) for r in rs]  # noqa: E731
+    assert strip(load_results(tmp_path / "a")) == strip(straight)
+
+
+# -- metrics, results, plots ------------------------------------------------------------------
+def test_ridge_probe_recovers_a_linear_code_and_not_noise():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(500, 8, generator=g, dtype=torch.float64)
+    y = x @ torch.arange(1.0, 9.0, dtype=torch.float64) + 3
+    assert ridge_r2(x[:400], y[:400], x[400:], y[400:], ridge=1e-9)[0] > 0.999999
+    noise = torch.randn(500, generator=g, dtype=torch.float64)
+    assert ridge_r2(x[:400], noise[:400], x[400:], noise[400:])[0] < 0.05
+
+
+def test_probe_finds_no_position_in_a_bidirectional_model_without_encoding():
+    """Permutation equivariance: with no encoding and no mask, no layer can know where a token is."""
+    task = get_task("text-mlm")
+    none = probe_positions(TinyTransformer(_tiny(task, "none")), task, 32, samples=32)
+    assert len(none) == 2 and all(layer["r2"] < 0.05 for layer in none)
+    sinusoidal = probe_positions(TinyTransformer(_tiny(task, "sinusoidal")), task, 32, samples=32)
+    assert sinusoidal[0]["r2"] > 0.99
+
+
+def test_results_round_trip_and_summaries(tmp_path):
+    base = {"experiment": "length", "task": "copy", "scheme": "rope", "variant": "default", "train_length": 4,
+            "metrics": {"per_length": {"1": {"exact_match": 1.0}, "5": {"exact_match": 0.5}}},
+            "summary_metric": "exact_match", "wall_time_s": 1.0, "config": {}}
+    add_record(tmp_path, {**base, "seed": 0, "in_distribution": 1.0, "out_of_distribution": 0.2})
+    add_record(tmp_path, {**base, "seed": 1, "in_distribution": 0.8, "out_of_distribution": float("nan")})
+    add_record(tmp_path, {**base, "seed": 1, "in_distribution": 0.8, "out_of_distribution": 0.4})  # replaces
+    records = load_results(tmp_path)
+    assert len(records) == 2
+    (row,) = summary_rows(records)
+    assert row["in_distribution"] == pytest.approx(0.9) and row["out_of_distribution_sd"] == pytest.approx(0.1414, abs=1e-4)
+    add_record(tmp_path / "nan", {**base, "seed": 0, "in_distribution": float("inf"), "out_of_distribution": None})
+    assert json.loads((tmp_path / "nan" / "results.json").read_text())["records"][0]["in_distribution"] is None
+    with pytest.raises(ValueError, match="lacks"):
+        add_record(tmp_path, {"experiment": "x"})
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "results.json").write_text("[]")
+    with pytest.raises(ValueError, match="not a posenc results file"):
+        load_results(tmp_path / "bad")
+    (figure,) = plot_results(tmp_path)
+    assert figure.name == "length_copy.png" and figure.stat().st_size > 5000
+
+
+def test_extend_scores_each_scaling_and_restores_the_model():
+    (job,) = plan("extend", Settings(steps=2, quick=True))
+    model = TinyTransformer(job.model)
+    trained = model.scheme
+    fields = job.evaluate(model, job)
+    assert list(fields) == ["default", "linear", "ntk", "yarn"] and model.scheme is trained
+    assert len(fields["linear"]["metrics"]["loss_per_position"]) == 8 * job.train.max_length
+    assert fields["linear"]["metrics"]["scaling"] == {"rope_type": "linear", "factor": 8}
+    assert fields["default"]["out_of_distribution"] != fields["linear"]["out_of_distribution"]

@@ -1,0 +1,213 @@
+"""The fast paths equal the reference paths: RoPE (posenc.functional.fast_rope) against
+``posenc.functional.apply_rope`` and biases (posenc.functional.fast_bias) against ``alibi_bias`` and
+the T5 bucket lookup, forward and backward, both layouts, partial rotary, offsets, bf16."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import posenc
+from posenc import functional as F
+from posenc.functional import fast_bias, fast_rope
+from posenc.functional.fast_rope import fast_apply_rope, fast_apply_rope_
+
+LAYOUTS = ("half", "interleaved")
+
+
+def _tables(positions, rotary_dim, layout, dtype=torch.float32):
+    inv_freq, _ = F.rope_inv_freq(rotary_dim)
+    return F.rope_cos_sin(positions, inv_freq, layout=layout, dtype=dtype)
+
+
+def _exact_rotation(x, cos, sin, layout, inverse=False):
+    """The rotation in float64 (sin negated for the inverse): the truth both paths approximate."""
+    sin = -sin if inverse else sin
+    return F.apply_rope(x.double(), cos.double(), sin.double(), layout=layout)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("rotary_dim", [32, 16])
+def test_eager_equals_reference(layout, dtype, rotary_dim):
+    x = torch.randn(2, 3, 40, 32).to(dtype)  # [b, h, s, hd]
+    cos, sin = _tables(torch.arange(7, 47), rotary_dim, layout, torch.float64 if dtype == torch.float64 else torch.float32)
+    ref = F.apply_rope(x, cos, sin, layout=layout)
+    tol = {"atol": 1e-6, "rtol": 0} if dtype != torch.bfloat16 else {"atol": 0, "rtol": 0}  # bf16: same single rounding
+    torch.testing.assert_close(fast_apply_rope(x, cos, sin, layout=layout, compile=False), ref, **tol)
+    out = torch.full_like(x, float("nan"))
+    assert fast_apply_rope(x, cos, sin, layout=layout, out=out, compile=False) is out
+    torch.testing.assert_close(out, ref, **tol)
+    y = x.clone()
+    assert fast_apply_rope_(y, cos, sin, layout=layout, compile=False) is y
+    torch.testing.assert_close(y, ref, **tol)
+    assert torch.equal(out[..., rotary_dim:], x[..., rotary_dim:])  # unrotated features pass unchanged
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_backward_is_inverse_rotation(layout, dtype):
+    """d(R x)/dx applied to g is R(-angle) g; the fast backward is at least as close to the exact
+    float64 value as autograd through the reference formula (1 bf16 ulp of it, 1e-6 in fp32)."""
+    x = torch.randn(2, 4, 24, 16).to(dtype).requires_grad_()
+    cos, sin = _tables(torch.arange(100, 124), 16, layout)
+    g = torch.randn(2, 4, 24, 16).to(dtype)
+    fast_apply_rope(x, cos, sin, layout=layout, compile=False).backward(g)
+    fast_grad, x.grad = x.grad, None
+    F.apply_rope(x, cos, sin, layout=layout).backward(g)
+    exact = _exact_rotation(g, cos, sin, layout, inverse=True)
+    fast_err = (fast_grad.double() - exact).abs().max().item()
+    ref_err = (x.grad.double() - exact).abs().max().item()
+    assert fast_err <= ref_err + (1e-6 if dtype == torch.float32 else 0.0)
+    assert fast_err <= (1e-6 if dtype == torch.float32 else 2 ** -8 * exact.abs().max().item())
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_batched_tables_and_non_contiguous_input(layout):
+    """[b, s, r] tables (packed sequences) and q as Attention makes it (a permuted view)."""
+    b, s, h, hd = 2, 10, 3, 8
+    qkv = torch.randn(b, s, 3, h, hd)
+    q = qkv.permute(2, 0, 3, 1, 4)[0]  # [b, h, s, hd], non-contiguous
+    positions = torch.tensor([list(range(5, 15)), list(range(0, 10))])  # [b, s]
+    cos, sin = _tables(positions, hd, layout)  # [b, s, hd]
+    torch.testing.assert_close(fast_apply_rope(q, cos, sin, layout=layout, compile=False),
+                               F.apply_rope(q, cos, sin, layout=layout), atol=1e-6, rtol=0)
+
+
+def test_rope_scheme_uses_fast_path_and_matches_reference():
+    rope = posenc.create("rope", dim=16, layout="interleaved", rotary_dim=8)
+    q, k = torch.randn(1, 2, 5, 16), torch.randn(1, 2, 9, 16)
+    rq, rk = rope.rotate(q, k)
+    cos_k, sin_k = rope.cos_sin(torch.arange(9))
+    cos_q, sin_q = rope.cos_sin(torch.arange(4, 9))
+    torch.testing.assert_close(rq, F.apply_rope(q, cos_q, sin_q, layout="interleaved"), atol=1e-6, rtol=0)
+    torch.testing.assert_close(rk, F.apply_rope(k, cos_k, sin_k, layout="interleaved"), atol=1e-6, rtol=0)
+
+
+def test_bad_inputs_raise_clear_errors():
+    x = torch.randn(1, 1, 4, 8)
+    cos, sin = _tables(4, 8, "half")
+    with pytest.raises(ValueError, match="unknown layout 'pairs'"):
+        fast_apply_rope(x, cos, sin, layout="pairs")
+    with pytest.raises(ValueError, match="out must match x"):
+        fast_apply_rope(x, cos, sin, out=torch.empty(1, 1, 4, 6))
+    with pytest.raises(ValueError, match="compile must be"):
+        fast_apply_rope(x, cos, sin, compile="yes")
+    with pytest.raises(RuntimeError, match="does not take part in autograd"):
+        fast_apply_rope(x.requires_grad_(), cos, sin, out=torch.empty(1, 1, 4, 8))
+    with pytest.raises(TypeError, match="floating-point"):
+        fast_apply_rope(torch.ones(1, 1, 4, 8, dtype=torch.long), cos, sin)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("layout", "dtype", "rotary_dim"), [("half", torch.float32, 24), ("interleaved", torch.bfloat16, 32)])
+def test_compiled_equals_reference(layout, dtype, rotary_dim):
+    """The torch.compile'd single pass (one compile per variant, sequence dim dynamic)."""
+    x = torch.randn(1, 2, 33, 32).to(dtype)
+    cos, sin = _tables(torch.arange(1000, 1033), rotary_dim, layout)
+    ref = F.apply_rope(x, cos, sin, layout=layout)
+    tol = {"atol": 1e-6, "rtol": 0} if dtype == torch.float32 else {"atol": 0, "rtol": 0}
+    out = torch.empty_like(x)
+    fast_apply_rope(x, cos, sin, layout=layout, out=out, compile=True)
+    assert fast_rope.compile_available(), fast_rope._compile_error
+    torch.testing.assert_close(out, ref, **tol)
+    if dtype == torch.float32:  # backward and in place share the compiled kernel (inverse: one more compile)
+        y = x.clone()
+        fast_apply_rope_(y, cos, sin, layout=layout, compile=True)
+        torch.testing.assert_close(y, ref, **tol)
+        xg = x.clone().requires_grad_()
+        g = torch.randn_like(x)
+        fast_apply_rope(xg, cos, sin, layout=layout, compile=True).backward(g)
+        torch.testing.assert_close(xg.grad, _exact_rotation(g, cos, sin, layout, inverse=True).float(), atol=1e-6, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------- biases
+
+
+def test_toeplitz_layout_and_out():
+    values = torch.arange(2 * 6, dtype=torch.float32).view(2, 6)  # [h, sq + sk - 1] with sq=2, sk=5
+    out = torch.empty(2, 2, 5)
+    assert fast_bias.toeplitz(values, 2, 5, out=out) is out
+    expected = torch.stack([torch.stack([values[h, j - i + 1] for i in range(2) for j in range(5)]).view(2, 5)
+                            for h in range(2)])
+    assert torch.equal(out, expected)
+    with pytest.raises(ValueError, match=r"values must be \[h, sq \+ sk - 1\]"):
+        fast_bias.toeplitz(values, 3, 5)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize(("sq", "sk", "q0", "k0"), [(7, 7, 0, 0), (3, 11, 8, 0), (5, 4, 2, 9)])
+def test_alibi_range_equals_reference(bidirectional, sq, sk, q0, k0):
+    slopes = F.alibi_slopes(6)
+    q, k = torch.arange(q0, q0 + sq), torch.arange(k0, k0 + sk)
+    ref = F.alibi_bias(slopes, q, k, bidirectional=bidirectional)
+    got = fast_bias.alibi_bias_range(slopes, sq, sk, q_offset=q0, k_offset=k0, bidirectional=bidirectional)
+    assert torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize(("sq", "sk", "q0", "k0"), [(300, 300, 0, 0), (4, 200, 196, 0)])
+def test_t5_range_equals_bucket_lookup(bidirectional, sq, sk, q0, k0):
+    """Distances past max_distance (128) and both bucket halves are covered."""
+    table = torch.randn(32, 4)  # [num_buckets, h]
+    q, k = torch.arange(q0, q0 + sq), torch.arange(k0, k0 + sk)
+    buckets = F.t5_relative_bucket(F.relative_positions(q, k), bidirectional=bidirectional)  # [sq, sk]
+    ref = table[buckets].permute(2, 0, 1)  # [h, sq, sk]
+    got = fast_bias.t5_bias_range(table, sq, sk, q_offset=q0, k_offset=k0, bidirectional=bidirectional)
+    assert torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+def test_scheme_cache_equals_uncached_over_offsets_and_lengths(name):
+    enc = posenc.create(name, num_heads=4, bidirectional=True)
+    state_before = set(enc.state_dict())
+    with torch.no_grad():
+        for sq, sk, q0 in [(5, 5, 0), (5, 5, 0), (3, 9, 6), (9, 9, 2), (1, 12, 11)]:
+            q, k = torch.arange(q0, q0 + sq), torch.arange(sk)
+            got = enc.bias(q, k)
+            assert got is fast_bias.cached_bias(enc, q, k)  # the second call is served from the cache
+            if name == "alibi":
+                ref = F.alibi_bias(enc.slopes.float(), q, k, bidirectional=True)
+            else:
+                ref = enc.relative_attention_bias(F.t5_relative_bucket(F.relative_positions(q, k))).movedim(-1, -3)
+            assert torch.equal(got, ref)
+    assert set(enc.state_dict()) == state_before  # the cache is not state
+
+
+def test_t5_cache_follows_weight_updates_and_training_gets_gradients():
+    enc = posenc.create("t5", num_heads=2)
+    q = torch.arange(6)
+    with torch.no_grad():
+        first = enc.bias(q, q).clone()
+        enc.relative_attention_bias.weight.add_(1.0)  # an optimizer step, in place
+        assert torch.equal(enc.bias(q, q), first + 1.0)
+    assert fast_bias.cached_bias(enc, q, q) is None  # grad wanted: the reference path
+    enc.bias(q, q).sum().backward()
+    counts = torch.bincount(F.t5_relative_bucket(F.relative_positions(q, q)).flatten(), minlength=32)
+    assert torch.equal(enc.relative_attention_bias.weight.grad, counts[:, None].float().expand(32, 2))
+
+
+def test_batched_or_scattered_positions_take_the_reference_path():
+    enc = posenc.create("alibi", num_heads=2, bidirectional=True)
+    assert fast_bias.cached_bias(enc, torch.tensor([0, 2, 3]), torch.arange(4)) is None
+    assert fast_bias.cached_bias(enc, torch.arange(4)[None].expand(2, 4), torch.arange(4)) is None
+    scattered = torch.tensor([0, 2, 3])
+    assert torch.equal(enc.bias(scattered, scattered), F.alibi_bias(enc.slopes.float(), scattered, scattered, bidirectional=True))
+
+
+def test_bias_build_is_cheap_relative_to_the_bias_itself():
+    """A property that catches an O(h L^2) Python loop or a per-pair bucket computation: the
+    Toeplitz build of T5 evaluates the bucket function on sq + sk - 1 distances only."""
+    calls = []
+    original = fast_bias.t5_relative_bucket
+
+    def counting(rel, **kw):
+        calls.append(rel.numel())
+        return original(rel, **kw)
+
+    fast_bias.t5_relative_bucket = counting
+    try:
+        fast_bias.t5_bias_range(torch.randn(32, 2), 64, 80)
+    finally:
+        fast_bias.t5_relative_bucket = original
+    assert calls == [64 + 80 - 1]

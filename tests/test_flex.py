@@ -1,0 +1,103 @@
+"""FlexAttention paths (posenc.flex): score mods equal the materialised biases, block masks built
+from block counts equal the dense masks, and posenc.Attention through FlexAttention equals SDPA
+with a materialised bias."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import posenc
+from posenc import flex
+from posenc import functional as F
+
+
+def _grid_scores(score_mod, h, sq, sk):
+    """Evaluate a score mod eagerly on every (head, query, key) of a zero score: the bias it adds."""
+    hh = torch.arange(h)[:, None, None]
+    qq = torch.arange(sq)[None, :, None]
+    kk = torch.arange(sk)[None, None, :]
+    return score_mod(torch.zeros(h, sq, sk), torch.zeros((), dtype=torch.long), hh, qq, kk)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize(("sq", "sk", "q0"), [(6, 6, 0), (3, 10, 7)])
+def test_alibi_score_mod_equals_bias(bidirectional, sq, sk, q0):
+    enc = posenc.create("alibi", num_heads=8, bidirectional=bidirectional)
+    mod = flex.score_mod_for(enc, q_offset=q0)
+    ref = F.alibi_bias(enc.slopes.float(), torch.arange(q0, q0 + sq), torch.arange(sk), bidirectional=bidirectional)
+    torch.testing.assert_close(_grid_scores(mod, 8, sq, sk), ref, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_t5_score_mod_equals_bias(bidirectional):
+    """Distances beyond max_distance=128 included: the bucket is computed inside the score mod."""
+    enc = posenc.create("t5", num_heads=3, bidirectional=bidirectional)
+    sq, sk, q0 = 20, 300, 280
+    mod = flex.score_mod_for(enc, q_offset=q0)
+    with torch.no_grad():
+        ref = enc.bias(torch.arange(q0, q0 + sq), torch.arange(sk))
+    assert torch.equal(_grid_scores(mod, 3, sq, sk), ref)
+
+
+def test_schemes_without_a_score_mod():
+    assert flex.score_mod_for(posenc.create("rope", dim=8)) is None
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize(("sq", "sk", "past"), [(300, 300, 0), (100, 700, 600), (1, 129, 128)])
+def test_block_mask_from_counts_equals_dense(causal, sq, sk, past):
+    """Every visible (query, key) pair lies in a listed block, every listed partial block is
+    masked by the mask_mod exactly as the dense causal mask, and no invisible block is listed."""
+    mask = flex.block_mask(sq, sk, causal=causal, q_offset=past, block_size=128)
+    dense = torch.ones(sq, sk, dtype=torch.bool)
+    if causal:
+        dense = torch.arange(sk)[None, :] <= torch.arange(past, past + sq)[:, None]  # [sq, sk]
+    nq, nk = -(-sq // 128), -(-sk // 128)
+    padded = torch.zeros(nq * 128, nk * 128, dtype=torch.bool)
+    padded[:sq, :sk] = dense
+    any_visible = padded.view(nq, 128, nk, 128).any(dim=(1, 3))  # [nq, nk]
+    listed = mask.to_dense()[0, 0].bool()  # [nq, nk], full and partial blocks together
+    assert torch.equal(listed, any_visible)
+    if causal:
+        qi, ki = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
+        assert torch.equal(mask.mask_mod(0, 0, qi, ki), dense)
+
+
+def test_mode_and_when_flex_applies():
+    with pytest.raises(ValueError, match="unknown flex mode 'fast'"):
+        flex.set_mode("fast")
+    enc = posenc.create("alibi", num_heads=2)
+    q = torch.randn(1, 2, 8, 4)
+    assert flex.get_mode() == "auto"
+    # small: a materialised bias is cheaper than a compile; auto says no
+    assert flex.attend(enc, q, q, q, torch.arange(8), torch.arange(8), causal=True) is None
+    flex.set_mode("always")
+    try:
+        qg = q.clone().requires_grad_()  # no CPU backward in torch 2.13: never with gradients
+        assert flex.attend(enc, qg, qg, qg, torch.arange(8), torch.arange(8), causal=True) is None
+        scattered = torch.tensor([0, 1, 2, 3, 5, 6, 7, 8])
+        assert flex.attend(enc, q, q, q, scattered, scattered, causal=True) is None
+        assert flex.attend(enc, q, q, q, torch.arange(8), torch.arange(8), causal=True,
+                           key_mask=torch.ones(1, 8, dtype=torch.bool)) is None
+    finally:
+        flex.set_mode("auto")
+
+
+@pytest.mark.slow
+def test_attention_through_flex_equals_sdpa_with_bias():
+    """posenc.Attention with causal ALiBi: FlexAttention (compiled once, ~15 s) against SDPA with
+    the materialised bias, at a length that is not a multiple of the block size, then decoding."""
+    torch.manual_seed(0)
+    attn = posenc.Attention(32, 2, encoding="alibi", causal=True).eval()
+    x = torch.randn(1, 200, 32)
+    with torch.no_grad():
+        flex.set_mode("never")
+        ref = attn(x)
+        flex.set_mode("always")
+        try:
+            got = attn(x)
+        finally:
+            flex.set_mode("auto")
+    assert flex.available(), flex._error
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)

@@ -1,0 +1,239 @@
+"""``posenc.rope_from_config`` on the public configs of five model families, against transformers.
+
+The dicts are the published ``config.json`` values that matter to RoPE (no download). Reference:
+each family's rotary embedding class in transformers (``LlamaRotaryEmbedding``,
+``Qwen2RotaryEmbedding``, ``Phi3RotaryEmbedding``, ``DeepseekV3RotaryEmbedding``,
+``GPTNeoXRotaryEmbedding``) built from the same dict, and the family's own ``apply_rotary_pos_emb``
+(``apply_rotary_pos_emb_interleave`` for DeepSeek-V3). HF forms angles in float32, posenc in float64,
+so tables are compared at ``2e-6 + 1.5e-7 * largest angle``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import posenc
+
+transformers = pytest.importorskip("transformers")
+from transformers import CONFIG_MAPPING  # noqa: E402
+from transformers.models.deepseek_v3 import modeling_deepseek_v3 as deepseek_v3  # noqa: E402
+from transformers.models.gpt_neox import modeling_gpt_neox as gpt_neox  # noqa: E402
+from transformers.models.llama import modeling_llama as llama  # noqa: E402
+from transformers.models.phi3 import modeling_phi3 as phi3  # noqa: E402
+from transformers.models.qwen2 import modeling_qwen2 as qwen2  # noqa: E402
+
+# meta-llama/Llama-3.1-8B config.json
+LLAMA_31_8B = {
+    "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "num_hidden_layers": 32, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rms_norm_eps": 1e-05, "vocab_size": 128256,
+}
+
+# Qwen/Qwen2.5-7B-Instruct config.json (its README adds the YaRN block below for 128k contexts)
+QWEN25_7B = {
+    "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28,
+    "num_key_value_heads": 4, "num_hidden_layers": 28, "max_position_embeddings": 32768, "rope_theta": 1000000.0,
+    "rope_scaling": None, "sliding_window": 131072, "use_sliding_window": False, "vocab_size": 152064,
+}
+QWEN25_7B_YARN = {**QWEN25_7B, "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768,
+                                                "type": "yarn"}}
+
+# microsoft/Phi-3-mini-128k-instruct config.json as first published (April 2024, type "su";
+# transformers maps "su" to "longrope"); the same text-model values ship in Phi-3-vision-128k-instruct.
+PHI3_LONG_FACTOR = [
+    1.0299999713897705, 1.0499999523162842, 1.0499999523162842, 1.0799999237060547, 1.2299998998641968,
+    1.2299998998641968, 1.2999999523162842, 1.4499999284744263, 1.5999999046325684, 1.6499998569488525,
+    1.8999998569488525, 2.859999895095825, 3.68999981880188, 5.419999599456787, 5.489999771118164,
+    5.489999771118164, 9.09000015258789, 11.579999923706055, 15.65999984741211, 15.769999504089355,
+    15.789999961853027, 18.360000610351562, 21.989999771118164, 23.079999923706055, 30.009998321533203,
+    32.35000228881836, 32.590003967285156, 35.56000518798828, 39.95000457763672, 53.840003967285156,
+    56.20000457763672, 57.95000457763672, 59.29000473022461, 59.77000427246094, 59.920005798339844,
+    61.190006256103516, 61.96000671386719, 62.50000762939453, 63.3700065612793, 63.48000717163086,
+    63.48000717163086, 63.66000747680664, 63.850006103515625, 64.08000946044922, 64.760009765625,
+    64.80001068115234, 64.81001281738281, 64.81001281738281,
+]
+PHI3_SHORT_FACTOR = [
+    1.05, 1.05, 1.05, 1.1, 1.1, 1.1, 1.2500000000000002, 1.2500000000000002, 1.4000000000000004,
+    1.4500000000000004, 1.5500000000000005, 1.8500000000000008, 1.9000000000000008, 2.000000000000001,
+    *[2.000000000000001] * 18, 2.1000000000000005, 2.1000000000000005, 2.2, 2.3499999999999996,
+    2.3499999999999996, 2.3499999999999996, 2.3499999999999996, 2.3999999999999995, 2.3999999999999995,
+    2.6499999999999986, 2.6999999999999984, 2.8999999999999977, 2.9499999999999975, 3.049999999999997,
+    3.049999999999997, 3.049999999999997,
+]
+PHI3_MINI_128K = {
+    "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_attention_heads": 32,
+    "num_key_value_heads": 32, "num_hidden_layers": 32, "max_position_embeddings": 131072,
+    "original_max_position_embeddings": 4096, "rope_theta": 10000.0, "sliding_window": 262144, "vocab_size": 32064,
+    "rope_scaling": {"long_factor": PHI3_LONG_FACTOR, "short_factor": PHI3_SHORT_FACTOR, "type": "su"},
+    "pad_token_id": 32000, "bos_token_id": 1, "eos_token_id": 32000,
+}
+
+# deepseek-ai/DeepSeek-V3 config.json (MLA: RoPE acts on a 64-wide slice of each head)
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+    "num_attention_heads": 128, "num_key_value_heads": 128, "num_hidden_layers": 61, "kv_lora_rank": 512,
+    "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "max_position_embeddings": 163840, "rope_theta": 10000,
+    "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+                     "original_max_position_embeddings": 4096, "type": "yarn"},
+    "vocab_size": 129280,
+}
+
+# EleutherAI/pythia-70m config.json (GPT-NeoX: a quarter of each head rotates)
+PYTHIA_70M = {
+    "model_type": "gpt_neox", "hidden_size": 512, "intermediate_size": 2048, "num_attention_heads": 8,
+    "num_hidden_layers": 6, "max_position_embeddings": 2048, "rotary_pct": 0.25, "rotary_emb_base": 10000,
+    "use_parallel_residual": True, "vocab_size": 50304,
+}
+
+# name: (config, HF rotary class, HF apply function, expected (dim, rotary width, base, layout, scaling type))
+FAMILIES = {
+    "llama-3.1-8b": (LLAMA_31_8B, llama.LlamaRotaryEmbedding, llama.apply_rotary_pos_emb,
+                     (128, 128, 500000.0, "half", "llama3")),
+    "qwen2.5-7b": (QWEN25_7B, qwen2.Qwen2RotaryEmbedding, qwen2.apply_rotary_pos_emb,
+                   (128, 128, 1e6, "half", "default")),
+    "qwen2.5-7b-yarn": (QWEN25_7B_YARN, qwen2.Qwen2RotaryEmbedding, qwen2.apply_rotary_pos_emb,
+                        (128, 128, 1e6, "half", "yarn")),
+    "phi-3-mini-128k": (PHI3_MINI_128K, phi3.Phi3RotaryEmbedding, phi3.apply_rotary_pos_emb,
+                        (96, 96, 10000.0, "half", "longrope")),
+    "deepseek-v3": (DEEPSEEK_V3, deepseek_v3.DeepseekV3RotaryEmbedding, deepseek_v3.apply_rotary_pos_emb_interleave,
+                    (64, 64, 10000.0, "interleaved", "yarn")),
+    "pythia-70m": (PYTHIA_70M, gpt_neox.GPTNeoXRotaryEmbedding, gpt_neox.apply_rotary_pos_emb,
+                   (64, 16, 10000.0, "half", "default")),
+}
+
+
+def hf_rotary(config: dict, cls):
+    scaling = config.get("rope_scaling") or {}
+    if scaling.get("type") == "su":
+        # transformers 5.x's Phi3Config validates before it maps "su" to "longrope" and then misses
+        # original_max_position_embeddings (KeyError); the later config revision spells it "longrope"
+        config = {**config, "rope_scaling": {**scaling, "type": "longrope"}}
+    return cls(CONFIG_MAPPING[config["model_type"]](**config))
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_fields_are_read_as_transformers_reads_them(name):
+    config, _, _, (dim, width, base, layout, kind) = FAMILIES[name]
+    rope = posenc.rope_from_config(config)
+    assert (rope.config.dim, rope.config.rotary_width, rope.config.base, rope.config.layout) == (dim, width, base, layout)
+    assert (rope.config.scaling or {"rope_type": "default"})["rope_type"] == kind
+    assert rope.inv_freq.shape == (width // 2,)
+
+
+def _positions(name: str) -> list[torch.Tensor]:
+    if name == "phi-3-mini-128k":  # both sides of LongRoPE's switch at 4096
+        short = torch.arange(0, 4096, 5)  # last position 4095: short factors
+        return [short[None], torch.cat((short, torch.tensor([4096])))[None], torch.arange(4000, 6000)[None]]
+    return [torch.arange(300)[None], torch.arange(2048, 2048 + 300)[None]]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_tables_and_rotation_match_transformers(name):
+    config, rotary_cls, apply, _ = FAMILIES[name]
+    rope, hf = posenc.rope_from_config(config), hf_rotary(config, rotary_cls)
+    width, layout = rope.config.rotary_width, rope.config.layout
+    for positions in _positions(name):
+        hf_cos, hf_sin = hf(torch.zeros(1), positions)  # [1, s, r], HF's half layout
+        seq_len = int(positions.max()) + 1
+        max_angle = float(positions.max()) * float(rope.inv_freq_at(seq_len).max())
+        tol = (2e-6 + 1.5e-7 * max_angle) * max(rope.attention_scale, 1.0)
+        cos, sin = rope.cos_sin(positions)
+        if layout == "interleaved":  # same angles, pairs (2i, 2i+1) instead of (i, i + r/2)
+            cos, sin = (torch.cat((t[..., 0::2], t[..., 0::2]), dim=-1) for t in (cos, sin))
+            assert torch.equal(rope.cos_sin(positions)[0][..., 0::2], rope.cos_sin(positions)[0][..., 1::2])
+        torch.testing.assert_close(cos, hf_cos, rtol=0, atol=tol)
+        torch.testing.assert_close(sin, hf_sin, rtol=0, atol=tol)
+        assert rope.attention_scale == pytest.approx(hf.attention_scaling, rel=1e-12)
+
+        head_dim = rope.config.dim
+        q, k = torch.randn(1, 2, positions.shape[-1], head_dim), torch.randn(1, 2, positions.shape[-1], head_dim)
+        want_q, want_k = apply(q, k, hf_cos, hf_sin)
+        got_q, got_k = rope.rotate(q, k, positions, positions)
+        if layout == "interleaved":  # HF's interleave function writes its output in half order
+            perm = posenc.functional.rope_layout_permutation(head_dim, source="interleaved", target="half")
+            got_q, got_k = got_q[..., perm], got_k[..., perm]
+        torch.testing.assert_close(got_q, want_q, rtol=0, atol=8 * tol)
+        torch.testing.assert_close(got_k, want_k, rtol=0, atol=8 * tol)
+        if width < head_dim:
+            assert torch.equal(got_q[..., width:], q[..., width:])
+
+
+def test_deepseek_v3_yarn_attention_factor_is_one_and_frequencies_are_yarn():
+    """mscale == mscale_all_dim: the cos/sin factor cancels to 1 (the softmax scale, not RoPE's, carries it)."""
+    rope = posenc.rope_from_config(DEEPSEEK_V3)
+    assert rope.attention_scale == 1.0
+    ref, _ = posenc.functional.rope_inv_freq(64, scaling={"rope_type": "yarn", "factor": 40, "mscale": 1.0,
+                                                          "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096})
+    assert torch.equal(rope.inv_freq, ref)
+    half = posenc.rope_from_config({**DEEPSEEK_V3, "rope_interleave": False})
+    assert half.config.layout == "half"
+
+
+def test_phi3_switches_at_the_original_length():
+    rope = posenc.rope_from_config(PHI3_MINI_128K)
+    default, _ = posenc.functional.rope_inv_freq(96)
+    short = default / torch.tensor(PHI3_SHORT_FACTOR, dtype=torch.float64)
+    long = default / torch.tensor(PHI3_LONG_FACTOR, dtype=torch.float64)
+    assert torch.equal(rope.inv_freq_at(4096), short) and torch.equal(rope.inv_freq_at(4097), long)
+    assert rope.attention_scale == pytest.approx((1 + torch.log(torch.tensor(32.0)).item() / torch.log(torch.tensor(4096.0)).item()) ** 0.5)
+    spelled = posenc.rope_from_config({**PHI3_MINI_128K, "rope_scaling": {**PHI3_MINI_128K["rope_scaling"], "type": "longrope"}})
+    assert torch.equal(spelled.inv_freq, rope.inv_freq)
+
+
+def test_transformers5_rope_parameters_and_a_config_object_are_read():
+    """In transformers >= 5 the base and the scaling live together in ``rope_parameters``."""
+    v5 = {k: v for k, v in LLAMA_31_8B.items() if k not in ("rope_theta", "rope_scaling")}
+    v5["rope_parameters"] = {**LLAMA_31_8B["rope_scaling"], "rope_theta": 500000.0}
+    a, b = posenc.rope_from_config(v5), posenc.rope_from_config(LLAMA_31_8B)
+    assert torch.equal(a.inv_freq, b.inv_freq) and a.config.base == 500000.0
+    c = posenc.rope_from_config(CONFIG_MAPPING["llama"](**LLAMA_31_8B))
+    assert torch.equal(c.inv_freq, b.inv_freq)
+
+
+def test_dynamic_takes_max_position_embeddings_as_its_original_length():
+    config = {**QWEN25_7B, "rope_scaling": {"type": "dynamic", "factor": 2.0}}
+    rope = posenc.rope_from_config(config)
+    assert rope.original_length == 32768
+    hf = hf_rotary(config, qwen2.Qwen2RotaryEmbedding)
+    hf(torch.zeros(1), torch.arange(40000)[None])
+    torch.testing.assert_close(rope.inv_freq_at(40000), hf.inv_freq.double(), rtol=1e-6, atol=0)
+
+
+def test_path_and_folder(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(PYTHIA_70M), encoding="utf-8")
+    for source in (tmp_path, tmp_path / "config.json", str(tmp_path / "config.json")):
+        rope = posenc.rope_from_config(source)
+        assert (rope.config.dim, rope.config.rotary_width) == (64, 16)
+
+
+def test_gptj_rotary_dim_and_interleaved_layout():
+    """EleutherAI/gpt-j-6b: n_embd 4096, n_head 16, rotary_dim 64, rotate_every_two (interleaved)."""
+    rope = posenc.rope_from_config({"model_type": "gptj", "n_embd": 4096, "n_head": 16, "rotary_dim": 64,
+                                    "n_positions": 2048})
+    assert (rope.config.dim, rope.config.rotary_width, rope.config.layout) == (256, 64, "interleaved")
+
+
+def test_bad_configs(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown pair layout for model_type 'mystery'; pass layout="):
+        posenc.rope_from_config({"model_type": "mystery", "hidden_size": 64, "num_attention_heads": 2})
+    rope = posenc.rope_from_config({"model_type": "mystery", "hidden_size": 64, "num_attention_heads": 2},
+                                   layout="interleaved")
+    assert rope.config.layout == "interleaved"
+    with pytest.raises(ValueError, match=r"config needs 'head_dim', or 'hidden_size' and 'num_attention_heads'"):
+        posenc.rope_from_config({"model_type": "llama"})
+    with pytest.raises(ValueError, match=r"rope scaling 'llama3' does not take \['beta_fast'\]"):
+        posenc.rope_from_config({**LLAMA_31_8B, "rope_scaling": {**LLAMA_31_8B["rope_scaling"], "beta_fast": 32}})
+    with pytest.raises(ValueError, match=r"no config file at"):
+        posenc.rope_from_config(tmp_path / "missing.json")
+    with pytest.raises(TypeError, match=r"config must be a dict, a path to config.json or a transformers config, got int"):
+        posenc.rope_from_config(3)
+    with pytest.raises(ValueError, match=r"partial_rotary_factor must be in \(0, 1\], got 1.5"):
+        posenc.rope_from_config({**PYTHIA_70M, "rotary_pct": 1.5})
+    with pytest.raises(ValueError, match=r"unknown layout 'diagonal'"):
+        posenc.rope_from_config(PYTHIA_70M, layout="diagonal")

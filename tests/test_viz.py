@@ -1,0 +1,171 @@
+"""posenc.viz: each figure draws the numbers posenc.analysis computes, with labels a reader needs.
+
+Pinned numbers: the sinusoid's cosine distances from position 1 at d = 1024 are the ones seed 004
+("Understanding positional embeddings in transformer models") prints with
+``scipy.spatial.distance.cosine``; the heatmap's cells are ``sin(p · base^(-2i/d))`` (Vaswani et
+al. 2017, §3.5); ALiBi's slopes are ``2^(-8h/H)`` (Press et al. 2022, §3).
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("matplotlib")
+
+import posenc  # noqa: E402
+from posenc import functional as F  # noqa: E402
+from posenc.viz import PlotOptions, kinds_for, plot, save_figure  # noqa: E402
+
+
+def _main_axes(figure):
+    """Axes that are not colour bars."""
+    return [ax for ax in figure.axes if ax.get_label() != "<colorbar>"]
+
+
+def test_cosine_distance_figure_pins_seed_004_numbers():
+    figure = plot("sinusoidal", "cosine", PlotOptions(dim=1024, positions=251))
+    ax = _main_axes(figure)[0]
+    x, y = ax.lines[0].get_xdata(), ax.lines[0].get_ydata()
+    assert list(x[:4]) == [0, 1, 2, 3] and len(x) == 251
+    assert y[2] == pytest.approx(0.026488616022189992, abs=1e-7)
+    assert y[3] == pytest.approx(0.09339161307513, abs=1e-7)
+    assert y[30] == pytest.approx(0.4323030365719962, abs=1e-7)
+    assert y[1] == 0.0
+    assert "position 1" in ax.get_ylabel() and ax.get_xlabel() == "position"
+
+
+def test_heatmap_cells_are_the_sinusoid_and_have_a_colour_bar():
+    figure = plot("sinusoidal", "heatmap", PlotOptions(dim=128, positions=50))
+    ax = _main_axes(figure)[0]
+    cells = ax.images[0].get_array()
+    assert cells.shape == (50, 128)  # positions down, features across
+    assert cells[1, 0] == pytest.approx(math.sin(1.0), abs=1e-12)
+    assert cells[7, 2 * 5 + 1] == pytest.approx(math.cos(7 * 10000 ** (-10 / 128)), abs=1e-12)
+    assert ax.images[0].get_clim() == (-1.0, 1.0)  # symmetric scale about zero
+    assert len(figure.axes) == 2 and figure.axes[1].get_label() == "<colorbar>"
+    assert ax.get_xlabel().startswith("feature") and ax.get_ylabel() == "position"
+    assert "50 positions × 128 dims" in ax.get_title()
+
+
+def test_clock_hands_point_at_sin_cos_of_each_pair():
+    figure = plot("sinusoidal", "clock", PlotOptions(dim=128, positions=31))
+    faces = _main_axes(figure)
+    titles = [ax.get_title() for ax in faces]
+    assert titles == ["position 0", "position 1", "position 2", "position 5", "position 10", "position 30"]
+    hands = [t for t in faces[1].texts if hasattr(t, "xy")]  # arrows of position 1
+    pairs = [0, 4, 16, 35, 63]  # spread fast to slow over the 64 pairs of d = 128
+    for hand, pair in zip(hands, pairs):
+        angle = 1.0 * 10000 ** (-2 * pair / 128)
+        assert hand.xy == pytest.approx((math.sin(angle), math.cos(angle)), abs=1e-12)
+    for hand in [t for t in faces[0].texts if hasattr(t, "xy")]:
+        assert hand.xy == pytest.approx((0.0, 1.0))  # twelve o'clock at position 0
+
+
+def test_bits_beside_bands_shows_binary_digits_lowest_first():
+    figure = plot("sinusoidal", "bits", PlotOptions(positions=64))
+    left, right = _main_axes(figure)
+    bits = left.images[0].get_array()
+    assert bits.shape == (64, 6)
+    assert list(bits[5]) == [1, 0, 1, 0, 0, 0] and list(bits[63]) == [1] * 6
+    assert right.images[0].get_array()[3, 0] == pytest.approx(math.sin(3.0))
+
+
+def test_word_plus_position_puts_copies_on_the_unit_circle():
+    figure = plot("sinusoidal", "word", PlotOptions(positions=8))
+    ax = _main_axes(figure)[0]
+    offsets = [torch.as_tensor(c.get_offsets().data) for c in ax.collections]
+    words = [o for o in offsets if o.shape[0] == 1]
+    copies = [o for o in offsets if o.shape[0] == 8]
+    assert len(words) == len(copies) == 2
+    for word, points in zip(words, copies):
+        radii = (points - word).norm(dim=1)
+        assert radii.tolist() == pytest.approx([1.0] * 8, abs=1e-12)
+
+
+def test_alibi_slopes_and_lines_per_head():
+    slopes = _main_axes(plot("alibi", "slopes", PlotOptions(heads=8)))[0]
+    heights = [bar.get_height() for bar in slopes.patches]
+    assert heights == pytest.approx([2.0 ** (-(h + 1)) for h in range(8)])
+    assert slopes.get_yscale() == "log"
+    lines = _main_axes(plot("alibi", "logits", PlotOptions(heads=8, positions=100)))[0].lines
+    head_lines = [line for line in lines if line.get_label().startswith("head")]
+    assert len(head_lines) == 8
+    assert head_lines[0].get_ydata()[99] == pytest.approx(-0.5 * 99)
+    assert head_lines[0].get_label() == "head 0 (m = 0.5)"
+
+
+def test_t5_bucket_map_matches_the_bucket_function():
+    figure = plot("t5", "buckets", PlotOptions(positions=64))
+    matrix = _main_axes(figure)[1].images[0].get_array()  # [query, key]
+    q, k = torch.meshgrid(torch.arange(64), torch.arange(64), indexing="ij")
+    expected = F.t5_relative_bucket(k - q, bidirectional=True, num_buckets=32, max_distance=128)
+    assert (torch.as_tensor(matrix) == expected.double()).all()
+
+
+def test_rope_decay_starts_at_one_and_falls():
+    figure = plot("rope", "logits", PlotOptions(positions=256))
+    mean_line = _main_axes(figure)[0].lines[0].get_ydata()  # mean over q = k ~ N(0, I) of R(t)q·k / d
+    assert mean_line[0] == pytest.approx(1.0, abs=0.05)  # |q|² / d
+    assert mean_line[200:].mean() < 0.6 * mean_line[0]
+
+
+def test_projection_is_coloured_by_position():
+    figure = plot("sinusoidal", "projection", PlotOptions(positions=1000))
+    ax = _main_axes(figure)[0]
+    scatter = ax.collections[0]
+    assert scatter.get_offsets().shape == (1000, 2)
+    assert list(scatter.get_array()[:3]) == [0, 1, 2]
+    assert ax.get_xlabel() == "PCA component 1" and figure.axes[-1].get_ylabel() == "position"
+
+
+def test_kinds_follow_the_family():
+    assert kinds_for("sinusoidal") == ["heatmap", "clock", "dot", "cosine", "distance", "projection", "bits", "word"]
+    assert kinds_for("alibi") == ["heatmap", "logits", "slopes"]
+    assert kinds_for("t5") == ["heatmap", "logits", "buckets"]
+    assert "logits" in kinds_for("rope") and "cosine" not in kinds_for("rope")
+    assert kinds_for("none") == []
+
+
+@pytest.mark.parametrize(
+    ("scheme", "kind", "options", "message"),
+    [
+        ("sinusoidal", "spiral", PlotOptions(), "choose one of: heatmap, clock"),
+        ("bogus", "heatmap", PlotOptions(), "choose one of: none, sinusoidal"),
+        ("alibi", "cosine", PlotOptions(), "kinds for 'alibi': heatmap, logits, slopes"),
+        ("t5", "heatmap", PlotOptions(base=500.0), "has no 'base' (--base)"),
+    ],
+)
+def test_bad_requests_name_the_choices(scheme, kind, options, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plot(scheme, kind, options)
+
+
+def test_options_are_validated():
+    with pytest.raises(ValueError, match="dim must be a positive integer, got 0"):
+        PlotOptions(dim=0)
+    with pytest.raises(ValueError, match="base must be a number greater than 1, got 1"):
+        PlotOptions(base=1)
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF")])
+def test_save_figure_by_suffix(tmp_path, suffix, magic):
+    path = save_figure(plot("alibi", "slopes"), tmp_path / f"slopes.{suffix}")
+    assert path.read_bytes().startswith(magic)
+
+
+def test_save_figure_rejects_unknown_suffix(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown suffix \.gif; use one of \.png, \.svg, \.pdf"):
+        save_figure(plot("alibi", "slopes"), tmp_path / "slopes.gif")
+
+
+def test_importing_posenc_viz_does_not_import_matplotlib():
+    code = ("import sys, posenc, posenc.viz, posenc.report, posenc.cli.atlas; "
+            "print(sorted(m for m in ('matplotlib', 'rich', 'typer') if m in sys.modules))")  # torch itself loads numpy
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert posenc.viz is not None

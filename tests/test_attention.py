@@ -241,12 +241,14 @@ def test_shaw_without_value_embeddings() -> None:
 
 
 def test_bf16_attention_module_keeps_float64_frequencies() -> None:
-    """``Attention(...).to(torch.bfloat16)`` moves parameters to bf16 but keeps RoPE's frequencies and
-    ALiBi's slopes float64, so a bf16 model rotates with exact frequencies (DESIGN.md precision policy)."""
+    """``Attention(...).to(torch.bfloat16)`` moves parameters to bf16 but keeps the RoPE and sinusoid
+    frequencies and ALiBi's slopes float64, so a bf16 model uses exact frequencies (DESIGN.md precision)."""
     rope = posenc.Attention(D, H, encoding="rope").to(torch.bfloat16)
     assert rope.qkv.weight.dtype == torch.bfloat16
     assert rope.encoding.inv_freq.dtype == torch.float64
     torch.testing.assert_close(rope.encoding.inv_freq, posenc.create("rope", dim=HD).inv_freq, atol=0, rtol=0)
+    sinusoid = posenc.Attention(D, H, encoding="sinusoidal").to(torch.bfloat16)
+    assert sinusoid.encoding.inv_freq.dtype == torch.float64
     alibi = posenc.Attention(D, H, encoding="alibi", causal=True).to(torch.bfloat16)
     assert alibi.encoding.slopes.dtype == torch.float64
     bias = alibi.encoding.bias(torch.tensor([4095, 4096]), torch.tensor([0]))

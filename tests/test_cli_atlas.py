@@ -5,8 +5,6 @@ Bad input must exit with code 2 and one line naming the value and the choices, n
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 pytest.importorskip("typer")
@@ -107,15 +105,37 @@ def test_report_with_results_and_selected_schemes(tmp_path):
     record = {"experiment": "length", "task": "copy", "scheme": "alibi", "variant": "default", "seed": 0,
               "train_length": 16, "metrics": {"per_length": {"8": 1.0, "24": 0.93}}, "in_distribution": 1.0,
               "out_of_distribution": 0.93, "summary_metric": "exact_match", "wall_time_s": 31.2, "config": {}}
-    (runs / "results.json").write_text(json.dumps({"schema": 1, "records": [record]}))
+    from posenc.experiments.results import add_record  # the experiments' own writer
+
+    add_record(runs, record)
+    add_record(runs, {**record, "seed": 1, "out_of_distribution": 0.91, "metrics": {}})
     (tmp_path / "runs" / "broken").mkdir()
     (tmp_path / "runs" / "broken" / "results.json").write_text("{not json")
     out = tmp_path / "atlas"
     result = _run("report", "--out", str(out), "--results", str(tmp_path / "runs"), "--scheme", "alibi", "--scheme", "index")
     assert result.exit_code == 0, result.output
-    assert "2 sections" in result.output and "1 results" in result.output
+    assert "2 sections" in result.output and "2 results" in result.output
     html = (out / "index.html").read_text()
     assert html.count('class="scheme"') == 2
     assert 'data-scheme="alibi"' in html and 'data-scheme="index"' in html
-    assert "<td>0.930</td>" in html and "24: 0.93" in html  # the record's OOD summary and per-length value
+    assert "<td>0.930</td>" in html and "24: 0.93</td>" in html  # the record's OOD summary and per-length value
+    assert "<td>0.920 (0.910–0.930)</td>" in html  # mean over the two seeds, with the range
     assert "broken/results.json: unreadable" in html
+
+
+def test_results_are_read_defensively(tmp_path):
+    import json
+
+    from posenc.report import read_results
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.json").write_text(json.dumps([{"scheme": "rope"}, 3]))  # a bare list
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "results.json").write_text(json.dumps({"scheme": "t5", "seed": 0}))  # one record
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "results.json").write_text("7")
+    found, problems = read_results(tmp_path)
+    assert [(p.parent.name, records) for p, records in found] == [("a", [{"scheme": "rope"}]),
+                                                                  ("b", [{"scheme": "t5", "seed": 0}])]
+    assert problems == ["a/results.json: skipped 1 entries that are not objects",
+                        "c/results.json: not a list or object of results"]

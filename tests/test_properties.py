@@ -176,3 +176,23 @@ def test_every_encoding_breaks_the_symmetry(name: str) -> None:
         pytest.skip(f"{name!r} cannot be built by name for a 1-D sequence: {err}")
     out1, out2, perm = _attention_outputs(name)
     assert (out2 - out1[:, perm]).abs().max() > 1e-6
+
+
+@pytest.mark.parametrize("name", posenc.available())
+def test_relative_schemes_are_translation_invariant(name: str) -> None:
+    """Rotary, bias and relative schemes see only k - q: shifting every position by 300 leaves Attention's
+    output unchanged (float64, atol 1e-9); absolute schemes see the shift (the output moves by > 1e-6)."""
+    try:
+        attn = posenc.Attention(32, 4, encoding=name, causal=True).double()
+    except (TypeError, ValueError) as err:  # e.g. a multi-dimensional scheme that needs a grid shape
+        pytest.skip(f"{name!r} cannot be built by name for a 1-D sequence: {err}")
+    for p in attn.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    x = torch.randn(2, 7, 32, dtype=torch.float64)
+    with torch.no_grad():
+        near, far = attn(x, torch.arange(7)), attn(x, torch.arange(300, 307))
+    if attn.encoding.family in ("rotary", "bias", "relative", "none"):
+        torch.testing.assert_close(far, near, atol=1e-9, rtol=0)
+    else:
+        assert attn.encoding.family == "absolute"
+        assert (far - near).abs().max() > 1e-6

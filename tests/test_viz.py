@@ -123,12 +123,22 @@ def test_projection_is_coloured_by_position():
     assert ax.get_xlabel() == "PCA component 1" and figure.axes[-1].get_ylabel() == "position"
 
 
+def test_grid_distance_of_a_two_axis_sinusoid_is_symmetric_in_rows_and_columns():
+    figure = plot("sinusoidal_nd", "grid", PlotOptions(positions=16))
+    centre, corner = (torch.as_tensor(ax.images[0].get_array()) for ax in _main_axes(figure))
+    assert centre.shape == corner.shape == (16, 16)
+    assert centre[8, 8] == 0.0 and corner[0, 0] == 0.0
+    assert torch.allclose(centre, centre.T, atol=1e-12)  # the same sinusoid on both axes
+    assert corner[0, 1] < corner[0, 3] < corner[0, 8]  # farther along a row, farther in code
+
+
 def test_kinds_follow_the_family():
     assert kinds_for("sinusoidal") == ["heatmap", "clock", "dot", "cosine", "distance", "projection", "bits", "word"]
     assert kinds_for("alibi") == ["heatmap", "logits", "slopes"]
     assert kinds_for("t5") == ["heatmap", "logits", "buckets"]
     assert "logits" in kinds_for("rope") and "cosine" not in kinds_for("rope")
     assert kinds_for("none") == []
+    assert "grid" in kinds_for("sinusoidal_nd") and "grid" not in kinds_for("sinusoidal")
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,8 @@ class Attention(nn.Module):
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         self.causal, self.dropout = bool(causal), float(dropout)
+        if not 0.0 <= self.dropout <= 1.0:
+            raise ValueError(f"dropout must be a probability in [0, 1], got {dropout!r}")
         self.encoding = _build_encoding(encoding, self.head_dim, num_heads, dim, self.causal)
         self._check_encoding()
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
@@ -122,24 +124,31 @@ class Attention(nn.Module):
         cache: KVCache | None = None,
         key_mask: Tensor | None = None,
     ) -> Tensor:
-        """``x [b, s, d]`` at ``positions`` (``[s]`` or ``[b, s]``; default continues the cache).
+        """``x [b, s, d]`` at ``positions`` (``[s]`` or ``[b, s]``; default: each row continues after its
+        last cached position, or ``0..s-1`` without a cache).
 
         Schemes with ``n_axes > 1`` (``rope_axial``, ``sinusoidal_nd``) take coordinates ``[s, n_axes]``
         or ``[b, s, n_axes]``; 1-D positions given to them are read as axis 0 (other coordinates 0).
 
         ``key_mask [b, sk]`` (bool, True = attend) masks padding keys, cached ones included.
         """
+        if not isinstance(x, Tensor) or not x.is_floating_point():
+            what = f"a tensor of dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+            raise TypeError(f"Attention expects floating-point embeddings x [b, s, {self.dim}], got {what}")
         if x.dim() != 3 or x.shape[-1] != self.dim:
             raise ValueError(f"Attention expects x of shape [b, s, {self.dim}], got {tuple(x.shape)}")
         b, s, _ = x.shape
         past = cache.length if cache is not None else 0
+        if positions is None and past and cache.positions is not None and self.encoding.n_axes == 1:
+            # continue each row after its last cached position (left-padded rows start lower)
+            positions = cache.positions[..., -1:] + 1 + torch.arange(s, device=cache.positions.device)  # [s] or [b, s]
         positions = default_positions(positions, s, x.device, offset=past)
         n_axes = self.encoding.n_axes
         if n_axes > 1:
             positions = as_coordinates(positions, n_axes, length=s)  # [s, n] or [b, s, n]
         seq_shape = positions.shape[:-1] if n_axes > 1 else positions.shape  # [s] or [b, s]
-        if seq_shape[-1:] != (s,) or len(seq_shape) not in (1, 2):
-            raise ValueError(f"positions must be [s] or [b, s] with s={s}, got shape {tuple(positions.shape)}"
+        if seq_shape[-1:] != (s,) or len(seq_shape) not in (1, 2) or (len(seq_shape) == 2 and seq_shape[0] not in (1, b)):
+            raise ValueError(f"positions must be [s], [1, s] or [b, s] with b={b}, s={s}, got shape {tuple(positions.shape)}"
                              + (f" (coordinates [s, {n_axes}] or [b, s, {n_axes}] also accepted)" if n_axes > 1 else
                                 "; coordinates [.., s, n_axes] are for N-D schemes such as rope_axial"))
         enc = self.encoding

@@ -15,6 +15,9 @@ the slopes (ALiBi) or the bucket table (T5) only:
   the score mod by :func:`posenc.functional.t5_relative_bucket` (capturing a bucket matrix whose size
   depends on L breaks recompilation).
 
+Other bias schemes join by defining ``score_mod(self, q_offset: int) -> score_mod`` (a function of
+``(score, b, h, q_idx, kv_idx)`` adding their bias); :func:`score_mod_for` picks it up.
+
 Block masks are built from block counts (:meth:`BlockMask.from_kv_blocks`): the causal one lists,
 per query block, the kv blocks wholly in the past (full, no mask_mod call) and the diagonal ones
 (partial); ``create_block_mask`` would first build a dense mask (2.95 GB at L = 16384).

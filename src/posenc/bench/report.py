@@ -14,9 +14,9 @@ __all__ = ["run", "format_rows", "SECTIONS", "summary_columns"]
 SECTIONS = ("rope", "bias", "attention", "flex", "training")
 
 #: sizes of the full run and of ``--quick`` (the harness checked end to end in seconds)
-FULL = {"rope_lengths": (512, 2048, 8192), "bias_lengths": (2048,), "attention_L": 2048, "flex_L": 16384,
+FULL = {"rope_lengths": (512, 2048, 8192), "bias_lengths": (2048,), "attention_L": 2048, "flex_L": (8192, 16384),
         "min_run_time": 0.5}
-QUICK = {"rope_lengths": (512,), "bias_lengths": (512,), "attention_L": 256, "flex_L": 1024, "min_run_time": 0.05}
+QUICK = {"rope_lengths": (512,), "bias_lengths": (512,), "attention_L": 256, "flex_L": (1024,), "min_run_time": 0.05}
 
 
 def run(
@@ -55,8 +55,8 @@ def run(
         result["attention"] = bench_attention(L=size["attention_L"], **timing)
     if "flex" in sections:
         if progress:
-            progress(f"flex vs sdpa at L={size['flex_L']} (subprocesses)")
-        result["flex"] = bench_flex_memory(size["flex_L"], num_threads=num_threads)
+            progress(f"flex vs sdpa at L={size['flex_L']} (one subprocess each)")
+        result["flex"] = [row for L in size["flex_L"] for row in bench_flex_memory(L, num_threads=num_threads)]
     if "training" in sections:
         result["training"] = bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 2,
                                             progress=progress)
@@ -90,3 +90,69 @@ def format_rows(rows: list[dict], columns: Sequence[str]) -> list[list[str]]:
 def one_time_rows(rows: list[dict]) -> list[list[str]]:
     return [[_cell(row.get(c)) for c in ("L", "dtype", "layout", "case", "seconds")]
             for row in rows if row.get("kind") == "one-time"]
+
+
+def _default_path(layout: str) -> str:
+    """The path ``compile="auto"`` takes for large inputs (see posenc.functional.fast_rope)."""
+    return "compiled" if layout == "half" else "eager"
+
+
+def markdown(result: dict) -> str:
+    """The performance tables of docs/performance.md from a :func:`run` result."""
+    lines: list[str] = []
+    meta = result.get("meta", {})
+    lines.append(f"Measured {meta.get('date')} with torch {meta.get('torch')}, {meta.get('cpus')} CPUs, "
+                 f"{meta.get('num_threads')} thread(s), load average at start {meta.get('load_average')}.")
+    rope = [r for r in result.get("rope", []) if r.get("kind") == "steady"]
+    if rope:
+        lines += ["", "### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)", "",
+                  "| L | dtype | layout | floor ms | posenc out= | posenc backward | posenc in-place | posenc eager | "
+                  "reference apply_rope | peers (x floor) | peer / posenc | other CPU |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        groups: dict[tuple, dict[str, dict]] = {}
+        for r in rope:
+            groups.setdefault((r["L"], r["dtype"], r["layout"]), {})[r["case"]] = r
+        for (L, dtype, layout), cases in groups.items():
+            path = _default_path(layout)
+
+            def x(name: str) -> str:
+                return f"{cases[name]['x_floor']:.2f}" if name in cases else "-"
+            best = cases.get(f"posenc out= ({path})")
+            peers = {n.removeprefix("peer "): c for n, c in cases.items() if n.startswith("peer ")}
+            peer_x = ", ".join(f"{n} {c['x_floor']:.1f}" for n, c in peers.items()) or "-"
+            peer_ratio = ", ".join(f"{n} {c['median_ms'] / best['median_ms']:.1f}x" for n, c in peers.items()) if best else "-"
+            load = max((c.get("other_cpu") or 0.0) for c in cases.values())
+            lines.append(f"| {L} | {dtype} | {layout} | {cases['floor']['median_ms']:.1f} | {x(f'posenc out= ({path})')} ({path}) | "
+                         f"{x(f'posenc backward ({path})')} | {x(f'posenc in-place ({path})')} | "
+                         f"{x('posenc out= (eager)')} | {x('posenc reference apply_rope')} | {peer_x} | {peer_ratio} | {load:.2f} |")
+    bias = [r for r in result.get("bias", []) if r.get("kind") == "steady"]
+    if bias:
+        lines += ["", f"### Bias construction `[{bias[0]['heads']}, L, L]` float32: time / filling a preallocated tensor", "",
+                  "| L | case | ms | x floor | other CPU |", "|---|---|---|---|---|"]
+        lines += [f"| {r['L']} | {r['case']} | {r['median_ms']:.1f} | {r['x_floor']:.2f} | {r.get('other_cpu') or 0:.2f} |" for r in bias]
+    attn = result.get("attention", [])
+    if attn:
+        lines += ["", f"### posenc.Attention forward, causal, L = {attn[0]['L']}, {attn[0]['heads']} heads, no grad", "",
+                  "| scheme | ms | x none | other CPU |", "|---|---|---|---|"]
+        lines += [f"| {r['case'].removeprefix('Attention ')} | {r['median_ms']:.1f} | {r['x_none']:.2f} | {r.get('other_cpu') or 0:.2f} |"
+                  for r in attn]
+    flex_rows = result.get("flex", [])
+    if flex_rows:
+        lines += ["", "### Causal ALiBi at long L: FlexAttention vs SDPA with a materialised bias (one process each)", "",
+                  "| L | heads | mode | seconds | peak RSS MiB | first calls (compile) s | other CPU |", "|---|---|---|---|---|---|---|"]
+        for r in flex_rows:
+            if "error" in r:
+                lines.append(f"| {r['L']} | {r['heads']} | {r['mode']} | failed: {r['error']} | | | |")
+                continue
+            compile_s = (r.get("first_call_s") or 0) + (r.get("first_call_at_L_s") or 0)
+            lines.append(f"| {r['L']} | {r['heads']} | {r['mode']} | {r['seconds']:.2f} | {r['peak_rss_mib']:.0f} | "
+                         f"{compile_s:.1f} | {r.get('other_cpu') or 0:.2f} |" if r["mode"] == "flex" else
+                         f"| {r['L']} | {r['heads']} | {r['mode']} | {r['seconds']:.2f} | {r['peak_rss_mib']:.0f} | - | "
+                         f"{r.get('other_cpu') or 0:.2f} |")
+    train = result.get("training", [])
+    if train:
+        lines += ["", f"### Training step of the tiny transformer (batch {train[0]['batch']}, length {train[0]['seq']})", "",
+                  "| scheme | ms | overhead vs none | other CPU |", "|---|---|---|---|"]
+        lines += [f"| {r['case'].removeprefix('train step ')} | {r['median_ms']:.1f} | {100 * r['overhead_vs_none']:+.0f}% | "
+                  f"{r.get('other_cpu') or 0:.2f} |" for r in train]
+    return "\n".join(lines) + "\n"

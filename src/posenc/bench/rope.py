@@ -110,6 +110,8 @@ def _posenc_cases(q, k, cos, sin, layout) -> dict[str, Case]:
                                                inplace(ki, cos, sin, layout=layout, compile=True)),
         "posenc backward (compiled)": lambda: (fast_rope._rotate_into(q, cos_h, sin_h, oq, layout, True, True),
                                                fast_rope._rotate_into(k, cos_h, sin_h, ok, layout, True, True)),
+        "posenc in-place (eager)": lambda: (inplace(qi, cos, sin, layout=layout, compile=False),
+                                            inplace(ki, cos, sin, layout=layout, compile=False)),
         "posenc out= (eager)": lambda: (fast(q, cos, sin, layout=layout, out=oq, compile=False),
                                         fast(k, cos, sin, layout=layout, out=ok, compile=False)),
         "posenc backward (eager)": lambda: (fast_rope._rotate_into(q, cos_h, sin_h, oq, layout, True, False),

@@ -10,6 +10,7 @@ that of ``none`` minus one (issue 6 targets: at most 10% for rope and sinusoidal
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterable
 
 import torch
@@ -21,32 +22,45 @@ __all__ = ["bench_training"]
 
 def bench_training(schemes: Iterable[str] = ("none", "sinusoidal", "learned", "rope", "alibi", "t5"), *,
                    batch: int = 64, seq: int = 32, vocab: int = 32, dim: int = 64, num_heads: int = 4,
-                   num_layers: int = 2, num_threads: int = 1, min_run_time: float = 1.0,
+                   num_layers: int = 2, num_threads: int = 1, min_run_time: float = 1.0, rounds: int = 5,
                    progress: Callable[[str], None] | None = None) -> list[dict]:
-    """One row per scheme: median training-step ms and the overhead against ``none``."""
+    """One row per scheme: median training-step ms and the overhead against the first (``none``)."""
     from ..experiments.model import ModelConfig, TinyTransformer
 
-    rows, base = [], None
+    schemes = list(schemes)
     tokens = torch.randint(vocab, (batch, seq))  # [b, s]
+    steps = {}
     for name in schemes:
-        if progress:
-            progress(f"training step: {name}")
         torch.manual_seed(0)
         model = TinyTransformer(ModelConfig(vocab_size=vocab, scheme=name, dim=dim, num_heads=num_heads,
                                             num_layers=num_layers, max_len=max(512, seq)))
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        steps[name] = _step(model, tokens)
+    # Round-robin: each round times every scheme once, so a change in the machine's load between
+    # rounds hits all schemes alike; the figure is the median over rounds.
+    medians: dict[str, list[float]] = {name: [] for name in schemes}
+    others: dict[str, list[float]] = {name: [] for name in schemes}
+    for r in range(rounds):
+        for name in schemes:
+            if progress:
+                progress(f"training step: {name} (round {r + 1}/{rounds})")
+            m = measure(name, steps[name], num_threads=num_threads, min_run_time=min_run_time / rounds,
+                        warmup=3 if r == 0 else 0)
+            medians[name].append(m.median_s)
+            others[name].append(m.other_cpu or 0.0)
+    median = {name: statistics.median(v) for name, v in medians.items()}
+    base = median[schemes[0]]
+    return [{"case": f"train step {name}", "kind": "steady", "batch": batch, "seq": seq, "rounds": rounds,
+             "median_ms": median[name] * 1e3, "overhead_vs_none": median[name] / base - 1.0,
+             "other_cpu": max(others[name]), "num_threads": num_threads} for name in schemes]
 
-        def step() -> None:
-            logits = model(tokens)  # [b, s, v]
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens.flatten())  # [b*s, v]
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
 
-        m = measure(name, step, num_threads=num_threads, min_run_time=min_run_time, warmup=3)
-        base = m.median_s if base is None else base
-        rows.append({"case": f"train step {name}", "kind": "steady", "batch": batch, "seq": seq,
-                     "median_ms": m.median_s * 1e3, "iqr_ms": m.iqr_s * 1e3, "runs": m.runs,
-                     "overhead_vs_none": m.median_s / base - 1.0, "other_cpu": m.other_cpu,
-                     "num_threads": num_threads})
-    return rows
+def _step(model: torch.nn.Module, tokens: torch.Tensor) -> Callable[[], None]:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        logits = model(tokens)  # [b, s, v]
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens.flatten())  # [b*s, v]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return step

@@ -12,8 +12,6 @@ from typing import Any, Optional
 
 __all__ = ["register"]
 
-_KIND_HELP = ("Kind of figure: heatmap, clock, dot, cosine, distance, projection, bits, word, slopes "
-              "(`posenc plot SCHEME --kind list` shows those that apply).")
 
 
 def _fail(message: str) -> None:
@@ -28,9 +26,9 @@ def _fail(message: str) -> None:
 
 def _scheme_config(scheme: str, dim: Optional[int], base: Optional[float], heads: Optional[int]) -> dict[str, Any]:
     """The config keys the user gave, checked against what ``scheme`` accepts."""
-    from ..viz.kinds import PlotOptions, _config
+    from ..viz.options import PlotOptions, scheme_config
 
-    return _config(scheme, PlotOptions(dim=dim, base=base, heads=heads))
+    return scheme_config(scheme, PlotOptions(dim=dim, base=base, heads=heads))
 
 
 def _check_scheme(scheme: str) -> None:
@@ -45,10 +43,14 @@ def register(app: Any) -> None:
     """Add ``plot``, ``check`` and ``report`` to the root Typer ``app``."""
     import typer
 
+    from ..viz.kinds import KINDS  # torch-only: the catalogue's names, no matplotlib
+
+    kind_help = f"Kind of figure: {', '.join(KINDS)} (`--kind list` shows those that apply to SCHEME)."
+
     @app.command("plot")
     def plot_command(
         scheme: str = typer.Argument(..., help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
-        kind: str = typer.Option(..., "--kind", "-k", help=_KIND_HELP),
+        kind: str = typer.Option(..., "--kind", "-k", help=kind_help),
         out: Path = typer.Option(Path("figure.png"), "--out", "-o", help="Output file: .png, .svg or .pdf."),
         dim: Optional[int] = typer.Option(None, help="Code width (head width for rope, xpos, shaw)."),
         positions: Optional[int] = typer.Option(None, help="Number of positions 0 .. N-1."),

@@ -20,6 +20,7 @@ def register(app) -> None:  # app: typer.Typer
         lengths: str | None = typer.Option(None, "--lengths", help="RoPE sequence lengths, e.g. 2048,8192."),
         dtypes: str = typer.Option("float32,bfloat16", "--dtypes", help="RoPE dtypes."),
         no_peers: bool = typer.Option(False, "--no-peers", help="Skip the peer libraries."),
+        markdown_file: Path | None = typer.Option(None, "--markdown", help="Write the tables of docs/performance.md here."),
     ) -> None:
         """Time RoPE, bias construction, attention and a training step; print ratios to the floor."""
         import json
@@ -28,7 +29,7 @@ def register(app) -> None:  # app: typer.Typer
         from rich.console import Console
         from rich.table import Table
 
-        from ..bench.report import format_rows, one_time_rows, run, summary_columns
+        from ..bench.report import format_rows, markdown, one_time_rows, run, summary_columns
 
         console = Console()
         try:
@@ -69,3 +70,6 @@ def register(app) -> None:  # app: typer.Typer
         if json_file is not None:
             json_file.write_text(json.dumps(result, indent=1))
             console.print(f"wrote {json_file}")
+        if markdown_file is not None:
+            markdown_file.write_text(markdown(result))
+            console.print(f"wrote {markdown_file}")

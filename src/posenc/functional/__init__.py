@@ -16,6 +16,8 @@ from .multidim import (
 )
 from .randomized import randomized_positions
 from .layouts import permute_qk_weight, rope_layout_permutation
+from .fast_bias import alibi_bias_range, t5_bias_range, toeplitz
+from .fast_rope import fast_apply_rope, fast_apply_rope_
 from .relative import alibi_bias, alibi_slopes, clipped_relative_index, relative_positions, t5_relative_bucket
 from .rope import ROPE_LAYOUTS, apply_rope, rope_cos_sin, rope_inv_freq, rotate_pairs
 from .rope_scaling import ROPE_SCALINGS
@@ -27,6 +29,11 @@ __all__ = [
     "rope_inv_freq",
     "rope_cos_sin",
     "apply_rope",
+    "fast_apply_rope",
+    "fast_apply_rope_",
+    "alibi_bias_range",
+    "t5_bias_range",
+    "toeplitz",
     "rotate_pairs",
     "t5_relative_bucket",
     "alibi_slopes",

@@ -29,8 +29,10 @@ from .relative import t5_relative_bucket
 
 __all__ = ["toeplitz", "relative_range", "alibi_bias_range", "t5_bias_range", "cached_bias", "CACHE_MAX_BYTES"]
 
-#: A bias larger than this is built on each call but not kept (a 32-head bias at L = 8192 is 8.6 GB).
-CACHE_MAX_BYTES = 256 << 20
+#: A bias larger than this is built on each call but not kept (32 heads: 512 MiB at L = 2048, 8.6 GB
+#: at L = 8192). Rebuilding means a fresh allocation, whose page faults cost ~3x the build itself;
+#: lower it to trade speed for memory.
+CACHE_MAX_BYTES = 1 << 30
 
 _caches: weakref.WeakKeyDictionary[nn.Module, tuple[tuple, Tensor]] = weakref.WeakKeyDictionary()
 

@@ -17,7 +17,17 @@ __all__ = ["t5_relative_bucket", "alibi_slopes", "alibi_bias", "relative_positio
 
 
 def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
-    """``k - q`` for every (query, key) pair: ``[..., sq]`` and ``[..., sk]`` give ``[..., sq, sk]``."""
+    """``k - q`` for every (query, key) pair: ``[..., sq]`` and ``[..., sk]`` give ``[..., sq, sk]``.
+
+    Integer positions are subtracted in int64: uint8 would wrap ``3 - 5`` to 254 and int16 overflow.
+    """
+    try:
+        torch.broadcast_shapes(q_positions.shape[:-1], k_positions.shape[:-1])
+    except RuntimeError:
+        raise ValueError(f"query positions {tuple(q_positions.shape)} and key positions {tuple(k_positions.shape)} "
+                         "must have matching leading (batch) dims") from None
+    if not q_positions.is_floating_point() and not k_positions.is_floating_point():
+        q_positions, k_positions = q_positions.long(), k_positions.long()
     return k_positions[..., None, :] - q_positions[..., :, None]
 
 

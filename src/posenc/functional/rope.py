@@ -129,6 +129,8 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half") -> 
     ``rotary_dim``) is simply a table narrower than ``hd``.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
+    if not x.is_floating_point():  # the rotated values would be truncated to integers
+        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
     cos, sin = _align_tables(x, cos, sin)
     r = cos.shape[-1]
     x_rot = x[..., :r]

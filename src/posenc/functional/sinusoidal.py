@@ -23,7 +23,7 @@ from torch import Tensor
 
 from ._checks import as_positions, check_base, check_choice, check_even_dim, check_positive_int, two_pi_mod
 
-__all__ = ["sinusoidal", "sinusoidal_inv_freq", "LAYOUTS", "SINUSOID_FREQUENCIES"]
+__all__ = ["sinusoidal", "sinusoidal_inv_freq", "sinusoidal_table", "LAYOUTS", "SINUSOID_FREQUENCIES"]
 
 LAYOUTS = ("interleaved", "half")
 SINUSOID_FREQUENCIES = ("paper", "tensor2tensor")
@@ -65,10 +65,21 @@ def sinusoidal(
     """
     dim = check_positive_int("dim", dim)
     check_even_dim("dim", dim)
+    inv_freq = sinusoidal_inv_freq(dim, base=base, frequencies=frequencies)
+    return sinusoidal_table(positions, inv_freq, layout=layout, dtype=dtype)
+
+
+def sinusoidal_table(
+    positions: int | Tensor, inv_freq: Tensor, *, layout: str = "interleaved", dtype: torch.dtype = torch.float32
+) -> Tensor:
+    """The sinusoidal table ``[*p, 2 * len(inv_freq)]`` from precomputed frequencies (float64).
+
+    What :func:`sinusoidal` computes once its frequencies are known; modules keep ``inv_freq`` and
+    call this, so that no Python-level validation of ``base`` runs inside a compiled forward.
+    """
     check_choice("layout", layout, LAYOUTS)
-    positions = as_positions(positions)
-    inv_freq = sinusoidal_inv_freq(dim, base=base, frequencies=frequencies).to(positions.device)
-    angles = two_pi_mod(positions.to(torch.float64)[..., None] * inv_freq)  # [*p, d/2]
+    positions = as_positions(positions, device=inv_freq.device)
+    angles = two_pi_mod(positions.to(torch.float64)[..., None] * inv_freq.to(torch.float64))  # [*p, d/2]
     sin, cos = angles.sin(), angles.cos()
     if layout == "interleaved":
         table = torch.stack((sin, cos), dim=-1).flatten(-2)  # [*p, d/2, 2] -> [*p, d]

@@ -29,6 +29,11 @@ def _grown_rows(needed: int, requested: int) -> int | None:
     return rows if rows <= max(MAX_ROWS, GROWTH * requested) else None
 
 
+def _stale_inference(table: Tensor) -> bool:
+    """A table filled under ``torch.inference_mode`` cannot be saved for backward outside it: rebuild it."""
+    return table.is_inference() and not torch.is_inference_mode_enabled()
+
+
 def cached_rows(
     module: nn.Module, name: str, positions: Tensor, build: Callable[[Tensor], Tensor], *, dtype: torch.dtype
 ) -> Tensor:
@@ -39,13 +44,14 @@ def cached_rows(
     low, high = int(positions.min()), int(positions.max())
     if low < 0:
         return build(positions)
-    if table is None or high >= table.shape[0] or table.device != positions.device or table.dtype != dtype:
+    if table is None or high >= table.shape[0] or table.device != positions.device or table.dtype != dtype \
+            or _stale_inference(table):
         rows = _grown_rows(high + 1, positions.numel())
         if rows is None:
             return build(positions)
         table = build(torch.arange(rows, device=positions.device))
         module.register_buffer(name, table, persistent=False)
-    return table[positions]
+    return table[positions.long()]  # int8/int16 cannot index, and uint8 would index as a mask
 
 
 def cached_range(
@@ -58,7 +64,8 @@ def cached_range(
         if table is not None and table.shape[0] >= end and table.device == device and table.dtype == dtype:
             return table[start:end]
         return build(torch.arange(start, end, device=device))
-    if table is None or end > table.shape[0] or table.device != device or table.dtype != dtype:
+    if table is None or end > table.shape[0] or table.device != device or table.dtype != dtype \
+            or _stale_inference(table):
         rows = _grown_rows(end, length)
         if rows is None:
             return build(torch.arange(start, end, device=device))

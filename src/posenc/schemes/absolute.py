@@ -33,6 +33,8 @@ class AbsoluteEncoding(PositionalEncoding):
         """``x + PE`` (``combine="add"``) or ``[x, PE]`` (``combine="concat"``): ``[b, s, d] -> [b, s, d']``."""
         if x.dim() != 3:
             raise ValueError(f"embed expects token embeddings [b, s, d], got shape {tuple(x.shape)}")
+        if not x.is_floating_point():  # token ids by mistake: the code would be truncated to integers
+            raise TypeError(f"embed expects floating-point token embeddings [b, s, d], got dtype {x.dtype}")
         b, s, d = x.shape
         code = self._code(positions, s, x).to(x.dtype)  # [s, dim] or [b, s, dim]
         if code.shape[-2] != s:

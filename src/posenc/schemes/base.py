@@ -27,11 +27,19 @@ from torch import Tensor, nn
 
 from ..functional._checks import as_positions
 
-__all__ = ["PositionalEncoding", "register", "available", "create", "scheme_class", "default_positions"]
+__all__ = ["PositionalEncoding", "register", "available", "create", "scheme_class", "default_positions", "check_head_width"]
 
 FAMILIES = ("none", "absolute", "rotary", "bias", "relative")
 
 _REGISTRY: dict[str, type[PositionalEncoding]] = {}
+
+
+def check_head_width(scheme: str, dim: int, *heads: Tensor) -> None:
+    """Raise if queries or keys ``[b, h, s, hd]`` do not have the head width ``dim`` the scheme was built for."""
+    for x in heads:
+        if x.dim() == 0 or x.shape[-1] != dim:
+            raise ValueError(f"{scheme} was built for heads of width dim={dim}, got queries/keys of shape "
+                             f"{tuple(x.shape)}; build it with dim equal to the head width")
 
 
 def default_positions(positions: Tensor | int | None, length: int, device: torch.device, *, offset: int = 0) -> Tensor:
@@ -114,12 +122,30 @@ class PositionalEncoding(nn.Module):
         (bf16 holds ~3 significant digits). Parameters and other buffers follow the cast as usual.
         """
         exact = {name: buf for name, buf in self._buffers.items() if buf is not None and buf.dtype == torch.float64}
+        on_meta = [name for name, buf in self._buffers.items() if buf is not None and buf.is_meta]
         super()._apply(fn, recurse)
         for name, buf in exact.items():
             moved = self._buffers[name]
-            if moved is not None and moved.dtype != torch.float64:
+            if moved is not None and moved.dtype != torch.float64 and not buf.is_meta:
                 self._buffers[name] = buf.to(device=moved.device)
+        left_meta = [name for name in on_meta if self._buffers[name] is not None and not self._buffers[name].is_meta]
+        if left_meta:
+            self._rebuild_buffers(self._buffers[left_meta[0]].device)
         return self
+
+    def _rebuild_buffers(self, device: torch.device) -> None:
+        """Recompute the buffers derived from the config (frequencies, slopes; caches emptied).
+
+        A buffer leaves the meta device only through ``Module.to_empty`` (meta tensors hold no data),
+        which leaves it uninitialised: the low-memory loading path (build under ``torch.device("meta")``,
+        ``to_empty``, ``load_state_dict``) would otherwise rotate by garbage, since these buffers are
+        not in the ``state_dict``. The global RNG is left as it was.
+        """
+        with torch.random.fork_rng(devices=[]), torch.device("cpu"):
+            fresh = type(self)(self.config)
+        for name in list(self._buffers):
+            buf = fresh._buffers.get(name)
+            self._buffers[name] = None if buf is None else buf.to(device)
 
     def extra_repr(self) -> str:
         fields = dataclasses.asdict(self.config) if dataclasses.is_dataclass(self.config) else {}

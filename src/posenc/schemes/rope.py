@@ -31,7 +31,7 @@ from ..functional._checks import check_choice, check_even_dim
 from ..functional.fast_rope import fast_apply_rope
 from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ._cache import cached_range, cached_rows
-from .base import PositionalEncoding, default_positions, register
+from .base import PositionalEncoding, check_head_width, default_positions, register
 
 __all__ = ["Rope", "RopeConfig"]
 
@@ -187,6 +187,7 @@ class Rope(PositionalEncoding):
         Default positions: keys ``0..sk-1``; queries the last ``sq`` of those (decoding with a cache).
         Length-dependent scalings use the frequencies for ``1 +`` the largest query or key position.
         """
+        check_head_width(self.name, self.config.dim, q, k)
         sq, sk = q.shape[-2], k.shape[-2]
         seq_len = self.seq_len_of(q_positions, k_positions, sq, sk)  # None unless dynamic / longrope
         cos_k, sin_k = self._tables(k_positions, sk, 0, k, seq_len)

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim, check_positive_int
-from .base import PositionalEncoding, register
+from .base import PositionalEncoding, check_head_width, register
 
 __all__ = ["RopeAxial", "RopeAxialConfig"]
 
@@ -80,6 +80,9 @@ class RopeAxial(PositionalEncoding):
     @classmethod
     def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict[str, Any]:
         """By name, rotate the largest multiple of ``2 · n_axes = 4`` features of the head."""
+        if head_dim < 4:
+            raise ValueError(f"rope_axial turns one pair per axis and needs a head width of at least 4 (2 axes), got "
+                             f"head width {head_dim} (dim={dim}, num_heads={num_heads}); use fewer heads")
         return {"dim": head_dim} if head_dim % 4 == 0 else {"dim": head_dim, "rotary_dim": head_dim - head_dim % 4}
 
     def cos_sin(self, coords: Tensor | int, *, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
@@ -101,6 +104,7 @@ class RopeAxial(PositionalEncoding):
 
         Default positions: keys ``0..sk-1`` and queries the last ``sq`` of those, on axis 0.
         """
+        check_head_width(self.name, self.config.dim, q, k)
         sq, sk = q.shape[-2], k.shape[-2]
         cos_k, sin_k = self._tables(k_positions, sk, 0, k)
         if q_positions is None and k_positions is None and sq == sk:

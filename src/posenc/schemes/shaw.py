@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from .. import functional as F
 from ..functional._checks import check_positive_int
-from .base import PositionalEncoding, register
+from .base import PositionalEncoding, check_head_width, register
 
 __all__ = ["Shaw", "ShawConfig"]
 
@@ -74,6 +74,7 @@ class Shaw(PositionalEncoding):
 
     def query_scores(self, q: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         """``q_i · a^K_ij``: ``[b, h, sq, sk]`` (unscaled; attention scales it with ``q · k``)."""
+        check_head_width(self.name, self.config.dim, q)
         b, h = q.shape[:2]
         index = self._expand(self.index(q_positions, k_positions).to(q.device), b, h)  # [b, h, sq, sk]
         per_distance = q @ self.key_embeddings.weight.to(q.dtype).T  # [b, h, sq, 2K+1]

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim
+from ..functional.sinusoidal import sinusoidal_table
 from ._cache import cached_rows
 from .absolute import AbsoluteEncoding, check_combine
 from .base import default_positions, register
@@ -48,18 +49,19 @@ class Sinusoidal(AbsoluteEncoding):
     def __init__(self, config: SinusoidalConfig) -> None:
         super().__init__(config)
         self.scale = nn.Parameter(torch.tensor(config.dim**-0.5)) if config.learned_scale else None
+        inv_freq = F.sinusoidal_inv_freq(config.dim, base=config.base, frequencies=config.frequencies)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # [dim/2] float64, kept so by casts
         self.register_buffer("_table", None, persistent=False)  # row cache, see _cache.py
 
     def _build(self, positions: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-        c = self.config
-        return F.sinusoidal(positions, c.dim, base=c.base, layout=c.layout, frequencies=c.frequencies, dtype=dtype)
+        return sinusoidal_table(positions, self.inv_freq, layout=self.config.layout, dtype=dtype)  # [*p, dim]
 
     def encode(self, positions: Tensor | int, *, dtype: torch.dtype = torch.float32) -> Tensor:
         """The table rows ``[*p, dim]`` in ``dtype``, times the learned scale when there is one.
 
         float32 rows come from the row cache; other dtypes (float64) are built directly.
         """
-        positions = F.as_positions(positions, device=self.scale.device if self.scale is not None else None)
+        positions = F.as_positions(positions, device=self.inv_freq.device)
         if dtype == torch.float32:
             code = cached_rows(self, "_table", positions, self._build, dtype=torch.float32)
         else:

@@ -37,7 +37,7 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim
-from .base import default_positions, register
+from .base import check_head_width, default_positions, register
 from .rope import Rope
 
 __all__ = ["XPos", "XPosConfig"]
@@ -121,6 +121,7 @@ class XPos(Rope):
         Default positions: keys ``0..sk-1``, queries the last ``sq`` of those (decoding with a cache).
         The decay multiplies the cos/sin tables, so the input is rounded once, in its own dtype.
         """
+        check_head_width(self.name, self.config.dim, q, k)
         sq, sk = q.shape[-2], k.shape[-2]
         q_positions = default_positions(q_positions, sq, q.device, offset=max(sk - sq, 0))
         k_positions = default_positions(k_positions, sk, k.device)

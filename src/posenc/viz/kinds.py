@@ -4,6 +4,8 @@ its data from :mod:`posenc.analysis` before drawing it.
 ``posenc plot SCHEME --kind KIND`` and the report both go through :func:`plot`. Defaults follow
 the seed articles: the classic heatmap is 128 dims × 50 positions; the cosine distances from
 position 1 use d = 1024 and positions up to 250 (seed 004); the projection shows 1000 positions.
+
+Shape legend: ``n`` positions, ``d`` code width, ``k`` clock hands, ``side`` grid side.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .options import PlotOptions, _config, _matrix, family_of, scheme_names
+from .options import PlotOptions, code_matrix, family_of, scheme_config, scheme_names
 
 __all__ = ["PlotOptions", "Kind", "KINDS", "plot", "kinds_for", "scheme_names", "family_of"]
 
@@ -42,7 +44,7 @@ _ROWS = {  # what a row of the encoding matrix is, per family (see posenc.analys
 def _heatmap(scheme: str, options: PlotOptions) -> Any:
     from .encoding import encoding_heatmap
 
-    code = _matrix(scheme, options.positions or 50, options)  # [n, d] ([n, h] for biases)
+    code = code_matrix(scheme, options.positions or 50, options)  # [n, d] ([n, h] for biases)
     family = family_of(scheme)
     return encoding_heatmap(code, title=f"{scheme}: {_ROWS.get(family, 'code')}",
                             columns="heads" if family == "bias" else "dims")
@@ -52,12 +54,11 @@ def _clock(scheme: str, options: PlotOptions) -> Any:
     from .encoding import clock_view
 
     last = (options.positions or 31) - 1
-    shown = sorted({0, 1, 2, max(last // 6, 3), max(last // 3, 4), last})  # six clock faces
-    code = _matrix(scheme, torch.tensor(shown), options)  # [len(shown), d]
-    config = _config(scheme, options)
+    shown = sorted(p for p in {0, 1, 2, max(last // 6, 3), max(last // 3, 4), last} if p <= last)  # ≤ 6 faces
     from ..analysis import build_scheme
 
-    module = build_scheme(scheme, seed=options.seed, **config)
+    code = code_matrix(scheme, torch.tensor(shown), options)  # [len(shown), d]
+    module = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options))
     c = module.config
     n_pairs = code.shape[1] // 2
     pairs = sorted({round((n_pairs - 1) * (j / 4) ** 2) for j in range(5)})  # fast to slow, spread
@@ -65,10 +66,10 @@ def _clock(scheme: str, options: PlotOptions) -> Any:
         from .. import functional as F
 
         inv_freq = F.sinusoidal_inv_freq(c.dim, base=c.base, frequencies=c.frequencies)  # [d/2]
-        sin_cols, cos_cols = _pair_columns(c.layout, n_pairs, sine_first=True)
+        sin_cols, cos_cols = _pair_columns(c.layout, n_pairs)  # the code is (sin, cos) per pair
     else:  # rotary: the rotated unit query is (cos, sin) per pair
         inv_freq = module.inv_freq
-        cos_cols, sin_cols = _pair_columns(c.layout, n_pairs, sine_first=False)
+        cos_cols, sin_cols = _pair_columns(c.layout, n_pairs)
     sin = code[:, [sin_cols[i] for i in pairs]]  # [len(shown), k]
     cos = code[:, [cos_cols[i] for i in pairs]]  # [len(shown), k]
     wavelengths = [2 * math.pi / float(inv_freq[i]) for i in pairs]
@@ -76,8 +77,8 @@ def _clock(scheme: str, options: PlotOptions) -> Any:
                       title=f"{scheme} (d = {code.shape[1]}): each pair is a clock hand")
 
 
-def _pair_columns(layout: str, n_pairs: int, *, sine_first: bool) -> tuple[list[int], list[int]]:
-    """Columns of the first and second member of each pair for a layout."""
+def _pair_columns(layout: str, n_pairs: int) -> tuple[list[int], list[int]]:
+    """Columns of the first and second member of each pair: (2i, 2i+1) interleaved, (i, i + d/2) half."""
     if layout == "interleaved":
         first, second = [2 * i for i in range(n_pairs)], [2 * i + 1 for i in range(n_pairs)]
     else:
@@ -90,8 +91,35 @@ def _dot(scheme: str, options: PlotOptions) -> Any:
     from .similarity import position_matrix
 
     n = options.positions or 100
-    return position_matrix(dot_matrix(_matrix(scheme, n, options)), title=f"{scheme}: PE(i) · PE(j)",
+    return position_matrix(dot_matrix(code_matrix(scheme, n, options)), title=f"{scheme}: PE(i) · PE(j)",
                            colorbar_label="dot product", cmap="magma")
+
+
+def _grid(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import build_scheme, distance_from
+    from .similarity import grid_distance
+
+    module = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options))
+    side = options.positions or 16
+    rows, cols = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")  # [side, side] each
+    coords = torch.zeros(side * side, module.n_axes, dtype=torch.long)  # [side², n_axes]; later axes at 0
+    coords[:, 0], coords[:, 1] = rows.reshape(-1), cols.reshape(-1)
+    with torch.no_grad():
+        code = module.encode(coords).to(torch.float64)  # [side², d]
+    cells = [(side // 2, side // 2), (0, 0)]
+    maps = torch.stack([distance_from(code, r * side + c).reshape(side, side) for r, c in cells])  # [2, side, side]
+    return grid_distance(maps, cells, title=f"{scheme}: cosine distance between 2-D positions ({side} × {side} grid)")
+
+
+def _multi_axis(name: str, family: str) -> bool:
+    from ..schemes import scheme_class
+
+    return family == "absolute" and getattr(scheme_class(name), "n_axes", 1) > 1
+
+
+def _seed_004_dim(scheme: str) -> int | None:
+    """Seed 004 measures distances at d = 1024; binary digits keep their own width (more are zeros)."""
+    return None if scheme == "binary" else 1024
 
 
 def _cosine(scheme: str, options: PlotOptions) -> Any:
@@ -99,7 +127,7 @@ def _cosine(scheme: str, options: PlotOptions) -> Any:
     from .similarity import distance_from_position
 
     n = options.positions or 251
-    code = _matrix(scheme, n, options, dim=1024)  # [n, d]
+    code = code_matrix(scheme, n, options, dim=_seed_004_dim(scheme))  # [n, d]
     return distance_from_position(torch.arange(n), distance_from(code, 1), reference=1,
                                   title=f"{scheme} (d = {code.shape[1]}): cosine distance from position 1")
 
@@ -108,7 +136,7 @@ def _distance(scheme: str, options: PlotOptions) -> Any:
     from ..analysis import cosine_distance_matrix
     from .similarity import position_matrix
 
-    code = _matrix(scheme, options.positions or 250, options, dim=1024)  # [n, d]
+    code = code_matrix(scheme, options.positions or 250, options, dim=_seed_004_dim(scheme))  # [n, d]
     return position_matrix(cosine_distance_matrix(code), colorbar_label="cosine distance",
                            title=f"{scheme} (d = {code.shape[1]}): cosine distance between positions")
 
@@ -118,7 +146,7 @@ def _projection(scheme: str, options: PlotOptions) -> Any:
     from .similarity import projection_2d
 
     n = options.positions or 1000
-    points = project_2d(_matrix(scheme, n, options), options.method, seed=options.seed)  # [n, 2]
+    points = project_2d(code_matrix(scheme, n, options), options.method, seed=options.seed)  # [n, 2]
     return projection_2d(points, torch.arange(n), method=options.method.upper(), title=f"{scheme} codes in 2D")
 
 
@@ -128,7 +156,7 @@ def _bits(scheme: str, options: PlotOptions) -> Any:
 
     n = options.positions or 64
     n_bits = max(1, (n - 1).bit_length())
-    code = _matrix("sinusoidal", n, options, dim=64)  # [n, d]
+    code = code_matrix("sinusoidal", n, options, dim=64)  # [n, d]
     return bits_vs_bands(binary_bits(n, n_bits), code, title="Binary digits of p beside the sinusoid's bands")
 
 
@@ -146,7 +174,7 @@ def _slopes(scheme: str, options: PlotOptions) -> Any:
     from ..analysis import build_scheme
     from .relative import alibi_slopes
 
-    module = build_scheme(scheme, **_config(scheme, options))
+    module = build_scheme(scheme, **scheme_config(scheme, options))
     return alibi_slopes(module.slopes)
 
 
@@ -155,7 +183,7 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
     from .relative import logits_vs_distance as draw_lines
     from .relative import rotary_decay
 
-    config = _config(scheme, options)
+    config = scheme_config(scheme, options)
     data = logits_vs_distance(scheme, max_distance=options.positions or 256, seed=options.seed, **config)
     distances = data["distances"]
     if data["family"] == "rotary":
@@ -183,7 +211,7 @@ def _buckets(scheme: str, options: PlotOptions) -> Any:
     from ..analysis import build_scheme, t5_bucket_map
     from .relative import t5_bucket_map as draw
 
-    c = build_scheme(scheme, seed=options.seed, **_config(scheme, options)).config
+    c = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options)).config
     data = t5_bucket_map(num_buckets=c.num_buckets, max_distance=c.max_distance, bidirectional=c.bidirectional)
     return draw(data["relative_positions"], data["buckets"], num_buckets=data["num_buckets"],
                 max_exact=data["max_exact"], max_distance=data["max_distance"], grid=options.positions or 64,
@@ -223,6 +251,8 @@ KINDS: dict[str, Kind] = {
              _any("rotary", "bias", "relative"), _logits, "rotary, bias and relative schemes"),
         Kind("buckets", "T5's bucket map", _named("t5"), _buckets, "t5"),
         Kind("slopes", "ALiBi's slope per head", _named("alibi"), _slopes, "alibi"),
+        Kind("grid", "cosine distance between 2-D positions on a grid", _multi_axis, _grid,
+             "absolute schemes over several axes (sinusoidal_nd)"),
     )
 }
 

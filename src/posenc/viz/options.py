@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["PlotOptions", "scheme_names", "family_of"]
+__all__ = ["PlotOptions", "scheme_names", "family_of", "scheme_config", "code_matrix"]
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,11 @@ def scheme_names() -> list[str]:
     return [*available(), *REFERENCE_ENCODINGS]
 
 
-def _config(scheme: str, options: PlotOptions, **defaults: Any) -> dict[str, Any]:
+def scheme_config(scheme: str, options: PlotOptions, **defaults: Any) -> dict[str, Any]:
     """Config keys for ``scheme`` from ``options`` (given values win over ``defaults``), restricted
     to the keys the scheme accepts; an option the scheme cannot take is a ValueError."""
-    from ..analysis import is_reference
+    from ..analysis import ATLAS_DEFAULTS, is_reference
     from ..schemes import scheme_class
-
-    from ..analysis import ATLAS_DEFAULTS
 
     accepted = {"dim", "base"} if is_reference(scheme) else {f.name for f in dataclasses.fields(scheme_class(scheme).Config)}
     given = {"dim": options.dim, "base": options.base, "num_heads": options.heads}
@@ -65,10 +63,11 @@ def _config(scheme: str, options: PlotOptions, **defaults: Any) -> dict[str, Any
     return config
 
 
-def _matrix(scheme: str, n: int | torch.Tensor, options: PlotOptions, **defaults: Any) -> torch.Tensor:
+def code_matrix(scheme: str, n: int | torch.Tensor, options: PlotOptions, **defaults: Any) -> torch.Tensor:
+    """:func:`posenc.analysis.encoding_matrix` of ``scheme`` at ``n`` positions with these options."""
     from ..analysis import encoding_matrix
 
-    return encoding_matrix(scheme, n, seed=options.seed, **_config(scheme, options, **defaults))
+    return encoding_matrix(scheme, n, seed=options.seed, **scheme_config(scheme, options, **defaults))
 
 
 def family_of(scheme: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ._mpl import as_array, new_figure
 
-__all__ = ["position_matrix", "distance_from_position", "projection_2d"]
+__all__ = ["position_matrix", "distance_from_position", "projection_2d", "grid_distance"]
 
 
 def position_matrix(
@@ -47,6 +47,12 @@ def distance_from_position(
     ax.plot(positions, distances, color="0.8", lw=1, zorder=1)
     ax.scatter(positions, distances, s=9, c=positions, cmap="viridis", zorder=2)
     ax.axvline(reference, color="crimson", lw=1, ls=":", label=f"position {reference}")
+    import numpy as np
+
+    finite = distances[np.isfinite(distances)]
+    if finite.size and float(finite.max() - finite.min()) < 0.1:  # round-off must not look like signal
+        middle = float(finite.mean())
+        ax.set_ylim(middle - 0.05, middle + 0.05)
     ax.set_xlabel("position")
     ax.set_ylabel(f"{ylabel} from position {reference}")
     ax.set_title(title)
@@ -69,4 +75,28 @@ def projection_2d(points: Any, positions: Any, *, method: str = "PCA", title: st
     ax.set_ylabel(f"{method} component 2")
     ax.set_title(f"{title} ({method}, {points.shape[0]} positions)")
     figure.colorbar(scatter, ax=ax, label="position")
+    return figure
+
+
+def grid_distance(maps: Any, cells: list[tuple[int, int]], *, title: str, colorbar_label: str = "cosine distance") -> Any:
+    """One panel per reference cell: ``maps [m, rows, cols]`` holds the distance from ``cells[m]``
+    (row, column) to every cell of a grid of 2-D positions (image patches)."""
+    maps = as_array(maps, "maps", ndim=3)  # [m, rows, cols]
+    if maps.shape[0] != len(cells):
+        raise ValueError(f"need one map per reference cell, got {maps.shape[0]} maps for {len(cells)} cells")
+    figure = new_figure(4.6 * len(cells) + 0.8, 4.2)
+    axes = figure.subplots(1, len(cells), squeeze=False)[0]
+    high = float(maps.max()) if maps.size else 1.0
+    image = None
+    for ax, distance, (row, col) in zip(axes, maps, cells):
+        image = ax.imshow(distance, cmap="viridis", vmin=0.0, vmax=high, interpolation="nearest")
+        ax.scatter([col], [row], marker="x", color="crimson", s=60)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.set_xlabel("column (axis 1)")
+        ax.set_ylabel("row (axis 0)")
+        ax.set_title(f"from cell ({row}, {col})")
+    if image is not None:
+        figure.colorbar(image, ax=list(axes), label=colorbar_label, shrink=0.9)
+    figure.suptitle(title)
     return figure

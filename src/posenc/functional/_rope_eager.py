@@ -1,0 +1,108 @@
+"""The eager (uncompiled) fast RoPE of :mod:`posenc.functional.fast_rope`: no compiler needed.
+
+Shape legend: ``s`` sequence, ``hd`` head width, ``r`` rotated width, ``n = r / 2`` pairs, ``...``
+the leading (batch, head) dims.
+
+Same formula as :func:`posenc.functional.apply_rope` (Su et al. 2021, section 3.4). For float32 or
+float64 interleaved pairs, a complex multiply into the output, as Meta's Llama ``apply_rotary_emb``
+(meta-llama/llama ``model.py``); otherwise cache-sized chunks of the sequence are copied into a
+reused scratch in the tables' dtype, rotated there and stored once.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+from torch import Tensor
+
+#: Bytes of float32 work per chunk of the eager fallback (keeps a chunk in cache).
+_EAGER_CHUNK_BYTES = 1 << 20
+
+_complex_cache: dict[tuple, tuple[Tensor, Tensor, Tensor]] = {}
+_scratch: dict[tuple, Tensor] = {}  # reused work buffers, one per kind of call
+
+
+def _complex_table(cos_h: Tensor, sin_h: Tensor, inverse: bool) -> Tensor:
+    """``cos + i sin`` (conjugated when ``inverse``), cached while the same tables are alive.
+
+    The cache keeps a reference to the tables, so their memory cannot be reused by another tensor
+    while an entry exists; the version counters catch in-place edits.
+    """
+    key = (cos_h.data_ptr(), sin_h.data_ptr(), tuple(cos_h.shape), cos_h.stride(), sin_h.stride(),
+           cos_h._version, sin_h._version, cos_h.device, cos_h.dtype, inverse)
+    hit = _complex_cache.get(key)
+    if hit is not None:
+        return hit[2]
+    table = torch.complex(cos_h, -sin_h if inverse else sin_h)  # [..., s, n]
+    if len(_complex_cache) >= 8:
+        _complex_cache.pop(next(iter(_complex_cache)))
+    _complex_cache[key] = (cos_h, sin_h, table)
+    return table
+
+
+def _complexable(x: Tensor, out: Tensor, cos_h: Tensor, layout: str) -> bool:
+    if layout != "interleaved" or x.dtype not in (torch.float32, torch.float64) or cos_h.dtype != x.dtype:
+        return False
+    r = 2 * cos_h.shape[-1]
+    for t in (x, out):
+        if t.stride(-1) != 1 or any(st % 2 for st in t.stride()[:-1]) or t.storage_offset() % 2:
+            return False
+    return r <= x.shape[-1]
+
+
+def _eager(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
+    n = cos_h.shape[-1]
+    r = 2 * n
+    if _complexable(x, out, cos_h, layout):
+        xc = torch.view_as_complex(x[..., :r].unflatten(-1, (n, 2)))  # [..., s, hd] -> [..., s, n] complex
+        oc = torch.view_as_complex(out[..., :r].unflatten(-1, (n, 2)))  # [..., s, n] complex
+        if out.data_ptr() == x.data_ptr():
+            xc.mul_(_complex_table(cos_h, sin_h, inverse))
+        else:
+            torch.mul(xc, _complex_table(cos_h, sin_h, inverse), out=oc)
+    else:
+        _eager_chunked(x, cos_h, sin_h, out, layout, inverse)
+    if r < x.shape[-1] and out.data_ptr() != x.data_ptr():
+        out[..., r:].copy_(x[..., r:])
+
+
+def _eager_chunked(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
+    """Cache-sized chunks of the sequence: each is copied into a reused scratch in the tables'
+    dtype, rotated there (complex multiply for interleaved pairs, ``mul``/``addcmul`` for half
+    pairs) and stored once, so main memory sees one read and one write, and a bf16 input is
+    rotated in float32 and rounded once, as the reference does."""
+    n, s = cos_h.shape[-1], x.shape[-2]
+    if s == 0 or x.numel() == 0:
+        return  # an empty sequence or batch: nothing to rotate
+    r = 2 * n
+    wide = cos_h.dtype
+    rows = max(1, min(s, _EAGER_CHUNK_BYTES // max(1, x[..., 0, :r].numel() * 4)))
+    # a scratch made under inference_mode cannot be written outside it: keyed by the mode too
+    key = ("eager", threading.get_ident(), tuple(x.shape[:-2]), rows, r, wide, x.device, torch.is_inference_mode_enabled())
+    buf = _scratch.get(key)
+    if buf is None:
+        _scratch.clear()
+        buf = _scratch[key] = torch.empty(*x.shape[:-2], 2, rows, r, dtype=wide, device=x.device)  # [..., 2, rows, r]
+    table = _complex_table(cos_h, sin_h, inverse) if layout == "interleaved" and wide != torch.float16 else None
+    sign = -1.0 if inverse else 1.0
+    for start in range(0, s, rows):
+        stop = min(s, start + rows)
+        tab = slice(start, stop) if cos_h.shape[-2] == s else slice(None)
+        xin, dst = buf[..., 0, : stop - start, :], buf[..., 1, : stop - start, :]  # [..., rows, r]
+        xin.copy_(x[..., start:stop, :r])
+        if table is not None:
+            xc = torch.view_as_complex(xin.unflatten(-1, (n, 2)))  # [..., rows, r] -> [..., rows, n] complex
+            xc.mul_(table[..., tab, :])
+            out[..., start:stop, :r].copy_(xin)
+            continue
+        c, sn = cos_h[..., tab, :], sin_h[..., tab, :]
+        if layout == "half":
+            x1, x2, o1, o2 = xin[..., :n], xin[..., n:], dst[..., :n], dst[..., n:]
+        else:
+            x1, x2, o1, o2 = xin[..., 0::2], xin[..., 1::2], dst[..., 0::2], dst[..., 1::2]
+        torch.mul(x1, c, out=o1)
+        o1.addcmul_(x2, sn, value=-sign)
+        torch.mul(x2, c, out=o2)
+        o2.addcmul_(x1, sn, value=sign)
+        out[..., start:stop, :r].copy_(dst)

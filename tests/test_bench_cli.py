@@ -1,0 +1,84 @@
+"""The benchmark harness (posenc.bench) and ``posenc bench`` end to end on small sizes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+import torch
+
+from posenc.bench import report, timing
+from posenc.cli import main
+
+
+def test_measure_reports_the_median_and_the_load():
+    m = timing.measure("sleep", lambda: time.sleep(0.002), num_threads=1, min_run_time=0.05)
+    assert 0.0015 < m.median_s < 0.05  # a 2 ms sleep, give or take the scheduler
+    assert m.runs >= 1 and m.num_threads == 1
+    assert m.other_cpu is None or 0.0 <= m.other_cpu <= 1.0
+
+
+def test_cpu_probe_does_not_count_this_process(monkeypatch):
+    """When the machine's busy time is exactly this process's CPU time, other processes' share is 0;
+    when another process adds one busy CPU-second per wall second on 2 CPUs, it is 0.5."""
+    own = lambda: sum(os.times()[:2])  # noqa: E731
+    monkeypatch.setattr(timing.CpuProbe, "_busy_seconds", staticmethod(own))
+    probe = timing.CpuProbe()
+    probe.start()
+    end = time.perf_counter() + 0.2
+    while time.perf_counter() < end:
+        pass
+    assert probe.stop() == pytest.approx(0.0, abs=1e-6)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    start = time.perf_counter()
+    monkeypatch.setattr(timing.CpuProbe, "_busy_seconds", staticmethod(lambda: own() + (time.perf_counter() - start)))
+    probe.start()
+    time.sleep(0.2)
+    assert probe.stop() == pytest.approx(0.5, abs=0.05)
+
+
+def test_rows_are_formatted_steady_only():
+    rows = [{"case": "a", "kind": "steady", "median_ms": 1.23456, "x_floor": 1.0},
+            {"case": "b", "kind": "one-time", "seconds": 2.0}]
+    assert report.format_rows(rows, ["case", "median_ms", "x_floor", "other_cpu"]) == [["a", "1.23", "1", "-"]]
+    assert report.one_time_rows(rows) == [["-", "-", "-", "b", "2"]]
+
+
+def test_unknown_section_is_refused():
+    with pytest.raises(ValueError, match=r"unknown bench sections \['speed'\]"):
+        report.run(quick=True, sections=["speed"])
+
+
+@pytest.mark.slow
+def test_cli_quick_writes_json(tmp_path, capsys):
+    """``posenc bench --quick`` on the bias and RoPE sections (eager and reference cases only
+    would not exercise the floor ratio: the floor row must read exactly 1)."""
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--quick", "--sections", "bias,rope", "--no-peers", "--dtypes", "float32",
+                 "--lengths", "64", "--json", str(out), "--markdown", str(tmp_path / "perf.md")])
+    assert code == 0, capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["meta"]["quick"] is True and data["meta"]["num_threads"] == 1
+    bias = {r["case"]: r for r in data["bias"]}
+    assert bias["floor (fill preallocated)"]["x_floor"] == 1.0
+    assert {"posenc ALiBi Toeplitz out=", "posenc T5 Toeplitz out="} <= set(bias)
+    rope = [r for r in data["rope"] if r["kind"] == "steady"]
+    floors = [r for r in rope if r["case"] == "floor"]
+    assert len(floors) == 2 and all(r["x_floor"] == 1.0 for r in floors)  # one per layout
+    for r in rope:
+        assert r["gb_per_s"] > 0 and r["median_ms"] > 0
+        expected_gbps = 4 * 32 * 64 * 128 * 4 / (r["median_ms"] / 1e3) / 1e9  # read + write of q and k
+        assert r["gb_per_s"] == pytest.approx(expected_gbps, rel=1e-9)
+    once = {r["case"] for r in data["rope"] if r["kind"] == "one-time"}
+    assert "cos/sin table build" in once and "posenc out= (compiled)" in once
+    assert "posenc bench: rope" in capsys.readouterr().out
+    md = (tmp_path / "perf.md").read_text()
+    assert "| 64 | float32 | half |" in md and "| 64 | float32 | interleaved |" in md
+
+
+def test_cli_rejects_bad_options(capsys):
+    assert main(["bench", "--sections", "speed"]) == 2
+    assert main(["bench", "--dtypes", "float99"]) == 2
+    assert torch.get_num_threads() >= 1

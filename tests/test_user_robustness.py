@@ -1,0 +1,482 @@
+"""A new user's robustness review of the public API: parameter sets and call patterns nobody tested.
+
+Every test pins a number or an error. The ones marked "was a bug" failed before the fix named in
+their docstring (a crash with an internal traceback, or a silently wrong number).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+import pickle
+
+import pytest
+import torch
+
+import posenc
+from posenc import functional as F
+
+SCHEMES = ["none", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "xpos", "sinusoidal_nd", "rope_axial"]
+ROTARY = ["rope", "xpos", "rope_axial"]
+DIM, HEADS = 12, 3  # head width 4: the smallest that every scheme (rope_axial: 2 axes) accepts
+
+
+def attention(name: str, *, causal: bool = True, dim: int = DIM, heads: int = HEADS) -> posenc.Attention:
+    return posenc.Attention(dim, heads, encoding=name, causal=causal)
+
+
+def test_every_registered_scheme_is_reviewed() -> None:
+    """The review covers the whole registry: a new scheme must be added to SCHEMES."""
+    assert sorted(posenc.available()) == sorted(SCHEMES)
+
+
+# -- positions of every integer dtype --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", SCHEMES)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8], ids=str)
+def test_small_integer_position_dtypes_equal_int64(name: str, dtype: torch.dtype) -> None:
+    """Positions ``[s]`` and ``[b, s]`` as int32/int16/int8/uint8 give the int64 result exactly.
+
+    Was a bug: the row caches of sinusoidal/rope/xpos indexed with the positions themselves
+    (IndexError for int8/int16; uint8 was read as a boolean mask), fixed in ``schemes/_cache.py``;
+    ALiBi subtracted uint8 positions in uint8 (``3 - 5`` = 254: a silently wrong bias for batched
+    positions), fixed in ``F.relative_positions``.
+    """
+    a = attention(name)
+    x = torch.randn(2, 5, DIM)
+    for positions in (torch.arange(5), torch.tensor([[0, 1, 2, 3, 4], [9, 7, 5, 3, 1]])):
+        expected = a(x, positions)
+        assert torch.equal(a(x, positions.to(dtype)), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16], ids=str)
+def test_relative_positions_never_wrap(dtype: torch.dtype) -> None:
+    """``k - q`` in int64 whatever the integer dtype: uint8 ``3 - 5`` is -2 (not 254) and int16
+    ``20000 - (-20000)`` is 40000 (not -25536); the ALiBi bias follows (slope 1/16 for 2 heads).
+    Was a bug (silently wrong ALiBi biases), fixed in ``F.relative_positions``."""
+    if dtype == torch.uint8:
+        q, k, distance = torch.tensor([5], dtype=dtype), torch.tensor([3], dtype=dtype), -2
+    else:
+        q, k, distance = torch.tensor([-20000], dtype=dtype), torch.tensor([20000], dtype=dtype), 40000
+    assert F.relative_positions(q, k).item() == distance
+    bias = F.alibi_bias(F.alibi_slopes(2), q, k, bidirectional=True)  # [h, 1, 1]
+    assert bias[0, 0, 0].item() == -abs(distance) / 16
+
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_half_precision_and_bool_positions_refused(name: str) -> None:
+    """float16/bfloat16 positions (bf16 cannot hold 257) and bool positions are TypeErrors naming the dtype."""
+    a = attention(name)
+    x = torch.randn(1, 3, DIM)
+    for dtype in (torch.float16, torch.bfloat16, torch.bool):
+        with pytest.raises(TypeError, match=str(dtype)):
+            a(x, torch.arange(3).to(dtype))
+
+
+# -- inference_mode, no_grad, training in one process ----------------------------------------------
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_inference_mode_then_no_grad_then_training(name: str) -> None:
+    """A module first run under ``torch.inference_mode`` (generation) must then work under ``no_grad``
+    and in training, with the same outputs (atol 0) and gradients reaching the input.
+
+    Was a bug for rope: the cos/sin cache and the eager rotation's scratch buffer were made as
+    inference tensors, then written or saved for backward outside inference mode (RuntimeError);
+    fixed in ``schemes/_cache.py`` (stale inference tables are rebuilt) and
+    ``functional/_rope_eager.py`` (the scratch is keyed by the mode)."""
+    a = attention(name).eval()
+    x = torch.randn(2, 6, DIM)
+    with torch.inference_mode():
+        first = a(x)
+    with torch.no_grad():
+        assert torch.equal(a(x), first)
+    xx = x.clone().requires_grad_()
+    out = a(xx)
+    torch.testing.assert_close(out.detach(), first, atol=1e-6, rtol=0)
+    out.square().sum().backward()
+    assert xx.grad is not None and bool(torch.isfinite(xx.grad).all()) and float(xx.grad.abs().sum()) > 0
+
+
+# -- empty sequences and batches -------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_empty_sequence_and_empty_batch(name: str) -> None:
+    """``s = 0`` and ``b = 0`` give empty outputs of the right shape, with and without gradients and
+    through a KV cache (an empty prompt, then one token at position 0).
+
+    Was a bug for rope: the eager rotation indexed row 0 of an empty sequence (IndexError), fixed in
+    ``functional/_rope_eager.py``."""
+    a = attention(name)
+    assert a(torch.randn(2, 0, DIM)).shape == (2, 0, DIM)
+    assert a(torch.randn(0, 3, DIM)).shape == (0, 3, DIM)
+    x = torch.randn(2, 0, DIM, requires_grad=True)
+    a(x).sum().backward()
+    assert x.grad is not None and x.grad.shape == (2, 0, DIM)
+    if a.encoding.family != "absolute":
+        cache = posenc.KVCache()
+        a(torch.randn(1, 0, DIM), cache=cache)
+        token = torch.randn(1, 1, DIM)
+        assert torch.equal(a(token, cache=cache), a(token))
+        assert cache.length == 1
+
+
+# -- clear errors for wrong inputs -----------------------------------------------------------------
+
+def test_attention_rejects_non_float_inputs_with_a_type_error() -> None:
+    """Integer token ids or a Python list passed as ``x`` raise a TypeError naming what was received.
+    Was a bug: ``RuntimeError: expected m1 and m2 to have the same dtype`` from the projection, and an
+    AttributeError for a list; fixed in ``Attention.forward``."""
+    a = attention("rope")
+    with pytest.raises(TypeError, match=r"floating-point embeddings x \[b, s, 12\].*torch.int64"):
+        a(torch.ones(1, 5, DIM, dtype=torch.long))
+    with pytest.raises(TypeError, match="got list"):
+        a([[0.0] * DIM])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_batched_positions_of_another_batch_size_rejected(name: str) -> None:
+    """Positions ``[3, s]`` for a batch of 2 raise a ValueError naming b and s; ``[1, s]`` broadcasts
+    (to 1e-6: batched positions take the reference bias formula instead of the cached Toeplitz build).
+    Was a bug: broadcasting errors from deep inside each scheme; fixed in ``Attention.forward``."""
+    a = attention(name)
+    x = torch.randn(2, 4, DIM)
+    with pytest.raises(ValueError, match=r"\[s\], \[1, s\] or \[b, s\] with b=2, s=4, got shape \(3, 4"):
+        a(x, torch.zeros(3, 4, dtype=torch.long))  # N-D schemes read it as coordinates (3, 4, 2)
+    torch.testing.assert_close(a(x, torch.arange(4)[None]), a(x, torch.arange(4)), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("name", ROTARY + ["shaw"])
+@pytest.mark.parametrize("width", [4, 12])
+def test_heads_of_another_width_than_the_scheme_rejected(name: str, width: int) -> None:
+    """A scheme built for head width 8 given heads of width 4 or 12 raises a ValueError naming both.
+    Was a bug: wider heads were silently rotated on their first 8 features only (a partial rotary the
+    user never asked for), narrower ones failed inside the table code, and Shaw raised a matmul
+    RuntimeError; fixed by ``check_head_width`` in ``Rope``/``XPos``/``RopeAxial.rotate`` and
+    ``Shaw.query_scores``."""
+    enc = posenc.create(name, dim=8)
+    q = torch.randn(1, 2, 5, width)
+    with pytest.raises(ValueError, match=rf"{name} was built for heads of width dim=8, got queries/keys of shape \(1, 2, 5, {width}\)"):
+        if name == "shaw":
+            enc.query_scores(q, torch.arange(5), torch.arange(5))
+        else:
+            enc.rotate(q, q)
+
+
+def test_integer_inputs_to_rotations_and_embeddings_rejected() -> None:
+    """Integer tensors (token ids passed by mistake) raise TypeErrors naming the dtype. Was a bug:
+    ``F.apply_rope`` and ``embed`` returned the rotated / encoded values truncated to integers (e.g. a
+    sinusoid added to ones gave ``[1, 2, 1, 2, ...]``); fixed in ``F.apply_rope`` and
+    ``AbsoluteEncoding.embed``."""
+    cos, sin = F.rope_cos_sin(3, F.rope_inv_freq(4)[0])
+    with pytest.raises(TypeError, match="floating-point tensor, got dtype torch.int64"):
+        F.apply_rope(torch.ones(1, 1, 3, 4, dtype=torch.long), cos, sin)
+    for name in ("sinusoidal", "learned"):
+        with pytest.raises(TypeError, match="floating-point token embeddings.*torch.int64"):
+            posenc.create(name, dim=8).embed(torch.ones(1, 3, 8, dtype=torch.long))
+
+
+def test_bias_with_mismatched_batched_positions_rejected() -> None:
+    """``bias(q [2, s], k [3, s])`` raises a ValueError naming both shapes (was a broadcasting
+    RuntimeError); fixed in ``F.relative_positions``."""
+    q, k = torch.zeros(2, 3, dtype=torch.long), torch.zeros(3, 3, dtype=torch.long)
+    for enc in (posenc.create("alibi", num_heads=2), posenc.create("t5", num_heads=2)):
+        with pytest.raises(ValueError, match=r"query positions \(2, 3\) and key positions \(3, 3\)"):
+            enc.bias(q, k)
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.5, float("nan")])
+def test_dropout_outside_a_probability_rejected_at_construction(dropout: float) -> None:
+    """Was a bug: accepted, then ``nnf.dropout`` failed at the first training step; fixed in ``Attention.__init__``."""
+    with pytest.raises(ValueError, match=r"dropout must be a probability in \[0, 1\], got"):
+        posenc.Attention(DIM, HEADS, dropout=dropout)
+
+
+def test_rope_axial_by_name_on_two_feature_heads() -> None:
+    """``Attention(6, 3, encoding="rope_axial")`` (head width 2, two axes need 4 features) raises a
+    ValueError naming the head width and the fix. Was a bug: "rotary_dim must be a positive integer,
+    got 0" for a rotary_dim the user never passed; fixed in ``RopeAxial.attention_defaults``."""
+    with pytest.raises(ValueError, match=r"head width of at least 4.*got head width 2 \(dim=6, num_heads=3\)"):
+        posenc.Attention(6, 3, encoding="rope_axial")
+
+
+@pytest.mark.parametrize("base", [1.0, 0.5, -1, float("inf"), float("nan"), True, "10000"])
+def test_bad_bases_name_the_value(base: object) -> None:
+    """Bases must be finite and > 1: the error repeats the value received, for functions and schemes."""
+    for build in (lambda: F.rope_inv_freq(8, base=base), lambda: F.sinusoidal(3, 8, base=base),
+                  lambda: posenc.create("rope", dim=8, base=base), lambda: posenc.create("xpos", dim=8, base=base)):
+        with pytest.raises(ValueError, match=rf"base must be a finite number greater than 1, got {re_escape(base)}"):
+            build()
+
+
+def re_escape(value: object) -> str:
+    import re
+
+    return re.escape(repr(value))
+
+
+@pytest.mark.parametrize(("dim", "error"), [(0, ValueError), (3, ValueError), (-2, ValueError), ("8", TypeError), (None, TypeError), (2.5, TypeError)])
+def test_bad_head_widths_name_the_value(dim: object, error: type) -> None:
+    with pytest.raises(error, match=rf"got {re_escape(dim)}"):
+        posenc.create("rope", dim=dim)
+
+
+def test_numpy_and_whole_float_sizes_accepted() -> None:
+    """Values, not types: ``numpy.int64(5)`` heads and ``12.0`` widths are 5 and 12."""
+    np = pytest.importorskip("numpy")
+    assert posenc.create("alibi", num_heads=np.int64(5)).slopes.shape == (5,)
+    assert posenc.Attention(12.0, 3.0).head_dim == 4  # type: ignore[arg-type]
+    assert torch.equal(F.rope_inv_freq(np.int64(6))[0], F.rope_inv_freq(6)[0])
+
+
+# -- extreme but valid parameters ------------------------------------------------------------------
+
+@pytest.mark.parametrize("base", [1.0001, 2.0, 1e9, 1e30])
+def test_tiny_and_huge_bases_follow_the_formula(base: float) -> None:
+    """``inv_freq_i = base^(-2i/d)`` in float64 for bases from 1.0001 to 1e30 (rtol 1e-12), and the
+    rotation stays a rotation (norms kept to 1e-5)."""
+    inv_freq, _ = F.rope_inv_freq(16, base=base)
+    expected = torch.tensor([base ** (-2 * i / 16) for i in range(8)], dtype=torch.float64)
+    torch.testing.assert_close(inv_freq, expected, atol=0, rtol=1e-12)
+    x = torch.randn(1, 2, 50, 16)
+    rotated, _ = posenc.create("rope", dim=16, base=base).rotate(x, x)
+    torch.testing.assert_close(rotated.norm(dim=-1), x.norm(dim=-1), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("head_dim", [2, 6, 96, 256])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope_head_widths_keep_norms_and_relative_scores(head_dim: int, layout: str) -> None:
+    """For head widths 2, 6, 96 and 256: rotation keeps norms, and the score of a query at m with a
+    key at n depends on m - n only (positions shifted by 1000 give the same scores, atol 1e-4)."""
+    rope = posenc.create("rope", dim=head_dim, layout=layout)
+    q, k = torch.randn(2, 1, 2, 8, head_dim).unbind(0)
+    positions = torch.arange(8)
+    rq, rk = rope.rotate(q, k, positions, positions)
+    sq, sk = rope.rotate(q, k, positions + 1000, positions + 1000)
+    torch.testing.assert_close(rq.norm(dim=-1), q.norm(dim=-1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(rq @ rk.transpose(-1, -2), sq @ sk.transpose(-1, -2), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["t5", "alibi", "rope", "xpos", "shaw"])
+@pytest.mark.parametrize(("dim", "heads"), [(15, 5), (21, 7), (6, 1)])
+def test_odd_head_counts_decode_token_by_token_like_the_full_forward(name: str, dim: int, heads: int) -> None:
+    """Odd head counts (5 and 7 heads of odd width 3, or one head of 6; rope/xpos need even widths,
+    so they get width 6 heads), batch size 1: decoding one token at a time through a KVCache gives the
+    causal full-sequence output (atol 1e-5)."""
+    if name in ("rope", "xpos", "shaw") and (dim // heads) % 2:
+        dim = heads * 6
+    a = attention(name, dim=dim, heads=heads)
+    x = torch.randn(1, 7, dim)
+    full = a(x)
+    cache = posenc.KVCache()
+    steps = torch.cat([a(x[:, i : i + 1], cache=cache) for i in range(7)], dim=1)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["none", "shaw", "t5", "alibi", "rope", "xpos"])
+def test_left_padded_batch_decodes_with_default_positions(name: str) -> None:
+    """Prefill a left-padded batch with explicit positions ``[b, s]`` (row 1: two pads, then 0, 1, ...),
+    then decode with default positions: each row continues after its own last position, so the
+    output equals the full forward at the explicit positions (atol 1e-5). Was a bug (silently wrong):
+    every row continued at the stream index 3, so the padded row's new tokens sat 2 positions too far
+    from its prompt; fixed in ``Attention.forward``."""
+    a = attention(name)
+    x = torch.randn(2, 6, DIM)
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3]])
+    key_mask = torch.tensor([[True] * 6, [False, False, True, True, True, True]])
+    full = a(x, positions, key_mask=key_mask)
+    cache = posenc.KVCache()
+    steps = [a(x[:, :3], positions[:, :3], cache=cache, key_mask=key_mask[:, :3])]
+    steps += [a(x[:, i : i + 1], cache=cache, key_mask=key_mask[:, : i + 1]) for i in range(3, 6)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert torch.equal(cache.positions, positions)
+
+
+# -- dtypes -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", SCHEMES)
+@pytest.mark.parametrize(("dtype", "atol"), [(torch.float16, 3e-3), (torch.bfloat16, 2e-2), (torch.float64, 1e-6)], ids=str)
+def test_module_cast_runs_in_that_dtype_close_to_float64(name: str, dtype: torch.dtype, atol: float) -> None:
+    """``Attention(...).to(dtype)`` on inputs of that dtype returns that dtype, within ``atol`` of the
+    same module in float64 (float16 3e-3, bfloat16 2e-2 on unit-scale inputs); float64 frequency,
+    slope and decay buffers stay float64 after the cast."""
+    a = attention(name)
+    x = torch.randn(2, 6, DIM, dtype=torch.float64)
+    reference = copy.deepcopy(a).double()(x)
+    cast = copy.deepcopy(a).to(dtype)
+    out = cast(x.to(dtype))
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.double(), reference, atol=atol, rtol=0)
+    for buf_name in ("inv_freq", "slopes", "zeta"):
+        buf = getattr(cast.encoding, buf_name, None)
+        if isinstance(buf, torch.Tensor):
+            assert buf.dtype == torch.float64, buf_name
+
+
+def test_double_inputs_rotate_exactly_at_four_million() -> None:
+    """float64 q at positions near 4e6 are rotated with float64 tables: equal to the float64 formula
+    to 1e-9 (float32 tables would be ~1e-7 off, float32 angles ~0.05 rad)."""
+    rope = posenc.create("rope", dim=8, layout="interleaved")
+    positions = torch.arange(4_000_000, 4_000_004)
+    q = torch.randn(1, 1, 4, 8, dtype=torch.float64)
+    got, _ = rope.rotate(q, q, positions, positions)
+    inv = [10000 ** (-2 * i / 8) for i in range(4)]
+    expected = torch.empty_like(q)
+    for s, p in enumerate(positions.tolist()):
+        for i, f in enumerate(inv):
+            c, sn = math.cos(p * f), math.sin(p * f)
+            a, b = q[0, 0, s, 2 * i].item(), q[0, 0, s, 2 * i + 1].item()
+            expected[0, 0, s, 2 * i], expected[0, 0, s, 2 * i + 1] = a * c - b * sn, a * sn + b * c
+    torch.testing.assert_close(got, expected, atol=1e-9, rtol=0)
+
+
+# -- layouts of q and k ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ROTARY)
+def test_non_contiguous_q_k_equal_contiguous(name: str) -> None:
+    """Transposed views (``[b, s, h, hd].transpose(1, 2)``, the usual projection output) and sliced
+    views rotate exactly as their contiguous copies."""
+    enc = posenc.create(name, dim=8)
+    q = torch.randn(2, 9, 3, 8).transpose(1, 2)  # [b, h, s, hd] view
+    k = torch.randn(2, 3, 9, 16)[..., ::2]  # strided last dim
+    got = enc.rotate(q, k)
+    expected = enc.rotate(q.contiguous(), k.contiguous())
+    for g, e in zip(got, expected):
+        assert torch.equal(g, e)
+    cos, sin = F.rope_cos_sin(9, F.rope_inv_freq(8)[0])
+    assert torch.equal(F.apply_rope(q, cos, sin), F.apply_rope(q.contiguous(), cos, sin))
+
+
+# -- serialisation and copies ----------------------------------------------------------------------
+
+LEARNED_PARAMETERS = {
+    "none": set(), "sinusoidal": set(), "alibi": set(), "rope": set(), "xpos": set(), "sinusoidal_nd": set(),
+    "rope_axial": set(), "learned": {"table.weight"}, "t5": {"relative_attention_bias.weight"},
+    "shaw": {"key_embeddings.weight", "value_embeddings.weight"},
+}
+
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_state_dict_round_trip_with_weights_only(name: str) -> None:
+    """``torch.save(state_dict)`` / ``torch.load(weights_only=True)`` into a freshly built module gives
+    the same output exactly; the encoding contributes its learned parameters only (caches and
+    frequencies are not persisted)."""
+    a = attention(name)
+    x = torch.randn(2, 5, DIM)
+    expected = a(x)
+    buffer = io.BytesIO()
+    torch.save(a.state_dict(), buffer)
+    buffer.seek(0)
+    fresh = attention(name)
+    fresh.load_state_dict(torch.load(buffer, weights_only=True))
+    assert torch.equal(fresh(x), expected)
+    keys = {k.removeprefix("encoding.") for k in a.state_dict() if k.startswith("encoding.")}
+    assert keys == LEARNED_PARAMETERS[name]
+
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_deepcopy_pickle_and_repr(name: str) -> None:
+    """``copy.deepcopy`` and ``pickle`` give modules with identical outputs (also after the original's
+    caches were filled), and ``repr`` shows the scheme's config values."""
+    a = attention(name)
+    x = torch.randn(2, 5, DIM)
+    expected = a(x)  # fills caches
+    assert torch.equal(copy.deepcopy(a)(x), expected)
+    assert torch.equal(pickle.loads(pickle.dumps(a))(x), expected)
+    text = repr(a.encoding)
+    assert text.startswith(type(a.encoding).__name__ + "(")
+    if name in ("t5", "alibi"):
+        assert f"num_heads={HEADS}" in text
+    elif name != "none":
+        assert "dim=" in text
+
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_meta_device_init_then_to_empty_then_load(name: str) -> None:
+    """The low-memory loading path: build under ``torch.device("meta")``, ``to_empty(device="cpu")``,
+    ``load_state_dict``: the same output as the module built normally, and the global RNG untouched.
+    Was a bug (silently wrong): the frequency/slope/decay buffers, not in the ``state_dict``, were left
+    uninitialised by ``to_empty`` (rope, xpos, alibi, sinusoidal and rope_axial gave wrong outputs, xpos
+    NaN); fixed in ``PositionalEncoding._apply`` (buffers leaving the meta device are rebuilt from the
+    config)."""
+    reference = attention(name)
+    with torch.device("meta"):
+        a = attention(name)
+    state = torch.get_rng_state()
+    a.to_empty(device="cpu")
+    assert torch.equal(torch.get_rng_state(), state)
+    a.load_state_dict(reference.state_dict())
+    x = torch.randn(2, 5, DIM)
+    assert torch.equal(a(x), reference(x))
+
+
+# -- gradients -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_gradients_reach_every_learned_parameter(name: str) -> None:
+    """One backward pass gives a finite, non-zero gradient to every parameter of the encoding (the
+    learned table, T5's bucket table, Shaw's key and value embeddings) and to the input."""
+    a = attention(name, causal=name == "alibi")
+    x = torch.randn(2, 6, DIM, requires_grad=True)
+    a(x).square().sum().backward()
+    names = {n for n, _ in a.encoding.named_parameters()}
+    assert names == LEARNED_PARAMETERS[name]
+    for n, p in a.encoding.named_parameters():
+        assert p.grad is not None and bool(torch.isfinite(p.grad).all()) and float(p.grad.abs().sum()) > 0, n
+    assert x.grad is not None and float(x.grad.abs().sum()) > 0
+
+
+@pytest.mark.parametrize(("name", "config"), [("rope", {"layout": "half"}), ("rope", {"layout": "interleaved"}),
+                                               ("rope", {"rotary_dim": 4}), ("xpos", {}), ("rope_axial", {})])
+def test_rotation_backward_passes_gradcheck(name: str, config: dict) -> None:
+    """The fast rotation's hand-written backward (the inverse rotation) agrees with finite differences
+    in float64 (``torch.autograd.gradcheck``), for both layouts, partial rotary, xPos and axial RoPE."""
+    enc = posenc.create(name, dim=8, **config)
+    q, k = torch.randn(2, 1, 2, 5, 8, dtype=torch.float64).unbind(0)
+    assert torch.autograd.gradcheck(lambda a, b: enc.rotate(a, b), (q.requires_grad_(), k.requires_grad_()))
+
+
+@pytest.mark.parametrize("name", ["learned", "t5", "shaw"])
+def test_learned_tables_pass_gradcheck(name: str) -> None:
+    """Gradients of the attention output with respect to each learned table of the encoding agree
+    with finite differences in float64 (through ``torch.func.functional_call``); small tables (8 learned
+    rows, Shaw's K = 3) keep the finite differences cheap."""
+    small = {"learned": {"dim": DIM, "max_len": 8}, "shaw": {"dim": DIM // HEADS, "max_relative_position": 3}}
+    encoding = posenc.create(name, **small[name]) if name in small else name
+    a = posenc.Attention(DIM, HEADS, encoding=encoding, causal=True).double()
+    x = torch.randn(1, 4, DIM, dtype=torch.float64)
+    for pname, param in a.encoding.named_parameters():
+        full = f"encoding.{pname}"
+        table = param.detach().clone().requires_grad_()
+
+        def run(t: torch.Tensor, full: str = full) -> torch.Tensor:
+            return torch.func.functional_call(a, {full: t}, (x,))
+
+        assert torch.autograd.gradcheck(run, (table,)), pname
+
+
+def test_learned_scale_of_the_sinusoid_gets_its_gradient() -> None:
+    """``sinusoidal`` with ``learned_scale=True``: d(sum of embed)/d(scale) is the sum of the table."""
+    enc = posenc.create("sinusoidal", dim=8, learned_scale=True)
+    enc.embed(torch.zeros(1, 10, 8)).sum().backward()
+    expected = F.sinusoidal(10, 8).sum()
+    torch.testing.assert_close(enc.scale.grad, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", SCHEMES)
+def test_cuda_equals_cpu(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same module moved to CUDA gives the CPU output to 1e-5 (float32; TF32 off), positions
+    given on the CPU or on the GPU, and after a ``to_empty`` from the meta device."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    a = attention(name)
+    x = torch.randn(2, 7, DIM)
+    expected = a(x)
+    gpu = copy.deepcopy(a).to("cuda")
+    torch.testing.assert_close(gpu(x.cuda()).cpu(), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(gpu(x.cuda(), torch.arange(7)).cpu(), expected, atol=1e-5, rtol=1e-5)
+    with torch.device("meta"):
+        m = attention(name)
+    m.to_empty(device="cuda")
+    m.load_state_dict(a.state_dict())
+    torch.testing.assert_close(m(x.cuda()).cpu(), expected, atol=1e-5, rtol=1e-5)

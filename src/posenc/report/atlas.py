@@ -1,0 +1,235 @@
+"""``posenc report``: the atlas page that draws and checks every scheme.
+
+One self-contained ``index.html``: a section per scheme (every name in :func:`posenc.available`)
+and per naive reference code, each with its formula, source, figures and property table, then the
+comparison of every scheme against the criteria, and the experiments' results when a runs folder
+is given. The page only assembles: numbers come from :mod:`posenc.analysis`, pictures from
+:mod:`posenc.viz`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from .html import figure_html, page, slug, table_html
+from .plan import REFERENCE_SOURCES, figures_for
+
+__all__ = ["build_report", "ReportSummary", "Progress"]
+
+#: Called after each step: ``(description of the next step, steps done, steps in all)``.
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class ReportSummary:
+    """What :func:`build_report` wrote: the page, its sections, figures, problems and timing."""
+
+    path: Path
+    schemes: list[str]
+    figures: int = 0
+    results: int = 0
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class _Section:
+    name: str
+    family: str
+    figures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    verdict: dict[str, Any] | None = None
+
+
+def _header(name: str, family: str) -> tuple[str, str]:
+    """(formula, source) shown for ``name``."""
+    from ..analysis import REFERENCE_ENCODINGS
+    from ..schemes import scheme_class
+
+    if family == "reference":
+        return REFERENCE_ENCODINGS[name], REFERENCE_SOURCES.get(name, "naive reference code of the seed articles")
+    cls = scheme_class(name)
+    return cls.formula or "(no formula given)", cls.citation or "(no citation given)"
+
+
+def _module_of(name: str, family: str) -> str:
+    if family == "reference":
+        return "posenc.analysis.references"
+    from ..schemes import scheme_class
+
+    return scheme_class(name).__module__
+
+
+def _properties_table(row: dict[str, Any]) -> str:
+    rows = []
+    for criterion, result in row["results"].items():
+        verdict = row["verdict"][criterion]
+        if result is None:
+            rows.append([criterion, ("n/a", "na"), "", "", row["reasons"][criterion]])
+            continue
+        rows.append([criterion, (verdict, verdict), f"{result.value:.6g}", f"{result.comparison} {result.threshold:.3g}",
+                     row["reasons"][criterion]])
+    return table_html(["criterion", "verdict", "value", "threshold", "what was found"], rows)
+
+
+def _comparison_table(rows: list[dict[str, Any]]) -> str:
+    """The verdict grid, then for each scheme the reasons behind its failures in words."""
+    from ..analysis.verdict import CRITERIA
+
+    body, reasons = [], []
+    for row in rows:
+        cells: list[Any] = [row["scheme"], row["family"]]
+        for criterion in CRITERIA:
+            verdict = row["verdict"][criterion]
+            mark = {"pass": "✓ pass", "fail": "✗ fail"}.get(verdict, "n/a")
+            cells.append((mark, verdict if verdict in ("pass", "fail") else "na", row["reasons"][criterion]))
+        body.append(cells)
+        failed = [f"<i>{escape(c)}</i>: {escape(row['reasons'][c])}" for c in CRITERIA if row["verdict"][c] == "fail"]
+        if failed:
+            reasons.append(f"<li><b>{escape(row['scheme'])}</b> — " + "; ".join(failed) + "</li>")
+    why = '<h3>Why they fail</h3><ul class="why">' + "".join(reasons) + "</ul>" if reasons else ""
+    return table_html(["scheme", "family", *CRITERIA], body) + why
+
+
+def _section_html(section: _Section) -> str:
+    formula, source = _header(section.name, section.family)
+    parts = [
+        f'<section id="scheme-{slug(section.name)}" class="scheme" data-scheme="{escape(section.name)}">',
+        f'<h2>{escape(section.name)} <span class="meta">({escape(section.family)})</span></h2>',
+        f'<div class="formula">{escape(formula)}</div>',
+        f'<p class="meta">Source: {escape(source)}. Implementation: <code>{escape(_module_of(section.name, section.family))}</code>.</p>',
+    ]
+    parts += [f'<p class="note">{escape(note)}</p>' for note in section.notes]
+    if section.figures:
+        parts.append('<h3>Figures</h3><div class="figures">' + "".join(section.figures) + "</div>")
+    if section.verdict is not None:
+        parts.append("<h3>Properties</h3>" + _properties_table(section.verdict))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _notes(name: str, family: str) -> list[str]:
+    from ..schemes import scheme_class
+
+    notes = []
+    if family == "none":
+        notes.append("No position code at all: attention sees a bag of tokens unless a causal mask orders them "
+                     "(Haviv et al. 2022). Nothing to draw; the checks below show what is missing.")
+    if family != "reference":
+        n_axes = getattr(scheme_class(name), "n_axes", 1)
+        if isinstance(n_axes, int) and n_axes > 1:
+            notes.append(f"A multi-axis scheme: a position is a tuple of {n_axes} coordinates (rows, columns, …). "
+                         "The checks and the 1-D figures use positions on axis 0 (the other axes act the same "
+                         "way on their own features), so it is left out of the comparison table, whose criteria "
+                         "are stated for positions on a line; a grid figure, where drawn, uses 2-D positions.")
+    if family in ("bias", "relative"):
+        notes.append("A relative scheme: it has no code per position, so the heatmap shows what a query at "
+                     "position p receives for the key at position 0.")
+    return notes
+
+
+def _run_checks(section: _Section) -> None:
+    from ..analysis.verdict import verdict_table
+
+    section.verdict = verdict_table([section.name])[0]
+
+
+def _draw(section: _Section, spec: Any, dpi: int, errors: list[str]) -> None:
+    """Draw one figure into ``section``; a failure becomes a note and an entry in ``errors``."""
+    from ..viz import figure_bytes, plot
+
+    try:
+        figure = plot(section.name, spec.kind, spec.options)
+        width, height = figure.get_size_inches()
+        wide = width / height > 2.2  # shown across the page: drawn sharper
+        png = figure_bytes(figure, "png", dpi=round(dpi * 1.3) if wide else dpi)
+        section.figures.append(figure_html(png, "png", spec.caption, wide=wide))
+    except Exception as err:  # a figure that fails must not sink the atlas; it is reported
+        errors.append(f"{section.name} / {spec.kind}: {type(err).__name__}: {err}")
+        section.notes.append(f"Figure '{spec.kind}' could not be drawn: {err}")
+
+
+def _assemble(sections: list[_Section], compared: set[str], results_html: str | None) -> str:
+    """The whole page from the finished sections."""
+    comparison = (
+        '<section id="comparison" class="comparison"><h2>All schemes against the criteria</h2>'
+        "<p>Each criterion is measured, not asserted: hover a cell for the number behind it. "
+        "Relative schemes (biases, Shaw) are functions of the distance by construction, so the "
+        "criteria about a code per position do not apply to them.</p>"
+        + _comparison_table([s.verdict for s in sections if s.verdict is not None and s.name in compared])
+        + "</section>"
+    )
+    n_refs = sum(s.family == "reference" for s in sections)
+    intro = (
+        "<p>Every positional encoding in posenc, drawn and checked: the figures the seed articles draw, "
+        "and the criteria they argue in words, made into measurements. "
+        f"posenc {escape(_version())}; scheme sections: {len(sections) - n_refs}, naive references: {n_refs}.</p>"
+    )
+    nav = [("comparison", "Comparison table")] + [(f"scheme-{slug(s.name)}", s.name) for s in sections]
+    if results_html is not None:
+        nav.append(("experiments", "Experiments"))
+    body = [comparison] + [_section_html(s) for s in sections] + ([results_html] if results_html else [])
+    return page("posenc atlas of positional encodings", intro, nav, body)
+
+
+def build_report(
+    out_dir: str | Path, *, results_dir: str | Path | None = None, schemes: list[str] | None = None,
+    progress: Progress | None = None, dpi: int = 80,
+) -> ReportSummary:
+    """Write ``out_dir/index.html`` and return a :class:`ReportSummary`.
+
+    ``schemes`` defaults to every registered scheme followed by the reference codes; schemes on
+    grids (``n_axes > 1``) get a section measured along axis 0 but no row in the comparison table.
+    ``results_dir`` adds the experiments found there. A figure that fails becomes a note on the
+    page and an entry in ``summary.errors``; nothing is fetched from the network.
+    """
+    import torch
+
+    from ..analysis.verdict import default_schemes
+    from ..viz.kinds import family_of, scheme_names
+
+    start = time.perf_counter()
+    names = scheme_names() if schemes is None else list(schemes)
+    sections = [_Section(name, family_of(name), notes=_notes(name, family_of(name))) for name in names]
+    errors: list[str] = []
+    steps: list[tuple[str, Callable[[], None]]] = []
+    for section in sections:
+        steps.append((f"checks: {section.name}", partial(_run_checks, section)))
+        steps += [(f"{spec.kind}: {section.name}", partial(_draw, section, spec, dpi, errors))
+                  for spec in figures_for(section.name, section.family)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small tensors: extra threads only contend on a shared machine
+    try:
+        for done, (label, step) in enumerate(steps):
+            if progress is not None:
+                progress(label, done, len(steps))
+            step()
+    finally:
+        torch.set_num_threads(threads)
+    results_html, n_results = None, 0
+    if results_dir is not None:
+        if progress is not None:
+            progress("experiments' results", len(steps), len(steps))
+        from .results import results_section
+
+        results_html, n_results = results_section(results_dir)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "index.html"
+    path.write_text(_assemble(sections, set(default_schemes()), results_html), encoding="utf-8")
+    if progress is not None:
+        progress("done", len(steps), len(steps))
+    n_figures = sum(len(s.figures) for s in sections)
+    return ReportSummary(path, names, n_figures, n_results, errors, time.perf_counter() - start)
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__

@@ -1,0 +1,141 @@
+"""The experiments' results for the atlas: every ``results.json`` under a runs folder, read
+defensively, as tables, plus the PNG plots found beside them.
+
+``results.json`` is written by :mod:`posenc.experiments.results` as ``{"schema": 1, "records":
+[...]}``; a bare list of records or a single record is accepted too. A file that cannot be read
+or parsed becomes a note in the report, never an error: the atlas still gets built.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .html import figure_html, table_html
+
+__all__ = ["read_results", "results_section", "COLUMNS"]
+
+#: Record fields shown in the table, in order.
+COLUMNS = ("experiment", "task", "scheme", "variant", "seed", "train_length", "in_distribution",
+           "out_of_distribution", "summary_metric", "wall_time_s")
+_MAX_PLOTS = 48
+_MAX_PLOT_BYTES = 4_000_000
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def read_results(runs_dir: str | Path) -> tuple[list[tuple[Path, list[dict[str, Any]]]], list[str]]:
+    """``([(file, records), ...], problems)`` for every ``results.json`` below ``runs_dir``."""
+    runs_dir = Path(runs_dir)
+    found, problems = [], []
+    for path in sorted(runs_dir.rglob("results.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            problems.append(f"{path.relative_to(runs_dir)}: unreadable ({type(err).__name__}: {err})")
+            continue
+        if isinstance(data, dict) and isinstance(data.get("records"), list):
+            records = data["records"]
+        elif isinstance(data, list):
+            records = data
+        elif isinstance(data, dict):
+            records = [data]
+        else:
+            problems.append(f"{path.relative_to(runs_dir)}: not a list or object of results")
+            continue
+        kept = [r for r in records if isinstance(r, dict)]
+        if len(kept) != len(records):
+            problems.append(f"{path.relative_to(runs_dir)}: skipped {len(records) - len(kept)} entries that are not objects")
+        found.append((path, kept))
+    return found, problems
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else str(value)
+    if isinstance(value, float):
+        return "—" if not math.isfinite(value) else f"{value:.3g}" if abs(value) >= 1000 else f"{value:.3f}"
+    if isinstance(value, (int, str)):
+        return value
+    return json.dumps(value)[:60]
+
+
+def _per_length(record: dict[str, Any]) -> str:
+    """A compact ``length: value`` list from ``metrics["per_length"]`` when it is a flat mapping."""
+    metrics = record.get("metrics")
+    per_length = metrics.get("per_length") if isinstance(metrics, dict) else None
+    if not isinstance(per_length, dict):
+        return ""
+    items = []
+    for length, value in list(per_length.items())[:24]:
+        if isinstance(value, dict):
+            metric = record.get("summary_metric")
+            value = value.get(metric) if isinstance(metric, str) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            items.append(f"{length}: {value:.2f}")
+    return ", ".join(items)
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _summary_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
+    """Mean in/out-of-distribution summaries over seeds, per (experiment, task, variant, scheme)."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for r in records:
+        key = tuple(str(r.get(k, "—")) for k in ("experiment", "task", "variant", "scheme"))
+        groups.setdefault(key, []).append(r)
+    rows = []
+    for key, runs in sorted(groups.items()):
+        cells: list[Any] = [*key, len(runs)]
+        for field in ("in_distribution", "out_of_distribution"):
+            values = [v for v in (_number(r.get(field)) for r in runs) if v is not None]
+            spread = f" ({min(values):.3f}–{max(values):.3f})" if len(values) > 1 else ""
+            cells.append(f"{sum(values) / len(values):.3f}{spread}" if values else "—")
+        cells.append(str(runs[0].get("summary_metric", "—")))
+        rows.append(cells)
+    return rows
+
+
+def results_section(runs_dir: str | Path) -> tuple[str, int]:
+    """The HTML section with the results tables and plots, and the number of records shown."""
+    from html import escape
+
+    runs_dir = Path(runs_dir)
+    parts = ['<section id="experiments" class="experiments"><h2>Experiments</h2>',
+             f'<p class="meta">results read from <code>{escape(str(runs_dir))}</code></p>']
+    if not runs_dir.is_dir():
+        parts.append(f'<p class="note">No such folder: {escape(str(runs_dir))}; no results to show.</p></section>')
+        return "".join(parts), 0
+    found, problems = read_results(runs_dir)
+    every = [r for _, records in found for r in records]
+    if every:
+        parts.append("<h3>Summary: mean over seeds (range in brackets)</h3>")
+        parts.append(table_html(["experiment", "task", "variant", "scheme", "seeds", "in distribution",
+                                 "out of distribution", "metric"], _summary_rows(every)))
+    total = 0
+    for path, records in found:
+        rows = [[_cell(r.get(c)) for c in COLUMNS] + [(_per_length(r), "lengths")] for r in records]
+        rows.sort(key=lambda row: tuple(str(x) for x in row[:5]))
+        total += len(rows)
+        parts.append(f"<h3>{escape(str(path.relative_to(runs_dir)))} ({len(rows)} runs)</h3>")
+        parts.append(table_html([*COLUMNS, "per length"], rows))
+    if not found:
+        parts.append('<p class="note">No results.json found under this folder yet.</p>')
+    for problem in problems:
+        parts.append(f'<p class="note">{escape(problem)}</p>')
+    plots = [p for p in sorted(runs_dir.rglob("*.png")) if p.stat().st_size <= _MAX_PLOT_BYTES][:_MAX_PLOTS]
+    if plots:
+        parts.append('<h3>Plots</h3><div class="figures">')
+        for plot in plots:
+            data = plot.read_bytes()
+            if data[:8] != _PNG_MAGIC:  # a broken image would show as a hole in the page
+                parts.append(f'<p class="note">{escape(str(plot.relative_to(runs_dir)))}: not a PNG, skipped</p>')
+                continue
+            parts.append(figure_html(data, "png", str(plot.relative_to(runs_dir))))
+        parts.append("</div>")
+    parts.append("</section>")
+    return "".join(parts), total

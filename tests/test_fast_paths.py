@@ -211,3 +211,16 @@ def test_bias_build_is_cheap_relative_to_the_bias_itself():
     finally:
         fast_bias.t5_relative_bucket = original
     assert calls == [64 + 80 - 1]
+
+
+def test_auto_dispatch_small_reference_large_eager_without_compiler(monkeypatch):
+    """compile="auto": small inputs take the reference formula; a large one, when compiling is not
+    possible here, the eager fast pass (its autograd node is RopeFunction), equal to the reference."""
+    cos, sin = _tables(256, 64, "half")
+    small = torch.randn(1, 2, 256, 64, requires_grad=True)
+    assert "RopeFunction" not in type(fast_apply_rope(small, cos, sin).grad_fn).__name__
+    monkeypatch.setattr(fast_rope, "_compile_error", "no compiler (simulated)")
+    large = torch.randn(1, 64, 256, 64, requires_grad=True)  # 2^20 elements
+    y = fast_apply_rope(large, cos, sin)
+    assert "RopeFunction" in type(y.grad_fn).__name__
+    torch.testing.assert_close(y, F.apply_rope(large, cos, sin), atol=1e-6, rtol=0)

@@ -102,7 +102,8 @@ def markdown(result: dict) -> str:
     lines: list[str] = []
     meta = result.get("meta", {})
     lines.append(f"Measured {meta.get('date')} with torch {meta.get('torch')}, {meta.get('cpus')} CPUs, "
-                 f"{meta.get('num_threads')} thread(s), load average at start {meta.get('load_average')}.")
+                 f"{meta.get('num_threads')} thread(s), load average at start "
+                 f"{[round(v, 1) for v in meta.get('load_average') or []]}.")
     rope = [r for r in result.get("rope", []) if r.get("kind") == "steady"]
     if rope:
         lines += ["", "### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)", "",

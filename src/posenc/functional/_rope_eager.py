@@ -19,25 +19,28 @@ from torch import Tensor
 #: Bytes of float32 work per chunk of the eager fallback (keeps a chunk in cache).
 _EAGER_CHUNK_BYTES = 1 << 20
 
-_complex_cache: dict[tuple, tuple[Tensor, Tensor, Tensor]] = {}
+_table_cache: dict[tuple, tuple[Tensor, Tensor, Tensor]] = {}
 _scratch: dict[tuple, Tensor] = {}  # reused work buffers, one per kind of call
 
 
-def _complex_table(cos_h: Tensor, sin_h: Tensor, inverse: bool) -> Tensor:
-    """``cos + i sin`` (conjugated when ``inverse``), cached while the same tables are alive.
+def _cached_table(kind: str, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> Tensor:
+    """``cos + i sin`` (``kind="complex"``; ``sin`` negated for the inverse rotation), cached while
+    the same tables are alive.
 
     The cache keeps a reference to the tables, so their memory cannot be reused by another tensor
     while an entry exists; the version counters catch in-place edits.
     """
-    key = (cos_h.data_ptr(), sin_h.data_ptr(), tuple(cos_h.shape), cos_h.stride(), sin_h.stride(),
+    key = (kind, cos_h.data_ptr(), sin_h.data_ptr(), tuple(cos_h.shape), cos_h.stride(), sin_h.stride(),
            cos_h._version, sin_h._version, cos_h.device, cos_h.dtype, inverse)
-    hit = _complex_cache.get(key)
+    hit = _table_cache.get(key)
     if hit is not None:
         return hit[2]
+    if kind != "complex":
+        raise ValueError(f"unknown table kind {kind!r}; the only kind is 'complex'")
     table = torch.complex(cos_h, -sin_h if inverse else sin_h)  # [..., s, n]
-    if len(_complex_cache) >= 8:
-        _complex_cache.pop(next(iter(_complex_cache)))
-    _complex_cache[key] = (cos_h, sin_h, table)
+    if len(_table_cache) >= 8:
+        _table_cache.pop(next(iter(_table_cache)))
+    _table_cache[key] = (cos_h, sin_h, table)
     return table
 
 
@@ -58,9 +61,9 @@ def _eager(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, in
         xc = torch.view_as_complex(x[..., :r].unflatten(-1, (n, 2)))  # [..., s, hd] -> [..., s, n] complex
         oc = torch.view_as_complex(out[..., :r].unflatten(-1, (n, 2)))  # [..., s, n] complex
         if out.data_ptr() == x.data_ptr():
-            xc.mul_(_complex_table(cos_h, sin_h, inverse))
+            xc.mul_(_cached_table("complex", cos_h, sin_h, inverse))
         else:
-            torch.mul(xc, _complex_table(cos_h, sin_h, inverse), out=oc)
+            torch.mul(xc, _cached_table("complex", cos_h, sin_h, inverse), out=oc)
     else:
         _eager_chunked(x, cos_h, sin_h, out, layout, inverse)
     if r < x.shape[-1] and out.data_ptr() != x.data_ptr():
@@ -84,7 +87,7 @@ def _eager_chunked(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout:
     if buf is None:
         _scratch.clear()
         buf = _scratch[key] = torch.empty(*x.shape[:-2], 2, rows, r, dtype=wide, device=x.device)  # [..., 2, rows, r]
-    table = _complex_table(cos_h, sin_h, inverse) if layout == "interleaved" and wide != torch.float16 else None
+    table = _cached_table("complex", cos_h, sin_h, inverse) if layout == "interleaved" and wide != torch.float16 else None
     sign = -1.0 if inverse else 1.0
     for start in range(0, s, rows):
         stop = min(s, start + rows)

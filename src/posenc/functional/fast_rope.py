@@ -16,10 +16,12 @@ changes is how often memory is touched:
   The ``rotate_half``/``cat`` form of the reference does not fuse on CPU (Inductor materialises the
   concatenation), which is why the pair-flip form is used (the same idea as gpt-fast's
   ``apply_rotary_emb``, pytorch-labs/gpt-fast ``model.py``, which views pairs instead of concatenating).
-* **eager** (no compiler, small inputs, or ``compile=False``): for float32/float64 interleaved pairs
-  a complex multiply into the output (``view_as_complex``, as Meta's Llama ``apply_rotary_emb``), with
-  the complex table cached per table tensor; otherwise four ``mul``/``addcmul`` passes over cache-sized
-  chunks of the sequence, and for half precision the reference formula chunk by chunk.
+* **eager** (:mod:`posenc.functional._rope_eager`; no compiler, interleaved pairs, or
+  ``compile=False``): for float32/float64 interleaved pairs a complex multiply into the output
+  (``view_as_complex``, as Meta's Llama ``apply_rotary_emb``), the complex table cached per table
+  tensor; otherwise cache-sized chunks rotated in a reused float32 scratch and stored once.
+* **small inputs** (fewer than :data:`COMPILE_MIN_NUMEL` elements, ``compile="auto"``, no ``out``):
+  the reference formula itself, as fast as any pass at that size.
 
 The backward of a rotation is its transpose, the rotation by ``-angle`` (the same pass with the
 sign of ``sin`` flipped): :class:`RopeFunction` uses it, so training needs no saved activations.
@@ -42,7 +44,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ._checks import check_choice
-from ._rope_eager import _complexable, _eager, _scratch
+from ._rope_eager import _eager, _scratch
 from .rope import ROPE_LAYOUTS, _align_tables, apply_rope
 
 __all__ = [
@@ -249,9 +251,10 @@ def fast_apply_rope(
 
     Same arguments and result as the reference (``cos``/``sin`` ``[s, r]``, ``[b, s, r]`` or
     ``[b, h, s, r]`` from :func:`~posenc.functional.rope_cos_sin`; the first ``r`` features rotate,
-    the rest pass unchanged). ``compile``: ``"auto"`` compiles for inputs of at least
-    :data:`COMPILE_MIN_NUMEL` elements when a compiler works here, ``True`` always tries, ``False``
-    stays eager. Differentiable in ``x`` (backward = inverse rotation) when ``out`` is None; tables
+    the rest pass unchanged). ``compile``: ``"auto"`` sends inputs of fewer than
+    :data:`COMPILE_MIN_NUMEL` elements to the reference formula when no ``out`` is given (a few ops
+    on a small tensor: as fast as any pass) and larger ones to the compiled pass where a compiler
+    works (half pairs) or the eager pass; ``True`` always tries to compile, ``False`` stays eager. Differentiable in ``x`` (backward = inverse rotation) when ``out`` is None; tables
     that require grad take the reference path. Inside ``torch.compile`` the reference formula is
     returned for the outer compiler to fuse.
     """
@@ -259,6 +262,10 @@ def fast_apply_rope(
     if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)):
         if out is not None:
             return out.copy_(apply_rope(x, cos, sin, layout=layout))
+        return apply_rope(x, cos, sin, layout=layout)
+    if out is None and compile == "auto" and x.numel() < COMPILE_MIN_NUMEL:
+        # small inputs (training-size heads): the few-op reference formula is as fast as any
+        # eager pass and avoids the autograd.Function's overhead; the fast paths serve large ones
         return apply_rope(x, cos, sin, layout=layout)
     cos_h, sin_h = _half_tables(cos, sin, layout)
     if out is None:

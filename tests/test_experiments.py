@@ -111,6 +111,20 @@ def test_model_is_deterministic_and_applies_absolute_codes_once():
     assert rope.encoding is None and rope.blocks[0].attn.encoding is rope.scheme
 
 
+def test_token_embeddings_are_scaled_under_a_sinusoid_only():
+    """Vaswani et al. 2017, 3.4: embeddings times sqrt(d_model) before the unit-amplitude code is added."""
+    task = get_task("copy")
+    assert _tiny(task, "sinusoidal").token_scale == pytest.approx(32**0.5)
+    assert _tiny(task, "learned").token_scale == _tiny(task, "rope").token_scale == 1.0
+    model = TinyTransformer(_tiny(task, "sinusoidal"))
+    tokens = torch.randint(0, task.vocab_size, (2, 6))
+    _, states = model(tokens, hidden_states=True)
+    expected = model.token_embedding(tokens) * 32**0.5 + posenc.functional.sinusoidal(6, 32)
+    torch.testing.assert_close(states[0], expected)
+    with pytest.raises(ValueError, match="embedding_scale"):
+        _tiny(task, "sinusoidal", embedding_scale=0.0)
+
+
 def test_concatenated_code_keeps_the_model_width():
     task = get_task("text")
     model = TinyTransformer(_tiny(task, "sinusoidal", scheme_options={"combine": "concat", "dim": 8}))
@@ -138,6 +152,7 @@ def test_impossible_settings_are_reported():
 
 
 # -- training --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_word_order_none_is_at_chance_while_rope_solves_it():
     task = get_task("word-order")
     config = TrainConfig(steps=150, batch_size=32, warmup=10, min_length=3, max_length=3)
@@ -180,6 +195,20 @@ def test_randomized_positions_are_sorted_distinct_and_bounded():
     assert torch.equal(positions, again)
 
 
+def test_randomized_evaluation_draws_positions_from_the_training_range():
+    task = get_task("copy")
+    model = TinyTransformer(_tiny(task, "rope"))
+    with torch.no_grad():
+        model.head.bias.copy_(torch.linspace(0, 1, task.vocab_size))
+    seq = task.sequence_length(3)
+    ordered = evaluate_lengths(model, task, [3], samples=16)
+    full_range = evaluate_lengths(model, task, [3], samples=16, max_position=seq)  # the only subset: 0..s-1
+    assert ordered == full_range
+    with pytest.raises(ValueError, match="max_position"):
+        evaluate_lengths(model, task, [3], samples=4, max_position=seq - 1)
+
+
+@pytest.mark.slow
 def test_killed_experiment_resumes_without_losing_results(tmp_path):
     settings = Settings(steps=6, tasks=("copy",), schemes=("none", "alibi"), quick=True)
 
@@ -225,6 +254,7 @@ def test_probe_finds_no_position_in_a_bidirectional_model_without_encoding():
     assert sinusoidal[0]["r2"] > 0.99
 
 
+@pytest.mark.slow
 def test_results_round_trip_and_summaries(tmp_path):
     base = {"experiment": "length", "task": "copy", "scheme": "rope", "variant": "default", "train_length": 4,
             "metrics": {"per_length": {"1": {"exact_match": 1.0}, "5": {"exact_match": 0.5}}},

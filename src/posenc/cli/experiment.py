@@ -125,10 +125,14 @@ def experiment(
                    TimeElapsedColumn())
         with Progress(*columns, console=console, disable=rank != 0) as progress:
             try:
-                run_experiment(name, folder, settings, threads=threads, hooks=_Progress(progress))
+                run_experiment(name, folder, settings, threads=threads, hooks=_Progress(progress) if rank == 0 else None)
             except ValueError as err:
                 console.print(f"[red]error:[/red] {err}")
                 raise typer.Exit(1) from None
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
     if rank == 0:
         print_summary(folder, console)
         try:

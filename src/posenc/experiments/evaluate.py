@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as nnf
 
+from .. import functional as F
 from .model import TinyTransformer
 from .tasks import IGNORE, Task, Text
 
@@ -32,9 +33,14 @@ def unavailable_reason(model: TinyTransformer, task: Task, length: int) -> str |
 
 @torch.no_grad()
 def evaluate_lengths(model: TinyTransformer, task: Task, lengths: list[int], *, samples: int = 256,
-                     seed: int = 12345, batch_size: int = 256) -> dict[str, dict[str, float | str]]:
+                     seed: int = 12345, batch_size: int = 256, max_position: int | None = None
+                     ) -> dict[str, dict[str, float | str]]:
     """``{str(n): {"exact_match", "token_accuracy"}}`` over ``samples`` fresh instances per length,
-    or ``{"unavailable": reason}`` where the model cannot reach that length."""
+    or ``{"unavailable": reason}`` where the model cannot reach that length.
+
+    ``max_position``: score at randomized positions from ``[0, max_position)``, as the model was
+    trained (Ruoss et al. 2023 draw them at evaluation too); None: positions ``0..s-1``.
+    """
     model.eval()
     device = next(model.parameters()).device
     out: dict[str, dict[str, float | str]] = {}
@@ -47,7 +53,11 @@ def evaluate_lengths(model: TinyTransformer, task: Task, lengths: list[int], *, 
         exact = correct = total = 0
         for start in range(0, samples, batch_size):
             batch = task.sample(min(batch_size, samples - start), n, generator).to(device)
-            predicted = model(batch.inputs).argmax(-1)  # [b, s]
+            positions = None
+            if max_position is not None:
+                b, s = batch.inputs.shape
+                positions = F.randomized_positions(b, s, max_position, generator=generator).to(device)  # [b, s]
+            predicted = model(batch.inputs, positions).argmax(-1)  # [b, s]
             scored = batch.targets != IGNORE  # [b, s]
             right = (predicted == batch.targets) & scored
             exact += int((right.sum(1) == scored.sum(1)).sum())

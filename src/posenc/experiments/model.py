@@ -42,6 +42,9 @@ class ModelConfig:
     mlp_ratio: int = 4
     residual: bool = True
     num_classes: int | None = None  # a classification head over positions instead of the LM head
+    # token embeddings times this; None: sqrt(dim) under a sinusoid (Vaswani et al. 2017, 3.4: the code has
+    # amplitude 1 and would drown N(0, 0.02) token embeddings), 1 otherwise (GPT-2)
+    embedding_scale: float | None = None
 
     def __post_init__(self) -> None:
         cls = scheme_class(self.scheme)  # unknown names list the choices
@@ -53,12 +56,20 @@ class ModelConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.dim % self.num_heads:
             raise ValueError(f"dim={self.dim} must be divisible by num_heads={self.num_heads}")
+        if self.embedding_scale is not None and not self.embedding_scale > 0:
+            raise ValueError(f"embedding_scale must be a positive number or None, got {self.embedding_scale!r}")
         if not isinstance(self.scheme_options, Mapping):
             raise TypeError(f"scheme_options must be a mapping, got {type(self.scheme_options).__name__}")
 
     @property
     def family(self) -> str:
         return scheme_class(self.scheme).family
+
+    @property
+    def token_scale(self) -> float:
+        if self.embedding_scale is not None:
+            return float(self.embedding_scale)
+        return self.dim**0.5 if self.scheme == "sinusoidal" else 1.0
 
 
 def build_encoding(config: ModelConfig) -> tuple[PositionalEncoding, int]:
@@ -131,7 +142,7 @@ class TinyTransformer(nn.Module):
         """Logits; with ``hidden_states=True`` also the ``L + 1`` residual streams ``[b, s, d]``."""
         if tokens.dim() != 2:
             raise ValueError(f"tokens must be [b, s], got shape {tuple(tokens.shape)}")
-        x = self.token_embedding(tokens)  # [b, s, d] (or [b, s, d - code] before concatenation)
+        x = self.token_embedding(tokens) * self.config.token_scale  # [b, s, d] (or [b, s, d - code] before concat)
         if self.encoding is not None:
             x = self.encoding.embed(x, positions)  # [b, s, d]
         states = [x]

@@ -44,7 +44,9 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _label(r: dict[str, Any]) -> str:
-    return r["scheme"] if r["variant"] in ("default", "randomized") else f"{r['scheme']} ({r['variant']})"
+    if r["experiment"] == "length" and r["variant"] in ("default", "randomized"):
+        return r["scheme"]
+    return f"{r['scheme']} ({r['variant']})"
 
 
 def _binned(values: list[float | None], width: int) -> tuple[list[float], list[float]]:
@@ -85,7 +87,7 @@ def plot_results(results: Path | str, out: Path | str | None = None) -> list[Pat
                 ax.plot(*zip(*pts), marker=".", label=_label(r) + seed)
                 ax.set(xlabel="task length n", ylabel="exact match", ylim=(-0.03, 1.03))
             elif "loss_per_position" in m:
-                ax.plot(*_binned(m["loss_per_position"], max(1, L // 8)), label=_label(r) + seed)
+                ax.plot(*_binned(m["loss_per_position"], max(1, L // 4)), label=_label(r) + seed)
                 ax.set(xlabel="position", ylabel="held-out loss (nats/byte)")
             elif "per_layer" in m:
                 layers = [p["layer"] for p in m["per_layer"]]

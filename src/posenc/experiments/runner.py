@@ -54,7 +54,8 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
     fields = job.evaluate(result.model, job)
     wall = time.perf_counter() - began
     config = {"model": dataclasses.asdict(job.model), "train": dataclasses.asdict(job.train), "task": job.task.name,
-              "eval_positions": "0..s-1"}
+              "eval_positions": "0..s-1" if job.train.randomized_max_position is None or job.task.kind == "lm"
+              else f"randomized below {job.train.randomized_max_position}"}
     rank, _ = distributed_context()
     records = []
     for variant, values in fields.items():

@@ -92,7 +92,9 @@ def _split_summary(per_length: dict[str, dict[str, Any]], train_length: int, key
 def _seq2seq_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
     L = job.train.max_length
     samples = 64 if job.extra.get("quick") else 128
-    per_length = evaluate_lengths(model, job.task, list(range(job.task.min_length, 2 * L + 1)), samples=samples)
+    lengths = [L] if job.task.kind == "classify" else list(range(job.task.min_length, 2 * L + 1))  # word order: one
+    per_length = evaluate_lengths(model, job.task, lengths, samples=samples,
+                                  max_position=job.train.randomized_max_position)
     ind, ood = _split_summary(per_length, L, "exact_match")
     return {job.variants[0]: {"metrics": {"per_length": per_length}, "in_distribution": ind,
                               "out_of_distribution": ood, "summary_metric": "exact_match"}}

@@ -23,6 +23,8 @@ function of (seed, step) alone — what makes resumed and distributed runs repea
 
 from __future__ import annotations
 
+import abc
+
 import functools
 import os
 from dataclasses import dataclass
@@ -55,7 +57,7 @@ class Batch:
         return Batch(self.inputs.to(device), self.targets.to(device))
 
 
-class Task:
+class Task(abc.ABC):
     """A generator of batches at a given length ``n``; subclasses define ``sample``."""
 
     name: str = ""
@@ -64,8 +66,9 @@ class Task:
     kind: str = "seq2seq"  # "seq2seq" (exact match over the answer), "lm" (loss per position), "classify"
     min_length: int = 1
 
+    @abc.abstractmethod
     def sample(self, batch: int, length: int, generator: torch.Generator) -> Batch:
-        raise NotImplementedError
+        """``batch`` instances of task length ``length``, drawn with ``generator``."""
 
     def sequence_length(self, length: int) -> int:
         """Model positions used by an instance of task length ``length``."""

@@ -224,3 +224,137 @@ def test_auto_dispatch_small_reference_large_eager_without_compiler(monkeypatch)
     y = fast_apply_rope(large, cos, sin)
     assert "RopeFunction" in type(y.grad_fn).__name__
     torch.testing.assert_close(y, F.apply_rope(large, cos, sin), atol=1e-6, rtol=0)
+
+
+# ------------------------------------------------------------------- bfloat16 pairs as int32 words
+
+
+def _rounding_cases() -> torch.Tensor:
+    """float32 values whose bfloat16 rounding is delicate: exact ties (both parities), just above and
+    below a tie, overflow to inf at the bf16 maximum, infinities, signed zeros, subnormals, random bits."""
+    g = torch.Generator().manual_seed(0)
+    base = torch.randint(-(2**15), 2**15, (512,), generator=g, dtype=torch.int32) << 16  # bf16 values as f32 bits
+    base = base[((base >> 23) & 0xFF) != 0xFF]  # drop inf/nan patterns from the random part
+    ties = base | 0x8000  # exactly half an ulp above: round to even
+    near = torch.cat([base | 0x7FFF, base | 0x8001, base | 0x0001])
+    rand = torch.randint(-(2**31), 2**31 - 1, (2048,), generator=g, dtype=torch.int32)
+    rand = rand[((rand >> 23) & 0xFF) != 0xFF]
+    special = torch.tensor([0x7F7F8000, 0x7F7FFFFF, 0x7F7F7FFF, 0xFF7F8000 - 2**32, 0x7F800000, 0xFF800000 - 2**32,
+                            0, 0x80000000 - 2**32, 0x00008000, 0x00018000, 0x007FFFFF, 0x3F808000, 0x3F818000],
+                           dtype=torch.int64).to(torch.int32)
+    return torch.cat([ties, near, rand, special]).view(torch.float32)
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_bf16_pair_kernel_rounds_like_torch(compiled):
+    """With x = (1, 0) per pair, cos = v and sin = 0 the rotation is exactly (v, 0): the kernel's
+    bit-level round-to-nearest-even must give ``v.to(torch.bfloat16)`` for every v (ties, overflow
+    to inf, subnormals, signed zeros), run eagerly or compiled."""
+    v = _rounding_cases()  # [m] float32
+    m = v.numel()
+    x = torch.zeros(1, 1, m, 2, dtype=torch.bfloat16)  # [b, h, s = m, hd = 2]: one pair per row
+    x[..., 0] = 1.0
+    cos, sin = v.reshape(m, 1), torch.zeros(m, 1)  # [s, n = 1]
+    out = torch.full_like(x, float("nan"))
+    kernel = fast_rope._get_compiled("bf16_pairs") if compiled else fast_rope._rope_kernel_bf16_pairs
+    kernel(fast_rope._int32_pairs(x), cos, sin, fast_rope._int32_pairs(out), False)
+    expected = v.to(torch.bfloat16)
+    assert torch.equal(out[0, 0, :, 0].view(torch.int16), expected.view(torch.int16))
+    odd = (0.0 * v).to(torch.bfloat16)  # 0 * v: NaN for v = inf, -0 for negative v
+    torch.testing.assert_close(out[0, 0, :, 1], odd, atol=0, rtol=0, equal_nan=True)
+
+
+def test_bf16_pair_kernel_nan_and_inf_follow_the_reference():
+    """NaN and inf inputs give NaN/inf where the reference gives them (NaN sign bits may differ)."""
+    x = torch.tensor([[1.0, float("nan")], [float("inf"), 2.0], [3.0, -float("inf")], [1.0, 2.0]],
+                     dtype=torch.bfloat16)[None, None]  # [1, 1, s = 4, hd = 2]
+    cos, sin = _tables(torch.arange(4), 2, "interleaved")
+    ref = F.apply_rope(x, cos, sin, layout="interleaved")
+    out = torch.empty_like(x)
+    cos_h, sin_h = fast_rope._paired_tables(*fast_rope._half_tables(cos, sin, "interleaved"))
+    fast_rope._rope_kernel_bf16_pairs(fast_rope._int32_pairs(x), cos_h, sin_h, fast_rope._int32_pairs(out), False)
+    torch.testing.assert_close(out, ref, atol=0, rtol=0, equal_nan=True)
+
+
+def test_int32_pair_view_only_where_it_is_exact():
+    x = torch.randn(2, 3, 5, 8).to(torch.bfloat16)
+    assert fast_rope._int32_pairs(x).shape == (2, 3, 5, 4)
+    assert fast_rope._int32_pairs(x.float()) is None  # not bf16
+    assert fast_rope._int32_pairs(x[..., 1:7]) is None  # odd offset: pairs would straddle words
+    assert fast_rope._int32_pairs(x.transpose(-1, -2)) is None  # feature dim not unit-stride
+    assert fast_rope._int32_pairs(torch.randn(3, 5).to(torch.bfloat16)) is None  # odd width
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rotary_dim", [32, 24])
+def test_compiled_bf16_interleaved_every_variant_bit_exact(rotary_dim):
+    """compile="auto" sends large bf16 interleaved inputs to the compiled int32-pair kernel: out=,
+    in place, offsets, partial rotary and a misaligned view (generic kernel) all equal the reference
+    bit for bit; the backward is the inverse rotation to one bf16 rounding."""
+    x = torch.randn(1, 2, 40, 32).to(torch.bfloat16)
+    cos, sin = _tables(torch.arange(5000, 5040), rotary_dim, "interleaved")
+    ref = F.apply_rope(x, cos, sin, layout="interleaved")
+    out = torch.full_like(x, float("nan"))
+    fast_apply_rope(x, cos, sin, layout="interleaved", out=out, compile=True)
+    assert fast_rope.compile_available(), fast_rope._compile_error
+    assert {kind for kind, _ in fast_rope._compiled} >= {"bf16_pairs"}  # the int32-pair kernel ran
+    torch.testing.assert_close(out, ref, atol=0, rtol=0)
+    y = x.clone()
+    fast_apply_rope_(y, cos, sin, layout="interleaved", compile=True)
+    assert {kind for kind, _ in fast_rope._compiled} >= {"bf16_pairs_"}  # in place, no scratch
+    torch.testing.assert_close(y, ref, atol=0, rtol=0)
+    wide = torch.randn(1, 2, 40, 33).to(torch.bfloat16)  # x = wide[..., 1:]: odd offset, no int32 view
+    xs = wide[..., 1:]
+    out_s = torch.empty_like(xs)
+    fast_apply_rope(xs, cos, sin, layout="interleaved", out=out_s, compile=True)
+    torch.testing.assert_close(out_s, F.apply_rope(xs, cos, sin, layout="interleaved"), atol=0, rtol=0)
+    xg = x.clone().requires_grad_()
+    g = torch.randn_like(x)
+    fast_apply_rope(xg, cos, sin, layout="interleaved", compile=True).backward(g)
+    exact = _exact_rotation(g, cos, sin, "interleaved", inverse=True)
+    assert (xg.grad.double() - exact).abs().max().item() <= 2 ** -8 * exact.abs().max().item()
+
+
+def test_paired_tables_cache_equals_uncached_and_follows_edits():
+    """The cached [s, 2, n] pairing of the tables: equal to its inputs over lengths and offsets,
+    one buffer per table (a hit reuses it), rebuilt after an in-place edit of a table."""
+    for start, length in ((0, 16), (7, 33), (1000, 5)):
+        cos, sin = _tables(torch.arange(start, start + length), 24, "interleaved")
+        cos_h, sin_h = fast_rope._half_tables(cos, sin, "interleaved")  # stride-2 views
+        c2, s2 = fast_rope._paired_tables(cos_h, sin_h)
+        assert torch.equal(c2, cos_h) and torch.equal(s2, sin_h)
+        assert c2.stride(-1) == s2.stride(-1) == 1 and s2.data_ptr() == c2.data_ptr() + 12 * c2.element_size()
+        assert fast_rope._paired_tables(cos_h, sin_h)[0].data_ptr() == c2.data_ptr()  # cache hit
+        cos.mul_(0.5)  # bumps the version: the pairing is rebuilt
+        c3, _ = fast_rope._paired_tables(cos_h, sin_h)
+        assert torch.equal(c3, cos_h) and not torch.equal(c3, c2)
+
+
+def test_head_group_choice():
+    """Heads are grouped (4, else 2) only for head-major tensors with tables shared by all heads."""
+    x, tab = torch.empty(1, 32, 16, 8), torch.empty(16, 4)
+    assert fast_rope._head_group(x, x, tab) == 4
+    assert fast_rope._head_group(x[:, :6], x[:, :6], tab) == 2
+    assert fast_rope._head_group(x[:, :3], x[:, :3], tab) == 1
+    assert fast_rope._head_group(x, x, torch.empty(1, 32, 16, 4)) == 1  # per-head tables
+    assert fast_rope._head_group(x, x, torch.empty(1, 1, 16, 4)) == 4
+    seq_major = torch.empty(1, 16, 32, 8).transpose(1, 2)  # [b, h, s, hd] view of [b, s, h, hd]
+    assert fast_rope._head_group(seq_major, x, tab) == 1
+    assert fast_rope._group_views(x, 4).shape == (1, 8, 16, 4, 8)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("heads", [3, 6, 8])
+@pytest.mark.parametrize(("layout", "dtype"), [("half", torch.float32), ("interleaved", torch.bfloat16)])
+def test_compiled_grouped_heads_equal_reference(heads, layout, dtype):
+    """The head-grouped compiled pass (g = 1, 2, 4) equals the reference, forward and inverse."""
+    x = torch.randn(2, heads, 19, 16).to(dtype)
+    cos, sin = _tables(torch.arange(300, 319), 16, layout)
+    out = torch.empty_like(x)
+    fast_apply_rope(x, cos, sin, layout=layout, out=out, compile=True)
+    atol = 1e-6 if dtype == torch.float32 else 0  # bf16: the same single rounding as the reference
+    torch.testing.assert_close(out, F.apply_rope(x, cos, sin, layout=layout), atol=atol, rtol=0)
+    back = torch.empty_like(x)
+    fast_rope._rotate_into(out, *fast_rope._half_tables(cos, sin, layout), back, layout, True, True)
+    tol = 1e-6 if dtype == torch.float32 else 2 ** -7 * x.abs().max().item()
+    assert (back.double() - x.double()).abs().max().item() <= tol

@@ -92,9 +92,10 @@ def one_time_rows(rows: list[dict]) -> list[list[str]]:
             for row in rows if row.get("kind") == "one-time"]
 
 
-def _default_path(layout: str) -> str:
-    """The path ``compile="auto"`` takes for large inputs (see posenc.functional.fast_rope)."""
-    return "compiled" if layout == "half" else "eager"
+def _default_path(layout: str, dtype: str = "float32") -> str:
+    """The path ``compile="auto"`` takes for large inputs (see posenc.functional.fast_rope):
+    compiled for half pairs and bfloat16 interleaved pairs, eager (complex multiply) otherwise."""
+    return "compiled" if layout == "half" or dtype == "bfloat16" else "eager"
 
 
 def markdown(result: dict) -> str:
@@ -114,7 +115,7 @@ def markdown(result: dict) -> str:
         for r in rope:
             groups.setdefault((r["L"], r["dtype"], r["layout"]), {})[r["case"]] = r
         for (L, dtype, layout), cases in groups.items():
-            path = _default_path(layout)
+            path = _default_path(layout, dtype)
 
             def x(name: str) -> str:
                 return f"{cases[name]['x_floor']:.2f}" if name in cases else "-"

@@ -16,8 +16,12 @@ changes is how often memory is touched:
   The ``rotate_half``/``cat`` form of the reference does not fuse on CPU (Inductor materialises the
   concatenation), which is why the pair-flip form is used (the same idea as gpt-fast's
   ``apply_rotary_emb``, pytorch-labs/gpt-fast ``model.py``, which views pairs instead of concatenating).
-* **eager** (:mod:`posenc.functional._rope_eager`; no compiler, interleaved pairs, or
-  ``compile=False``): for float32/float64 interleaved pairs a complex multiply into the output
+  The sign pattern ``[-sin, +sin]`` is an ``arange`` expression Inductor inlines (stacking the two
+  tables would allocate an ``[s, 2, n]`` temporary per call). **bfloat16 interleaved pairs** are read
+  and written as int32 words, one pair per word, so the pair axis never appears in the loop
+  (:func:`_rope_kernel_bf16_pairs`); Inductor gathers a size-2 pair axis element by element.
+* **eager** (:mod:`posenc.functional._rope_eager`; no compiler, float32/float16 interleaved
+  pairs, or ``compile=False``): for float32/float64 interleaved pairs a complex multiply into the output
   (``view_as_complex``, as Meta's Llama ``apply_rotary_emb``), the complex table cached per table
   tensor; otherwise cache-sized chunks rotated in a reused float32 scratch and stored once.
 * **small inputs** (fewer than :data:`COMPILE_MIN_NUMEL` elements, ``compile="auto"``, no ``out``):
@@ -44,7 +48,8 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ._checks import check_choice
-from ._rope_eager import _eager, _scratch
+from ._rope_eager import _cached_table, _eager, _scratch
+from ._rope_pairs import _int32_pairs, _rope_kernel_bf16_pairs, _rope_kernel_bf16_pairs_
 from .rope import ROPE_LAYOUTS, _align_tables, apply_rope
 
 __all__ = [
@@ -64,7 +69,7 @@ CompileMode = Literal["auto"] | bool
 #: below it, the ~1 s first compile of a new dtype/layout is not worth its saving.
 COMPILE_MIN_NUMEL = 1 << 20
 
-_compiled = None  # the torch.compile'd kernel, built on first use
+_compiled: dict[str, object] = {}  # the torch.compile'd kernels, built on first use
 _compile_error: str | None = None  # why compiling failed, if it did
 
 
@@ -91,10 +96,13 @@ def _rope_kernel(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
     sign = -1.0 if inverse else 1.0
     if layout == "half":
         xr = x[..., :r].unflatten(-1, (2, n))  # [..., s, hd] -> [..., s, 2, n]
-        c = cos_h.unsqueeze(-2)  # [..., s, 1, n]
-        s = torch.stack((-sign * sin_h, sign * sin_h), dim=-2)  # [..., s, 2, n]
-        rot = (xr * c + xr.flip(-2) * s).flatten(-2)  # [..., s, 2, n] -> [..., s, r]
-        out[..., :r].copy_(rot)
+        # -sign for the first half, +sign for the second: an index expression Inductor inlines,
+        # where stacking (-sin, +sin) would materialise an [s, 2, n] temporary on every call
+        pair_sign = torch.arange(2, device=x.device, dtype=sin_h.dtype) * (2 * sign) - sign  # [2]: -sign, +sign
+        pair_sign = pair_sign.unsqueeze(-1)  # [2] -> [2, 1]
+        signed_sin = sin_h.unsqueeze(-2) * pair_sign  # [..., s, 2, n], inlined by Inductor
+        rot = xr * cos_h.unsqueeze(-2) + xr.flip(-2) * signed_sin  # [..., s, 2, n]
+        out[..., :r].copy_(rot.flatten(-2))  # [..., s, 2, n] -> [..., s, r]
     else:
         # pairs (2i, 2i+1): work on the transposed view [..., s, 2, n] so the innermost loop runs
         # over n (a flip of the size-2 axis in the innermost position defeats vectorisation, ~3x)
@@ -106,11 +114,55 @@ def _rope_kernel(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
         out[..., r:].copy_(x[..., r:])
 
 
-def _get_compiled():
-    global _compiled
-    if _compiled is None:
-        _compiled = torch.compile(_rope_kernel, fullgraph=True)
-    return _compiled
+def _paired_tables(cos_h: Tensor, sin_h: Tensor) -> tuple[Tensor, Tensor]:
+    """``cos_h``, ``sin_h`` as views of one cached ``[..., s, 2, n]`` tensor holding each position's
+    cos row and sin row side by side, with unit stride along ``n``.
+
+    The tables are re-read once per head (Inductor keeps the head loop outermost), so their layout
+    counts: one stream of adjacent rows beats two half-used full-width tables (q/k
+    ``[1, 32, L, 128]``, one thread: 1.53-1.62x -> 1.21-1.43x the floor in bf16, ~0.05x less in
+    fp32), and the interleaved tables (stride-2 views) become unit-stride for the bf16 pair kernel.
+    Cached while the same tables are alive (:func:`~posenc.functional._rope_eager._cached_table`).
+    """
+    both = _cached_table("paired", cos_h, sin_h, False)  # [..., s, 2, n]
+    return both[..., 0, :], both[..., 1, :]
+
+
+_KERNELS = {"rope": _rope_kernel, "bf16_pairs": _rope_kernel_bf16_pairs, "bf16_pairs_": _rope_kernel_bf16_pairs_}
+
+
+def _get_compiled(kind: str = "rope", grouped: bool = False):
+    """The torch.compile'd kernel of ``kind`` (a key of ``_KERNELS``), built on first use; the
+    ``grouped`` variant keeps the loop order of its (head-grouped) views, see :func:`_head_group`."""
+    key = (kind, grouped)
+    fn = _compiled.get(key)
+    if fn is None:
+        options = {"pick_loop_orders": False} if grouped else {}
+        fn = _compiled[key] = torch.compile(_KERNELS[kind], fullgraph=True, options=options)
+    return fn
+
+
+def _head_group(x: Tensor, out: Tensor, cos_h: Tensor) -> int:
+    """Heads that share each load of a table row in the compiled pass: 4 (or 2) when ``x`` and
+    ``out`` are head-major ``[..., h, s, hd]`` and the tables do not vary over heads, else 1.
+
+    Inductor orders loops by stride, so the head loop runs outermost and the tables are re-read
+    from cache once per head, as many bytes as a bf16 head itself. Viewing ``[..., h, s, hd]`` as
+    ``[..., h/g, s, g, hd]`` and keeping that order (``pick_loop_orders=False``) reads each table
+    row once per ``g`` heads while every head still streams through contiguous rows: q/k
+    ``[1, 32, L, 128]``, one thread, x the copy floor: g = 1: 1.1-1.5, g = 2: 0.9-1.1, g = 4:
+    0.8-1.0, g = 8: 1.9 (too many concurrent streams), L = 2048/8192, fp32 and bf16.
+    """
+    if x.dim() < 3 or (cos_h.dim() >= 3 and cos_h.shape[-3] != 1):
+        return 1
+    h, s = x.shape[-3], x.shape[-2]
+    if s < 2 or any(t.stride(-3) < t.stride(-2) * s for t in (x, out)):
+        return 1
+    return next((g for g in (4, 2) if h % g == 0), 1)
+
+
+def _group_views(t: Tensor, g: int) -> Tensor:
+    return t.unflatten(-3, (t.shape[-3] // g, g)).transpose(-3, -2)  # [..., h, s, hd] -> [..., h/g, s, g, hd]
 
 
 def compile_available() -> bool:
@@ -123,19 +175,36 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
     global _compile_error
     if _compile_error is not None:
         return False
-    for t in (x, out, cos_h, sin_h):
-        if t.dim() >= 2 and t.shape[-2] > 1:
-            torch._dynamo.maybe_mark_dynamic(t, t.dim() - 2)  # the sequence dim only
+    g = _head_group(x, out, cos_h)
+    if g > 1:  # [..., h, s, hd] -> [..., h/g, s, g, hd]; tables [..., s, n] -> [..., s, 1, n]
+        x, out, cos_h, sin_h = _group_views(x, g), _group_views(out, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)
+    w, wout = (_int32_pairs(x), _int32_pairs(out)) if layout == "interleaved" else (None, None)
+    if w is not None and wout is not None:
+        cos_c, sin_c = (cos_h, sin_h) if cos_h.stride(-1) == sin_h.stride(-1) == 1 else _paired_tables(cos_h, sin_h)
+        if out.data_ptr() == x.data_ptr():
+            kind, args = "bf16_pairs_", (w, cos_c, sin_c, inverse)
+        else:
+            kind, args = "bf16_pairs", (w, cos_c, sin_c, wout, inverse)
+    else:
+        kind, args = "rope", (x, cos_h, sin_h, out, layout, inverse)
+    seq = 3 if g > 1 else 2  # the sequence dim, counted from the end
+    for t in args[:-1] if kind == "bf16_pairs_" else args[:4]:
+        if t.dim() >= seq and t.shape[-seq] > 1:
+            torch._dynamo.maybe_mark_dynamic(t, t.dim() - seq)  # the sequence dim only
     # Static everything else (a symbolic head width defeats vectorisation, ~30x slower), and room
-    # for the few variants (layout x direction x dtype x table rank) that one process meets.
-    patch = torch._dynamo.config.patch(automatic_dynamic_shapes=False, recompile_limit=64)
+    # for the few variants (layout x direction x dtype x table rank) that one process meets. Set
+    # and restored directly: ``config.patch`` costs ~20 us a call, a fifth of a small call's time.
+    cfg = torch._dynamo.config
+    saved = cfg.automatic_dynamic_shapes, cfg.recompile_limit
+    cfg.automatic_dynamic_shapes, cfg.recompile_limit = False, max(saved[1], 64)
     try:
-        with patch:
-            _get_compiled()(x, cos_h, sin_h, out, layout, inverse)
+        _get_compiled(kind, g > 1)(*args)
     except Exception as err:  # compilers missing or broken: the eager path is exact, use it
         _compile_error = f"{type(err).__name__}: {err}"
         log.info("posenc: compiled RoPE unavailable, using the eager path (%s)", _compile_error)
         return False
+    finally:
+        cfg.automatic_dynamic_shapes, cfg.recompile_limit = saved
     return True
 
 
@@ -148,8 +217,9 @@ def _check(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> tuple[Tensor, Te
     if not isinstance(x, Tensor) or not x.is_floating_point():
         raise TypeError(f"x must be a floating-point tensor, got {type(x).__name__}"
                         + (f" of dtype {x.dtype}" if isinstance(x, Tensor) else ""))
-    cos, sin = _align_tables(x, cos, sin)
-    if torch.broadcast_shapes(x.shape[:-1], cos.shape[:-1]) != x.shape[:-1]:
+    cos, sin = _align_tables(x, cos, sin)  # checks that the tables broadcast against x
+    lead_x, lead_t = x.shape[:-1], cos.shape[:-1]
+    if len(lead_t) > len(lead_x) or any(t not in (1, d) for t, d in zip(reversed(lead_t), reversed(lead_x))):
         raise ValueError(f"cos/sin of shape {tuple(cos.shape)} would broadcast x of shape {tuple(x.shape)} "
                          "to a larger shape; the tables must not add batch or head dims")
     return cos, sin
@@ -196,13 +266,17 @@ def _inplace_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str, inve
 def _rotate_into(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool,
                  compile: CompileMode) -> Tensor:
     use_compiled = _wants_compile(compile, x)
-    if compile == "auto" and layout == "interleaved":
+    pairs32 = layout == "interleaved" and _int32_pairs(x) is not None and _int32_pairs(out) is not None
+    if compile == "auto" and layout == "interleaved" and not pairs32:
         # Inductor (torch 2.13, CPU) vectorises the size-2 pair axis poorly (2-20x the floor, see
-        # docs/performance.md); the chunked complex multiply serves interleaved pairs better
+        # docs/performance.md); the complex multiply serves float32 interleaved pairs better.
+        # bfloat16 pairs read as int32 words (_rope_kernel_bf16_pairs) do vectorise: compiled.
         use_compiled = False
     inplace = out.data_ptr() == x.data_ptr()
     if use_compiled:
-        done = (_inplace_compiled(x, cos_h, sin_h, layout, inverse) if inplace
+        cos_h, sin_h = _paired_tables(cos_h, sin_h)
+        # the bf16 pair kernel is elementwise per word: it runs in place without a scratch
+        done = (_inplace_compiled(x, cos_h, sin_h, layout, inverse) if inplace and not pairs32
                 else _run_compiled(x, cos_h, sin_h, out, layout, inverse))
         if done:
             return out
@@ -254,8 +328,9 @@ def fast_apply_rope(
     the rest pass unchanged). ``compile``: ``"auto"`` sends inputs of fewer than
     :data:`COMPILE_MIN_NUMEL` elements to the reference formula when no ``out`` is given (a few ops
     on a small tensor: as fast as any pass) and larger ones to the compiled pass where a compiler
-    works (half pairs) or the eager pass; ``True`` always tries to compile, ``False`` stays eager. Differentiable in ``x`` (backward = inverse rotation) when ``out`` is None; tables
-    that require grad take the reference path. Inside ``torch.compile`` the reference formula is
+    works (half pairs, bfloat16 interleaved pairs) or the eager pass; ``True`` always tries to
+    compile, ``False`` stays eager. Differentiable in ``x`` (backward = inverse rotation) when
+    ``out`` is None; tables that require grad take the reference path. Inside ``torch.compile`` the reference formula is
     returned for the outer compiler to fuse.
     """
     cos, sin = _check(x, cos, sin, layout)
@@ -295,6 +370,7 @@ def fast_apply_rope_(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half
 def warmup(
     head_dim: int = 128,
     *,
+    num_heads: int = 32,
     dtypes: Iterable[torch.dtype] = (torch.float32, torch.bfloat16),
     layouts: Iterable[str] = ROPE_LAYOUTS,
     backward: bool = True,
@@ -302,7 +378,7 @@ def warmup(
 ) -> float:
     """Compile the fast RoPE kernels ahead of time; returns the seconds it took.
 
-    One compile per (dtype, layout, direction) serves every sequence length, so calling this once
+    One compile per (dtype, layout, direction, head count) serves every sequence length, so calling this once
     at start-up moves the first-call compile cost (~1 s each, ~10 s for the first in a cold process)
     out of the first training step.
     """
@@ -314,7 +390,7 @@ def warmup(
         cos, sin = (t.to(device) for t in rope_cos_sin(16, inv_freq.to(device), layout=layout))
         cos_h, sin_h = _half_tables(cos, sin, layout)
         for dtype in dtypes:
-            x = torch.zeros(1, 2, 16, head_dim, dtype=dtype, device=device)
+            x = torch.zeros(1, num_heads, 16, head_dim, dtype=dtype, device=device)  # [b, h, s, hd]
             for inverse in (False, True) if backward else (False,):
                 with contextlib.suppress(Exception):
                     _run_compiled(x, cos_h, sin_h, torch.empty_like(x), layout, inverse)

@@ -195,6 +195,8 @@ class Attention(nn.Module):
             forbid = pad if forbid is None else (forbid | pad)
         if forbid is not None:
             mask = mask.masked_fill(forbid, float("-inf"))
+        if mask.dim() == 3:
+            mask = mask[None]  # [1, h or 1, sq, sk]: SDPA's CPU kernel takes a 4-D mask ~2.5x faster than a 3-D one
         return mask
 
     def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, q_positions: Tensor,

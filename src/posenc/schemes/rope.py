@@ -191,8 +191,8 @@ class Rope(PositionalEncoding):
         sq, sk = q.shape[-2], k.shape[-2]
         seq_len = self.seq_len_of(q_positions, k_positions, sq, sk)  # None unless dynamic / longrope
         cos_k, sin_k = self._tables(k_positions, sk, 0, k, seq_len)
-        if q_positions is None and k_positions is None and sq == sk:
-            cos_q, sin_q = cos_k, sin_k
+        if sq == sk and q.dtype == k.dtype and (q_positions is k_positions or (q_positions is None and k_positions is None)):
+            cos_q, sin_q = cos_k, sin_k  # same positions (self-attention without a cache): one lookup
         else:
             cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q, seq_len)
         layout = self.config.layout

@@ -20,6 +20,26 @@ def test_measure_reports_the_median_and_the_load():
     assert m.other_cpu is None or 0.0 <= m.other_cpu <= 1.0
 
 
+def test_measure_paired_alternates_and_reports_the_median_ratio():
+    """Case and floor run in alternating blocks (every round has both), at least ``min_rounds``
+    rounds; a 4 ms sleep against a 2 ms one is ~2x the floor."""
+    calls: list[str] = []
+
+    def case():
+        calls.append("c")
+        time.sleep(0.004)
+
+    def floor():
+        calls.append("f")
+        time.sleep(0.002)
+    p = timing.measure_paired("sleep", case, floor, min_run_time=0.05, block_s=0.01, min_rounds=5)
+    assert p.rounds >= 5
+    assert 1.4 < p.x_floor < 3.0  # scheduler jitter aside, 2
+    assert 0.0035 < p.case.median_s < 0.05 and 0.0015 < p.floor.median_s < 0.05
+    runs = "".join(calls)
+    assert runs.count("cf") + runs.count("fc") >= 2 * p.rounds - 1  # blocks alternate
+
+
 def test_cpu_probe_does_not_count_this_process(monkeypatch):
     """When the machine's busy time is exactly this process's CPU time, other processes' share is 0;
     when another process adds one busy CPU-second per wall second on 2 CPUs, it is 0.5."""

@@ -297,11 +297,11 @@ def test_compiled_bf16_interleaved_every_variant_bit_exact(rotary_dim):
     out = torch.full_like(x, float("nan"))
     fast_apply_rope(x, cos, sin, layout="interleaved", out=out, compile=True)
     assert fast_rope.compile_available(), fast_rope._compile_error
-    assert {kind for kind, _ in fast_rope._compiled} >= {"bf16_pairs"}  # the int32-pair kernel ran
+    assert {key[0] for key in fast_rope._compiled} >= {"bf16_pairs"}  # the int32-pair kernel ran
     torch.testing.assert_close(out, ref, atol=0, rtol=0)
     y = x.clone()
     fast_apply_rope_(y, cos, sin, layout="interleaved", compile=True)
-    assert {kind for kind, _ in fast_rope._compiled} >= {"bf16_pairs_"}  # in place, no scratch
+    assert {key[0] for key in fast_rope._compiled} >= {"bf16_pairs_"}  # in place, no scratch
     torch.testing.assert_close(y, ref, atol=0, rtol=0)
     wide = torch.randn(1, 2, 40, 33).to(torch.bfloat16)  # x = wide[..., 1:]: odd offset, no int32 view
     xs = wide[..., 1:]
@@ -358,3 +358,114 @@ def test_compiled_grouped_heads_equal_reference(heads, layout, dtype):
     fast_rope._rotate_into(out, *fast_rope._half_tables(cos, sin, layout), back, layout, True, True)
     tol = 1e-6 if dtype == torch.float32 else 2 ** -7 * x.abs().max().item()
     assert (back.double() - x.double()).abs().max().item() <= tol
+
+
+# ---------------------------------------------------------------------------------------------- half pairs: two-buffer kernels
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rotary_dim", [32, 24])
+def test_compiled_half_pairs_in_place_and_out_bit_exact(dtype, rotary_dim):
+    """Half pairs in place run one compiled pass over the two halves as separate buffers
+    (``halves_``); out= takes the two-output kernel for 16-bit dtypes (``halves``) and the
+    one-output kernel for float32 (``rope``). All equal the reference (16-bit: bit for bit), with
+    partial rotary, an offset and head-grouped views; the inverse undoes the rotation."""
+    x = torch.randn(2, 4, 40, 32).to(dtype)  # [b, h, s, hd]; 4 heads: grouped views
+    cos, sin = _tables(torch.arange(300, 340), rotary_dim, "half")
+    ref = F.apply_rope(x, cos, sin, layout="half")
+    tol = {"atol": 1e-6, "rtol": 0} if dtype == torch.float32 else {"atol": 0, "rtol": 0}
+    fast_rope._compiled.clear()
+    y = x.clone()
+    assert fast_apply_rope_(y, cos, sin, layout="half", compile=True) is y
+    assert fast_rope.compile_available(), fast_rope._compile_error
+    torch.testing.assert_close(y, ref, **tol)
+    out = torch.full_like(x, float("nan"))
+    fast_apply_rope(x, cos, sin, layout="half", out=out, compile=True)
+    torch.testing.assert_close(out, ref, **tol)
+    kinds = {key[0] for key in fast_rope._compiled}
+    assert kinds == {"halves_", "rope" if dtype == torch.float32 else "halves"}
+    back = y.clone()
+    fast_rope._rotate_into(back, *fast_rope._half_tables(cos, sin, "half"), back, "half", True, True)
+    bound = 1e-6 if dtype == torch.float32 else 2 ** -6 * x.abs().max().item()
+    assert (back.double() - x.double()).abs().max().item() <= bound
+
+
+@pytest.mark.slow
+def test_halves_without_a_disjoint_alias_fall_back_exactly(monkeypatch):
+    """Where the halves cannot be handed over as separate buffers (no DLPack for a dtype or
+    device), in place goes through the scratch path and out= through the one-output kernel."""
+    monkeypatch.setattr(fast_rope, "_disjoint_alias", lambda t: None)
+    x = torch.randn(1, 4, 24, 16).to(torch.bfloat16)
+    cos, sin = _tables(torch.arange(24), 16, "half")
+    ref = F.apply_rope(x, cos, sin, layout="half")
+    y = x.clone()
+    fast_apply_rope_(y, cos, sin, layout="half", compile=True)
+    out = fast_apply_rope(x, cos, sin, layout="half", out=torch.empty_like(x), compile=True)
+    torch.testing.assert_close(y, ref, atol=0, rtol=0)
+    torch.testing.assert_close(out, ref, atol=0, rtol=0)
+
+
+def test_disjoint_alias_shares_memory_not_storage():
+    x = torch.randn(2, 8)
+    alias = fast_rope._disjoint_alias(x[:, 4:])
+    assert alias.data_ptr() == x[:, 4:].data_ptr() and alias.stride() == (8, 1)
+    assert alias.untyped_storage()._cdata != x.untyped_storage()._cdata  # the compiler sees two buffers
+    alias.fill_(7.0)
+    assert torch.equal(x[:, 4:], torch.full((2, 4), 7.0))
+
+
+@pytest.mark.slow
+def test_one_compile_per_variant_serves_every_length():
+    """Each (kernel, dtype, layout, direction, static shape) variant compiles once with the
+    sequence dim symbolic: new lengths reuse it, and compiling a bfloat16 variant afterwards does
+    not make the float32 one recompile."""
+    from torch._dynamo.utils import counters
+
+    def run(L, dtype):
+        x = torch.randn(1, 4, L, 16).to(dtype)
+        cos, sin = _tables(torch.arange(L), 16, "half")
+        out = fast_apply_rope(x, cos, sin, layout="half", out=torch.empty_like(x), compile=True)
+        torch.testing.assert_close(out, F.apply_rope(x, cos, sin, layout="half"), atol=1e-6, rtol=0)
+
+    fast_rope._compiled.clear()
+    run(64, torch.float32)
+    graphs = counters["stats"]["unique_graphs"]
+    for L in (96, 130, 257):
+        run(L, torch.float32)
+    assert counters["stats"]["unique_graphs"] == graphs
+    run(50, torch.bfloat16)
+    assert counters["stats"]["unique_graphs"] == graphs + 1
+    run(77, torch.float32)
+    run(81, torch.bfloat16)
+    assert counters["stats"]["unique_graphs"] == graphs + 1
+    assert len(fast_rope._compiled) == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("tables", ["shared", "per-batch", "per-head"])
+def test_eager_half_pairs_head_by_head(dtype, tables, monkeypatch):
+    """The eager half-pair pass (head by head, cache-sized row steps, straight into out or through
+    a float32 scratch) with tables shared, per batch ``[b, 1, s, r]`` or per head, out= and in
+    place, more rows than one step, against the reference."""
+    from posenc.functional import _rope_eager
+
+    b, h, s, hd, r = 2, 3, 40, 16, 12
+    x = torch.randn(b, h, s, hd).to(dtype)
+    shape = {"shared": (s,), "per-batch": (b, 1, s), "per-head": (b, h, s)}[tables]
+    positions = torch.arange(int(torch.tensor(shape).prod())).reshape(shape) * 3
+    cos, sin = _tables(positions, r, "half", torch.float64 if dtype == torch.float64 else torch.float32)
+    ref = F.apply_rope(x, cos, sin, layout="half")
+    tol = {"atol": 0, "rtol": 0} if dtype == torch.bfloat16 else {"atol": 1e-6 if dtype == torch.float32 else 1e-12, "rtol": 0}
+    monkeypatch.setattr(_rope_eager, "_EAGER_HALF_STEP_BYTES", 7 * r * 4)  # steps of 7 rows: a ragged last one
+
+    def not_this_path(*args):
+        raise AssertionError("half pairs should take the head-by-head pass")
+    monkeypatch.setattr(_rope_eager, "_eager_chunked", not_this_path)
+    out = torch.full_like(x, float("nan"))
+    fast_apply_rope(x, cos, sin, layout="half", out=out, compile=False)
+    y = x.clone()
+    fast_apply_rope_(y, cos, sin, layout="half", compile=False)
+    torch.testing.assert_close(out, ref, **tol)
+    torch.testing.assert_close(y, ref, **tol)
+    assert torch.equal(out[..., r:], x[..., r:])

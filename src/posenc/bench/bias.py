@@ -23,7 +23,7 @@ import torch
 
 from .. import functional as F
 from ..functional import fast_bias
-from .timing import measure
+from .timing import measure, measure_paired
 
 __all__ = ["bench_bias", "bench_attention", "bench_flex_memory"]
 
@@ -76,15 +76,18 @@ def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads
         }
         if peers:
             cases.update(_peer_bias_cases(heads, L))
-        floor = None
+        floor_name = next(iter(cases))
         for name, fn in cases.items():
             if progress:
                 progress(f"bias L={L}: {name}")
             with torch.no_grad():
-                m = measure(name, fn, num_threads=num_threads, min_run_time=min_run_time)
-            floor = m.median_s if floor is None else floor
+                if name == floor_name:
+                    m, x_floor = measure(name, fn, num_threads=num_threads, min_run_time=min_run_time), 1.0
+                else:  # in alternation with the floor, as the RoPE cases
+                    p = measure_paired(name, fn, cases[floor_name], num_threads=num_threads, min_run_time=min_run_time)
+                    m, x_floor = p.case, p.x_floor
             rows.append({"L": L, "heads": heads, "case": name, "kind": "steady", "median_ms": m.median_s * 1e3,
-                         "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "x_floor": m.median_s / floor,
+                         "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "x_floor": x_floor,
                          "other_cpu": m.other_cpu, "num_threads": num_threads})
         del out
     return rows

@@ -19,7 +19,7 @@ import torch
 
 from .. import functional as F
 from ..functional import fast_rope
-from .timing import measure
+from .timing import measure, measure_paired
 
 __all__ = ["bench_rope", "rope_peers"]
 
@@ -135,6 +135,10 @@ def bench_rope(
 ) -> list[dict]:
     """One row per (case, L, dtype, layout): median ms, effective GB/s, ratio to the floor, load.
 
+    Each case is timed in alternation with the floor (:func:`~posenc.bench.timing.measure_paired`);
+    ``x_floor`` is the median of the per-round ratios and ``floor_ms_paired`` the floor's median
+    over the same rounds.
+
     Also rows ``kind="one-time"`` for the cos/sin table build and each compiled variant's first call
     (compile time), reported apart from the steady state.
     """
@@ -154,7 +158,6 @@ def bench_rope(
                 cases = _posenc_cases(q, k, cos, sin, layout)
                 if peers:
                     cases.update({f"peer {n}": c for n, c in rope_peers(q, k, layout).items()})
-                floor = None
                 for name, fn in cases.items():
                     if progress:
                         progress(f"rope L={L} {base['dtype']} {layout}: {name}")
@@ -162,10 +165,14 @@ def bench_rope(
                         start = time.perf_counter()
                         fn()
                         rows.append({**base, "case": name, "kind": "one-time", "seconds": time.perf_counter() - start})
-                    m = measure(name, fn, num_threads=num_threads, min_run_time=min_run_time)
-                    floor = m.median_s if name == "floor" else floor
+                    if name == "floor":
+                        m, x_floor, floor_ms = measure(name, fn, num_threads=num_threads, min_run_time=min_run_time), 1.0, None
+                    else:  # in alternation with the floor: the ratio survives the machine's drift
+                        p = measure_paired(name, fn, cases["floor"], num_threads=num_threads, min_run_time=min_run_time)
+                        m, x_floor, floor_ms = p.case, p.x_floor, p.floor.median_s * 1e3
                     rows.append({**base, "case": name, "kind": "steady", "median_ms": m.median_s * 1e3,
                                  "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "gb_per_s": floor_bytes / m.median_s / 1e9,
-                                 "x_floor": m.median_s / floor, "other_cpu": m.other_cpu, "num_threads": num_threads})
+                                 "x_floor": x_floor, "floor_ms_paired": floor_ms, "other_cpu": m.other_cpu,
+                                 "num_threads": num_threads})
             del q, k
     return rows

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-__all__ = ["Measurement", "measure", "CpuProbe"]
+__all__ = ["Measurement", "measure", "measure_paired", "Paired", "CpuProbe"]
 
 
 class CpuProbe:
@@ -82,3 +82,56 @@ def measure(name: str, fn: Callable[[], object], *, num_threads: int = 1, min_ru
     other = probe.stop()
     return Measurement(name=name, median_s=float(m.median), iqr_s=float(m.iqr), runs=len(m.times),
                        num_threads=num_threads, other_cpu=other)
+
+
+@dataclass
+class Paired:
+    """A case timed in alternation with its floor: both medians and the median of the per-round
+    ratios (``x_floor``), which is what to quote on a machine whose speed drifts."""
+
+    case: Measurement
+    floor: Measurement
+    x_floor: float
+    rounds: int
+
+
+def measure_paired(name: str, fn: Callable[[], object], floor_fn: Callable[[], object], *, num_threads: int = 1,
+                   min_run_time: float = 0.5, block_s: float = 0.02, min_rounds: int = 7) -> Paired:
+    """Time ``fn`` and ``floor_fn`` in alternating blocks of ~``block_s`` each (``Timer.timeit``)
+    until each has run ``min_run_time`` and at least ``min_rounds`` rounds have passed.
+
+    A shared machine's memory bandwidth drifts by tens of percent over seconds (other tenants);
+    timing a case long after its floor turns that drift into the ratio. Alternating short blocks
+    puts both under the same conditions, and the median of the per-round ratios discards rounds
+    that a burst of load hit on one side only.
+    """
+    import statistics
+
+    from torch.utils.benchmark import Timer
+
+    fn(), floor_fn()  # warm-up: compilation, caches, first-touch page faults
+    timers = [Timer(stmt="f()", globals={"f": f}, num_threads=num_threads) for f in (fn, floor_fn)]
+    numbers = []
+    for timer in timers:  # calls per block, from one timed call
+        one = timer.timeit(1).median
+        numbers.append(max(1, int(block_s / max(one, 1e-9))))
+    samples: list[list[float]] = [[], []]
+    spent = [0.0, 0.0]
+    probe = CpuProbe()
+    probe.start()
+    while len(samples[0]) < min_rounds or min(spent) < min_run_time:
+        for i, timer in enumerate(timers):
+            per_call = timer.timeit(numbers[i]).median
+            samples[i].append(per_call)
+            spent[i] += per_call * numbers[i]
+        if len(samples[0]) >= 1000:
+            break
+    other = probe.stop()
+
+    def summary(label: str, times: list[float], number: int) -> Measurement:
+        q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
+        return Measurement(name=label, median_s=statistics.median(times), iqr_s=q[2] - q[0],
+                           runs=len(times) * number, num_threads=num_threads, other_cpu=other)
+    ratios = [a / b for a, b in zip(*samples)]
+    return Paired(case=summary(name, samples[0], numbers[0]), floor=summary("floor", samples[1], numbers[1]),
+                  x_floor=statistics.median(ratios), rounds=len(ratios))

@@ -17,13 +17,18 @@ changes is how often memory is touched:
   concatenation), which is why the pair-flip form is used (the same idea as gpt-fast's
   ``apply_rotary_emb``, pytorch-labs/gpt-fast ``model.py``, which views pairs instead of concatenating).
   The sign pattern ``[-sin, +sin]`` is an ``arange`` expression Inductor inlines (stacking the two
-  tables would allocate an ``[s, 2, n]`` temporary per call). **bfloat16 interleaved pairs** are read
+  tables would allocate an ``[s, 2, n]`` temporary per call). **Half pairs in place, and 16-bit half
+  pairs into out=**, take the two halves as separate buffers (:func:`_rope_kernel_halves_`,
+  :func:`_rope_kernel_halves`): one loop step loads a pair and its cos/sin once and stores both
+  results, and in place it needs no temporary. **bfloat16 interleaved pairs** are read
   and written as int32 words, one pair per word, so the pair axis never appears in the loop
   (:func:`_rope_kernel_bf16_pairs`); Inductor gathers a size-2 pair axis element by element.
-* **eager** (:mod:`posenc.functional._rope_eager`; no compiler, float32/float16 interleaved
+* **eager** (:mod:`posenc.functional._rope_eager`; no compiler, float32/float64 interleaved
   pairs, or ``compile=False``): for float32/float64 interleaved pairs a complex multiply into the output
   (``view_as_complex``, as Meta's Llama ``apply_rotary_emb``), the complex table cached per table
-  tensor; otherwise cache-sized chunks rotated in a reused float32 scratch and stored once.
+  tensor, whatever ``compile`` says (it is at the floor; Inductor is not); half pairs head by head
+  in cache-sized steps, three ATen passes each; otherwise cache-sized chunks rotated in a reused
+  float32 scratch and stored once.
 * **small inputs** (fewer than :data:`COMPILE_MIN_NUMEL` elements, ``compile="auto"``, no ``out``):
   the reference formula itself, as fast as any pass at that size.
 
@@ -40,6 +45,7 @@ import contextlib
 import logging
 import threading
 import time
+import types
 from collections.abc import Iterable
 from typing import Literal
 
@@ -48,7 +54,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ._checks import check_choice
-from ._rope_eager import _cached_table, _eager, _scratch
+from ._rope_eager import _cached_table, _complexable, _eager, _scratch
 from ._rope_pairs import _int32_pairs, _rope_kernel_bf16_pairs, _rope_kernel_bf16_pairs_
 from .rope import ROPE_LAYOUTS, _align_tables, apply_rope
 
@@ -69,7 +75,7 @@ CompileMode = Literal["auto"] | bool
 #: below it, the ~1 s first compile of a new dtype/layout is not worth its saving.
 COMPILE_MIN_NUMEL = 1 << 20
 
-_compiled: dict[str, object] = {}  # the torch.compile'd kernels, built on first use
+_compiled: dict[tuple, object] = {}  # the torch.compile'd kernel variants, built on first use
 _compile_error: str | None = None  # why compiling failed, if it did
 
 
@@ -114,6 +120,46 @@ def _rope_kernel(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
         out[..., r:].copy_(x[..., r:])
 
 
+def _rope_kernel_halves_(x0: Tensor, x1: Tensor, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> None:
+    """Rotate half pairs in place: ``x0``/``x1`` are the two halves ``[..., s, n]`` of the same
+    rows, each rewritten from both (``x0 * cos - x1 * sin``, ``x1 * cos + x0 * sin``).
+
+    Each output element depends only on the two inputs at its own index, so the pass is safe in
+    place, but only if the compiler sees two buffers: a single buffer read at flipped indices makes
+    Inductor compute into a full-size temporary and copy back (two passes, ~2x the floor). The
+    caller hands ``x1`` over through a DLPack alias (:func:`_disjoint_alias`), so Inductor fuses
+    both halves into one loop with two loads and two stores per index.
+    """
+    s = -sin_h if inverse else sin_h
+    y0 = x0 * cos_h + (-x1) * s  # promoted dtype, as the reference (x * cos + rotate_half(x) * sin)
+    y1 = x1 * cos_h + x0 * s
+    x0.copy_(y0)
+    x1.copy_(y1)
+
+
+def _rope_kernel_halves(x0: Tensor, x1: Tensor, cos_h: Tensor, sin_h: Tensor, o0: Tensor, o1: Tensor,
+                        inverse: bool) -> None:
+    """:func:`_rope_kernel_halves_` into ``o0``/``o1``, the halves of a separate output: each loop
+    step loads a pair's two members and its cos/sin once and stores both results, half the loads
+    and arithmetic of the one-output form (:func:`_rope_kernel`, which computes every element from
+    its partner and re-reads the tables per half)."""
+    s = -sin_h if inverse else sin_h
+    o0.copy_(x0 * cos_h + (-x1) * s)  # promoted dtype, rounded once, as the reference
+    o1.copy_(x1 * cos_h + x0 * s)
+
+
+def _disjoint_alias(t: Tensor) -> Tensor | None:
+    """``t`` over the same memory but a separate storage object (a DLPack round trip), or None.
+
+    Used only for views whose elements do not overlap the other arguments' (the two halves of a
+    row): the compiler then treats them as separate buffers, which is exact for such views.
+    """
+    try:
+        return torch.from_dlpack(t.detach())
+    except Exception:  # a dtype or device DLPack cannot carry: the caller takes the scratch path
+        return None
+
+
 def _paired_tables(cos_h: Tensor, sin_h: Tensor) -> tuple[Tensor, Tensor]:
     """``cos_h``, ``sin_h`` as views of one cached ``[..., s, 2, n]`` tensor holding each position's
     cos row and sin row side by side, with unit stride along ``n``.
@@ -128,17 +174,29 @@ def _paired_tables(cos_h: Tensor, sin_h: Tensor) -> tuple[Tensor, Tensor]:
     return both[..., 0, :], both[..., 1, :]
 
 
-_KERNELS = {"rope": _rope_kernel, "bf16_pairs": _rope_kernel_bf16_pairs, "bf16_pairs_": _rope_kernel_bf16_pairs_}
+_KERNELS = {"rope": _rope_kernel, "halves": _rope_kernel_halves, "halves_": _rope_kernel_halves_, "bf16_pairs": _rope_kernel_bf16_pairs,
+            "bf16_pairs_": _rope_kernel_bf16_pairs_}
 
 
-def _get_compiled(kind: str = "rope", grouped: bool = False):
-    """The torch.compile'd kernel of ``kind`` (a key of ``_KERNELS``), built on first use; the
-    ``grouped`` variant keeps the loop order of its (head-grouped) views, see :func:`_head_group`."""
-    key = (kind, grouped)
+def _get_compiled(kind: str = "rope", grouped: bool = False, signature: tuple = ()):
+    """The torch.compile'd kernel of ``kind`` (a key of ``_KERNELS``) for one call signature, built
+    on first use; the ``grouped`` variant keeps the loop order of its (head-grouped) views, see
+    :func:`_head_group`.
+
+    Each signature (dtype, layout, direction, ranks, static sizes) gets its own copy of the kernel's
+    code object under its own name, so Dynamo compiles it exactly once (sequence length symbolic)
+    and never re-specialises one variant from another's shapes: the steady-state call is then a
+    dictionary lookup plus Dynamo's guard check, with no config patching or marking per call.
+    """
+    key = (kind, grouped, signature)
     fn = _compiled.get(key)
     if fn is None:
+        base = _KERNELS[kind]
+        name = f"{base.__name__}__v{len(_compiled)}"
+        code = base.__code__.replace(co_name=name, co_qualname=name)
+        variant = types.FunctionType(code, base.__globals__, name, base.__defaults__, base.__closure__)
         options = {"pick_loop_orders": False} if grouped else {}
-        fn = _compiled[key] = torch.compile(_KERNELS[kind], fullgraph=True, options=options)
+        fn = _compiled[key] = torch.compile(variant, fullgraph=True, options=options)
     return fn
 
 
@@ -165,6 +223,14 @@ def _group_views(t: Tensor, g: int) -> Tensor:
     return t.unflatten(-3, (t.shape[-3] // g, g)).transpose(-3, -2)  # [..., h, s, hd] -> [..., h/g, s, g, hd]
 
 
+def _static_shape(t: Tensor, seq: int) -> tuple[int, ...]:
+    """``t``'s shape with the sequence dim (``seq`` from the end) as -1: the sizes a variant fixes."""
+    shape = list(t.shape)
+    if t.dim() >= seq:
+        shape[t.dim() - seq] = -1 if shape[t.dim() - seq] > 1 else 1
+    return tuple(shape)
+
+
 def compile_available() -> bool:
     """False once compiling the kernel has failed in this process (no C++ compiler, no Triton)."""
     return _compile_error is None
@@ -172,7 +238,6 @@ def compile_available() -> bool:
 
 def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> bool:
     """Run the compiled kernel; False (and remember why) if compilation is not possible here."""
-    global _compile_error
     if _compile_error is not None:
         return False
     g = _head_group(x, out, cos_h)
@@ -187,24 +252,49 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
             kind, args = "bf16_pairs", (w, cos_c, sin_c, wout, inverse)
     else:
         kind, args = "rope", (x, cos_h, sin_h, out, layout, inverse)
+        # 16-bit half pairs: the two-output form (the conversions make the one-output form
+        # compute-bound: q/k [1, 32, L, 128] bf16, one thread, x the floor in alternation,
+        # L = 2048/8192: 1.25-1.37 -> 1.06-1.26). float32 keeps the one-output form, which
+        # streams one output row at a time (0.93-1.19 against 1.07-1.28 for two outputs).
+        alias = _disjoint_alias(out) if layout == "half" and x.element_size() < 4 else None
+        if alias is not None:
+            n = cos_h.shape[-1]
+            kind, args = "halves", (x[..., :n], x[..., n:2 * n], cos_h, sin_h, out[..., :n], alias[..., n:2 * n], inverse)
+            if 2 * n < x.shape[-1]:
+                out[..., 2 * n:].copy_(x[..., 2 * n:])  # partial rotary: the rest passes unchanged
+    tensors = args[:-1] if kind in ("bf16_pairs_", "halves") else args[:4]
+    return _invoke(kind, g, x.dtype, layout, inverse, args, tensors)
+
+
+def _invoke(kind: str, g: int, dtype: torch.dtype, layout: str, inverse: bool, args: tuple, tensors: tuple) -> bool:
+    """Call the compiled variant of ``kind`` for these arguments (compiling it on first use, with
+    the sequence dim of ``tensors`` symbolic); False (and remember why) if compiling fails."""
+    global _compile_error
     seq = 3 if g > 1 else 2  # the sequence dim, counted from the end
-    for t in args[:-1] if kind == "bf16_pairs_" else args[:4]:
-        if t.dim() >= seq and t.shape[-seq] > 1:
-            torch._dynamo.maybe_mark_dynamic(t, t.dim() - seq)  # the sequence dim only
-    # Static everything else (a symbolic head width defeats vectorisation, ~30x slower), and room
-    # for the few variants (layout x direction x dtype x table rank) that one process meets. Set
-    # and restored directly: ``config.patch`` costs ~20 us a call, a fifth of a small call's time.
-    cfg = torch._dynamo.config
-    saved = cfg.automatic_dynamic_shapes, cfg.recompile_limit
-    cfg.automatic_dynamic_shapes, cfg.recompile_limit = False, max(saved[1], 64)
+    signature = (dtype, tensors[0].device.type, layout, inverse,
+                 *((t.dim(), _static_shape(t, seq), t.stride(-1) == 1) for t in tensors))
+    fn = _compiled.get((kind, g > 1, signature))
     try:
-        _get_compiled(kind, g > 1)(*args)
+        if fn is not None:
+            fn(*args)  # steady state: Dynamo's guards only
+            return True
+        for t in tensors:
+            if t.dim() >= seq and t.shape[-seq] > 1:
+                torch._dynamo.maybe_mark_dynamic(t, t.dim() - seq)  # the sequence dim only
+        # Static everything else (a symbolic head width defeats vectorisation, ~30x slower); set
+        # only for this variant's first (compiling) call.
+        cfg = torch._dynamo.config
+        saved = cfg.automatic_dynamic_shapes
+        cfg.automatic_dynamic_shapes = False
+        try:
+            _get_compiled(kind, g > 1, signature)(*args)
+        finally:
+            cfg.automatic_dynamic_shapes = saved
     except Exception as err:  # compilers missing or broken: the eager path is exact, use it
+        _compiled.pop((kind, g > 1, signature), None)
         _compile_error = f"{type(err).__name__}: {err}"
         log.info("posenc: compiled RoPE unavailable, using the eager path (%s)", _compile_error)
         return False
-    finally:
-        cfg.automatic_dynamic_shapes, cfg.recompile_limit = saved
     return True
 
 
@@ -213,6 +303,10 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
 
 
 def _check(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> tuple[Tensor, Tensor]:
+    if (layout in ROPE_LAYOUTS and isinstance(x, Tensor) and isinstance(cos, Tensor) and isinstance(sin, Tensor)
+            and x.is_floating_point() and x.dim() >= 2 and cos.dim() == 2 and cos.shape == sin.shape
+            and cos.shape[0] in (1, x.shape[-2]) and cos.shape[1] % 2 == 0 and 0 < cos.shape[1] <= x.shape[-1]):
+        return cos, sin  # the common case, [s, r] tables, checked in a few microseconds
     check_choice("layout", layout, ROPE_LAYOUTS)
     if not isinstance(x, Tensor) or not x.is_floating_point():
         raise TypeError(f"x must be a floating-point tensor, got {type(x).__name__}"
@@ -235,6 +329,22 @@ def _wants_compile(compile: CompileMode, x: Tensor) -> bool:
 
 #: Bytes per chunk of an in-place compiled rotation (computed into a reused scratch, copied back).
 _INPLACE_CHUNK_BYTES = 8 << 20
+
+
+def _inplace_halves(x: Tensor, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> bool | None:
+    """Half pairs rotated in place in one compiled pass (:func:`_rope_kernel_halves_`); None when
+    the halves cannot be given to the compiler as separate buffers (the caller uses a scratch)."""
+    if _compile_error is not None:
+        return False
+    n = cos_h.shape[-1]
+    g = _head_group(x, x, cos_h)
+    if g > 1:  # [..., h, s, hd] -> [..., h/g, s, g, hd]; tables [..., s, n] -> [..., s, 1, n]
+        x, cos_h, sin_h = _group_views(x, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)
+    alias = _disjoint_alias(x)
+    if alias is None:
+        return None
+    args = (x[..., :n], alias[..., n:2 * n], cos_h, sin_h, inverse)
+    return _invoke("halves_", g, x.dtype, "half", inverse, args, args[:4])
 
 
 def _inplace_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str, inverse: bool) -> bool:
@@ -267,17 +377,24 @@ def _rotate_into(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
                  compile: CompileMode) -> Tensor:
     use_compiled = _wants_compile(compile, x)
     pairs32 = layout == "interleaved" and _int32_pairs(x) is not None and _int32_pairs(out) is not None
-    if compile == "auto" and layout == "interleaved" and not pairs32:
+    if layout == "interleaved" and not pairs32 and (compile == "auto" or _complexable(x, out, cos_h, layout)):
         # Inductor (torch 2.13, CPU) vectorises the size-2 pair axis poorly (2-20x the floor, see
-        # docs/performance.md); the complex multiply serves float32 interleaved pairs better.
+        # docs/performance.md); the complex multiply serves float32/float64 interleaved pairs
+        # better (at the floor), even when compile=True asks for the compiler.
         # bfloat16 pairs read as int32 words (_rope_kernel_bf16_pairs) do vectorise: compiled.
         use_compiled = False
     inplace = out.data_ptr() == x.data_ptr()
     if use_compiled:
         cos_h, sin_h = _paired_tables(cos_h, sin_h)
         # the bf16 pair kernel is elementwise per word: it runs in place without a scratch
-        done = (_inplace_compiled(x, cos_h, sin_h, layout, inverse) if inplace and not pairs32
-                else _run_compiled(x, cos_h, sin_h, out, layout, inverse))
+        if inplace and layout == "half":
+            done = _inplace_halves(x, cos_h, sin_h, inverse)
+            if done is None:
+                done = _inplace_compiled(x, cos_h, sin_h, layout, inverse)
+        elif inplace and not pairs32:
+            done = _inplace_compiled(x, cos_h, sin_h, layout, inverse)
+        else:
+            done = _run_compiled(x, cos_h, sin_h, out, layout, inverse)
         if done:
             return out
     _eager(x, cos_h, sin_h, out, layout, inverse)

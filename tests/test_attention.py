@@ -189,6 +189,43 @@ def test_sdpa_is_causal_flag_without_bias(monkeypatch: pytest.MonkeyPatch) -> No
     assert seen[0].get("is_causal") is True and seen[0].get("attn_mask") is None
 
 
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+def test_causal_masked_bias_is_reused_while_the_bias_is_unchanged(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without gradients, the causal-masked bias is built once and passed to SDPA again (the same
+    tensor) while the scheme's cached bias is unchanged; a new length, a key mask, an edited T5
+    table or a bias that needs gradients builds it anew, and outputs never differ from a fresh
+    module's."""
+    attn = _build(name, causal=True).eval()
+    masks: list[torch.Tensor] = []
+    real = nnf.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        masks.append(kwargs.get("attn_mask"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(nnf, "scaled_dot_product_attention", spy)
+    x = torch.randn(2, 6, D, dtype=torch.float64)
+    with torch.no_grad():
+        first, second = attn(x), attn(x)
+        assert masks[1] is masks[0] and torch.equal(first, second)
+        assert torch.equal(torch.isneginf(masks[0][0, 0]), torch.ones(6, 6, dtype=torch.bool).triu(1))
+        attn(x[:, :5])
+        assert masks[2] is not masks[1] and masks[2].shape[-1] == 5
+        attn(x, key_mask=torch.ones(2, 6, dtype=torch.bool))
+        assert masks[3] is not masks[0]
+        if name == "t5":
+            attn.encoding.relative_attention_bias.weight.add_(1.0)  # in place: the bias is rebuilt
+            edited = attn(x)
+            assert masks[-1] is not masks[0]
+            fresh = _build(name, causal=True).eval()
+            fresh.load_state_dict(attn.state_dict())
+            torch.testing.assert_close(edited, fresh(x), atol=1e-12, rtol=0)
+    if name == "t5":  # the learned table requires grad: masked anew each step, gradients flow
+        n = len(masks)
+        attn.train()(x).sum().backward()
+        assert len(masks) == n + 1 and masks[-1].requires_grad
+        assert attn.encoding.relative_attention_bias.weight.grad is not None
+
+
 # -- Shaw et al. 2018 against the paper's equations --------------------------------------------
 
 def naive_shaw(attn: posenc.Attention, x: torch.Tensor, causal: bool) -> torch.Tensor:

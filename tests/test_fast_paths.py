@@ -344,16 +344,22 @@ def test_head_group_choice():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("heads", [3, 6, 8])
-@pytest.mark.parametrize(("layout", "dtype"), [("half", torch.float32), ("interleaved", torch.bfloat16)])
+@pytest.mark.parametrize("heads", [3, 6, 7, 8])
+@pytest.mark.parametrize(("layout", "dtype"), [("half", torch.float32), ("interleaved", torch.bfloat16),
+                                               ("half", torch.bfloat16)])
 def test_compiled_grouped_heads_equal_reference(heads, layout, dtype):
-    """The head-grouped compiled pass (g = 1, 2, 4) equals the reference, forward and inverse."""
+    """The head-grouped compiled pass (g = 1, 2, 4; 7 heads split 4 + 3) equals the reference,
+    out=, in place and inverse."""
     x = torch.randn(2, heads, 19, 16).to(dtype)
     cos, sin = _tables(torch.arange(300, 319), 16, layout)
     out = torch.empty_like(x)
     fast_apply_rope(x, cos, sin, layout=layout, out=out, compile=True)
     atol = 1e-6 if dtype == torch.float32 else 0  # bf16: the same single rounding as the reference
-    torch.testing.assert_close(out, F.apply_rope(x, cos, sin, layout=layout), atol=atol, rtol=0)
+    ref = F.apply_rope(x, cos, sin, layout=layout)
+    torch.testing.assert_close(out, ref, atol=atol, rtol=0)
+    y = x.clone()
+    fast_apply_rope_(y, cos, sin, layout=layout, compile=True)
+    torch.testing.assert_close(y, ref, atol=atol, rtol=0)
     back = torch.empty_like(x)
     fast_rope._rotate_into(out, *fast_rope._half_tables(cos, sin, layout), back, layout, True, True)
     tol = 1e-6 if dtype == torch.float32 else 2 ** -7 * x.abs().max().item()

@@ -98,7 +98,8 @@ class Paired:
 def measure_paired(name: str, fn: Callable[[], object], floor_fn: Callable[[], object], *, num_threads: int = 1,
                    min_run_time: float = 0.5, block_s: float = 0.02, min_rounds: int = 7) -> Paired:
     """Time ``fn`` and ``floor_fn`` in alternating blocks of ~``block_s`` each (``Timer.timeit``)
-    until each has run ``min_run_time`` and at least ``min_rounds`` rounds have passed.
+    for at least ``min_rounds`` rounds and ``2 * min_run_time`` seconds in all (three rounds
+    suffice once ``10 * min_run_time`` have passed: a case at 50x the floor needs no more).
 
     A shared machine's memory bandwidth drifts by tens of percent over seconds (other tenants);
     timing a case long after its floor turns that drift into the ratio. Alternating short blocks
@@ -119,13 +120,15 @@ def measure_paired(name: str, fn: Callable[[], object], floor_fn: Callable[[], o
     spent = [0.0, 0.0]
     probe = CpuProbe()
     probe.start()
-    while len(samples[0]) < min_rounds or min(spent) < min_run_time:
+    while True:
         for i, timer in enumerate(timers):
             per_call = timer.timeit(numbers[i]).median
             samples[i].append(per_call)
             spent[i] += per_call * numbers[i]
-        if len(samples[0]) >= 1000:
-            break
+        rounds, total = len(samples[0]), sum(spent)
+        if (rounds >= min_rounds and total >= 2 * min_run_time) or (rounds >= 3 and total >= 10 * min_run_time) \
+                or rounds >= 1000:
+            break  # enough rounds and time; a slow case (a peer at 50x) stops after three rounds
     other = probe.stop()
 
     def summary(label: str, times: list[float], number: int) -> Measurement:

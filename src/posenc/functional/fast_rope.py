@@ -256,7 +256,9 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
         # compute-bound: q/k [1, 32, L, 128] bf16, one thread, x the floor in alternation,
         # L = 2048/8192: 1.25-1.37 -> 1.06-1.26). float32 keeps the one-output form, which
         # streams one output row at a time (0.93-1.19 against 1.07-1.28 for two outputs).
-        alias = _disjoint_alias(out) if layout == "half" and x.element_size() < 4 else None
+        # Only for head-grouped views: with one head per group Inductor flattens the output's
+        # (head, row) dims but not the loop's and computes into a temporary (3.5x the floor).
+        alias = _disjoint_alias(out) if layout == "half" and x.element_size() < 4 and g > 1 else None
         if alias is not None:
             n = cos_h.shape[-1]
             kind, args = "halves", (x[..., :n], x[..., n:2 * n], cos_h, sin_h, out[..., :n], alias[..., n:2 * n], inverse)
@@ -338,8 +340,9 @@ def _inplace_halves(x: Tensor, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> b
         return False
     n = cos_h.shape[-1]
     g = _head_group(x, x, cos_h)
-    if g > 1:  # [..., h, s, hd] -> [..., h/g, s, g, hd]; tables [..., s, n] -> [..., s, 1, n]
-        x, cos_h, sin_h = _group_views(x, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)
+    if g == 1:
+        return None  # ungrouped, Inductor computes into a temporary anyway (see _run_compiled)
+    x, cos_h, sin_h = _group_views(x, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)  # [..., h/g, s, g, hd], [..., s, 1, n]
     alias = _disjoint_alias(x)
     if alias is None:
         return None
@@ -384,6 +387,14 @@ def _rotate_into(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
         # bfloat16 pairs read as int32 words (_rope_kernel_bf16_pairs) do vectorise: compiled.
         use_compiled = False
     inplace = out.data_ptr() == x.data_ptr()
+    if (use_compiled and x.dim() >= 3 and x.shape[-3] % 4 and x.shape[-3] > 4
+            and _head_group(x[..., :4, :, :], out[..., :4, :, :], cos_h) == 4):
+        # a head count that is not a multiple of 4 (Falcon-7B's 71): the largest multiple goes
+        # through the head-grouped pass, the one to three heads left over on their own
+        h4 = x.shape[-3] - x.shape[-3] % 4
+        for part in (slice(0, h4), slice(h4, None)):
+            _rotate_into(x[..., part, :, :], cos_h, sin_h, out[..., part, :, :], layout, inverse, compile)
+        return out
     if use_compiled:
         cos_h, sin_h = _paired_tables(cos_h, sin_h)
         # the bf16 pair kernel is elementwise per word: it runs in place without a scratch

@@ -108,6 +108,8 @@ def markdown(result: dict) -> str:
     rope = [r for r in result.get("rope", []) if r.get("kind") == "steady"]
     if rope:
         lines += ["", "### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)", "",
+                  "Each cell: the median of the per-round ratios to the floor timed in alternation, and in "
+                  "brackets the fastest round of the case over the fastest round of the floor.", "",
                   "| L | dtype | layout | floor ms | posenc out= | posenc backward | posenc in-place | posenc eager | "
                   "reference apply_rope | peers (x floor) | peer / posenc | other CPU |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -118,7 +120,10 @@ def markdown(result: dict) -> str:
             path = _default_path(layout, dtype)
 
             def x(name: str) -> str:
-                return f"{cases[name]['x_floor']:.2f}" if name in cases else "-"
+                if name not in cases:
+                    return "-"
+                best = cases[name].get("x_floor_best")
+                return f"{cases[name]['x_floor']:.2f}" + (f" ({best:.2f})" if best is not None and best == best else "")
             best = cases.get(f"posenc out= ({path})")
             peers = {n.removeprefix("peer "): c for n, c in cases.items() if n.startswith("peer ")}
             peer_x = ", ".join(f"{n} {c['x_floor']:.1f}" for n, c in peers.items()) or "-"

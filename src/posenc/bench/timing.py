@@ -93,6 +93,9 @@ class Paired:
     floor: Measurement
     x_floor: float
     rounds: int
+    #: fastest case round over fastest floor round: the cost when neither was disturbed (noise
+    #: only ever adds time); on this shared host memory-heavy passes have slow phases of seconds
+    x_floor_best: float = float("nan")
 
 
 def measure_paired(name: str, fn: Callable[[], object], floor_fn: Callable[[], object], *, num_threads: int = 1,
@@ -137,4 +140,5 @@ def measure_paired(name: str, fn: Callable[[], object], floor_fn: Callable[[], o
                            runs=len(times) * number, num_threads=num_threads, other_cpu=other)
     ratios = [a / b for a, b in zip(*samples)]
     return Paired(case=summary(name, samples[0], numbers[0]), floor=summary("floor", samples[1], numbers[1]),
-                  x_floor=statistics.median(ratios), rounds=len(ratios))
+                  x_floor=statistics.median(ratios), rounds=len(ratios),
+                  x_floor_best=min(samples[0]) / min(samples[1]))

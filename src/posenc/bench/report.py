@@ -58,7 +58,7 @@ def run(
             progress(f"flex vs sdpa at L={size['flex_L']} (one subprocess each)")
         result["flex"] = [row for L in size["flex_L"] for row in bench_flex_memory(L, num_threads=num_threads)]
     if "training" in sections:
-        result["training"] = bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 2,
+        result["training"] = bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 6,
                                             progress=progress)
     return result
 

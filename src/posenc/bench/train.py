@@ -22,7 +22,7 @@ __all__ = ["bench_training"]
 
 def bench_training(schemes: Iterable[str] = ("none", "sinusoidal", "learned", "rope", "alibi", "t5"), *,
                    batch: int = 64, seq: int = 32, vocab: int = 32, dim: int = 64, num_heads: int = 4,
-                   num_layers: int = 2, num_threads: int = 1, min_run_time: float = 1.0, rounds: int = 5,
+                   num_layers: int = 2, num_threads: int = 1, min_run_time: float = 3.0, rounds: int = 9,
                    progress: Callable[[str], None] | None = None) -> list[dict]:
     """One row per scheme: median training-step ms and the overhead against the first (``none``)."""
     from ..experiments.model import ModelConfig, TinyTransformer

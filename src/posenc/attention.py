@@ -184,8 +184,9 @@ class Attention(nn.Module):
         explicit_causal = self.causal and (past > 0 or bias is not None or key_mask is not None or self.encoding.uses_query_terms)
         if bias is None and not explicit_causal and key_mask is None:
             return None
-        cacheable = (bias is not None and key_mask is None and not bias.requires_grad and not bias.is_inference()
-                     and not torch.is_inference_mode_enabled() and not torch.compiler.is_compiling())
+        cacheable = (not torch.compiler.is_compiling() and bias is not None and key_mask is None  # no tracing:
+                     and not bias.requires_grad and not bias.is_inference()  # is_inference() stops Dynamo
+                     and not torch.is_inference_mode_enabled())
         if cacheable:
             # The schemes return the same cached bias call after call; masking it anew copies
             # h * sq * sk values into freshly faulted pages (ALiBi, 8 heads, L = 2048: ~100 ms,

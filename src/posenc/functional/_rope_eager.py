@@ -11,6 +11,7 @@ reused scratch in the tables' dtype, rotated there and stored once.
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import torch
@@ -117,18 +118,9 @@ def _eager_half(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
     cc = _cached_table("cc", cos_h, sin_h, False)  # [..., s, r]: cos beside itself
     sign = -1.0 if inverse else 1.0
     # each head's tables: the table's leading dims broadcast against x's (size 1: shared)
-    tab_lead = cos_h.shape[:-2]
-    if tab_lead:
-        cc = cc.reshape(-1, *cc.shape[-2:])  # [t, s, r]
-        sin_t = sin_h.reshape(-1, *sin_h.shape[-2:])  # [t, s, n]
-        tables = []
-        for j in range(x3.shape[0]):
-            t, step, rest = 0, 1, j
-            for size, tsize in zip(reversed(lead), reversed((1,) * (len(lead) - len(tab_lead)) + tuple(tab_lead))):
-                i, rest = rest % size, rest // size
-                t += (i if tsize > 1 else 0) * step
-                step *= tsize
-            tables.append((cc[t], sin_t[t]))
+    if cos_h.dim() > 2:
+        cc, sn = cc.expand(*lead, *cc.shape[-2:]), sin_h.expand(*lead, *sin_h.shape[-2:])  # views, no copies
+        tables = [(cc[i], sn[i]) for i in itertools.product(*map(range, lead))]  # x.view(-1, s, hd)'s order
     else:
         tables = [(cc, sin_h)] * x3.shape[0]
     full_s = cos_h.shape[-2] == s

@@ -305,10 +305,6 @@ def _invoke(kind: str, g: int, dtype: torch.dtype, layout: str, inverse: bool, a
 
 
 def _check(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> tuple[Tensor, Tensor]:
-    if (layout in ROPE_LAYOUTS and isinstance(x, Tensor) and isinstance(cos, Tensor) and isinstance(sin, Tensor)
-            and x.is_floating_point() and x.dim() >= 2 and cos.dim() == 2 and cos.shape == sin.shape
-            and cos.shape[0] in (1, x.shape[-2]) and cos.shape[1] % 2 == 0 and 0 < cos.shape[1] <= x.shape[-1]):
-        return cos, sin  # the common case, [s, r] tables, checked in a few microseconds
     check_choice("layout", layout, ROPE_LAYOUTS)
     if not isinstance(x, Tensor) or not x.is_floating_point():
         raise TypeError(f"x must be a floating-point tensor, got {type(x).__name__}"

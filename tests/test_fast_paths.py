@@ -213,12 +213,22 @@ def test_bias_build_is_cheap_relative_to_the_bias_itself():
     assert calls == [64 + 80 - 1]
 
 
-def test_auto_dispatch_small_reference_large_eager_without_compiler(monkeypatch):
-    """compile="auto": small inputs take the reference formula; a large one, when compiling is not
-    possible here, the eager fast pass (its autograd node is RopeFunction), equal to the reference."""
+def test_auto_dispatch_small_eager_large_eager_without_compiler(monkeypatch):
+    """compile="auto": small inputs never compile; half pairs take the eager pass (RopeFunction,
+    whole-tensor ops), bf16 interleaved pairs the reference formula; a large one, when compiling is
+    not possible here, the eager fast pass; all equal to the reference, gradients too."""
     cos, sin = _tables(256, 64, "half")
     small = torch.randn(1, 2, 256, 64, requires_grad=True)
-    assert "RopeFunction" not in type(fast_apply_rope(small, cos, sin).grad_fn).__name__
+    monkeypatch.setattr(fast_rope, "_invoke", lambda *a: pytest.fail("small inputs must not compile"))
+    y = fast_apply_rope(small, cos, sin)
+    assert "RopeFunction" in type(y.grad_fn).__name__
+    torch.testing.assert_close(y, F.apply_rope(small, cos, sin), atol=1e-6, rtol=0)
+    g = torch.randn_like(small)
+    y.backward(g)
+    torch.testing.assert_close(small.grad, _exact_rotation(g, cos, sin, "half", inverse=True).float(), atol=1e-6, rtol=0)
+    cos_i, sin_i = _tables(256, 64, "interleaved")
+    small_bf16 = small.detach().to(torch.bfloat16).requires_grad_()
+    assert "RopeFunction" not in type(fast_apply_rope(small_bf16, cos_i, sin_i, layout="interleaved").grad_fn).__name__
     monkeypatch.setattr(fast_rope, "_compile_error", "no compiler (simulated)")
     large = torch.randn(1, 64, 256, 64, requires_grad=True)  # 2^20 elements
     y = fast_apply_rope(large, cos, sin)
@@ -475,3 +485,88 @@ def test_eager_half_pairs_head_by_head(dtype, tables, monkeypatch):
     torch.testing.assert_close(out, ref, **tol)
     torch.testing.assert_close(y, ref, **tol)
     assert torch.equal(out[..., r:], x[..., r:])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("tables", ["shared", "per-batch"])
+def test_eager_whole_tensor_pass_for_accelerators(layout, dtype, inplace, tables):
+    """The accelerators' eager pass (:func:`_eager_whole`: whole-tensor kernels, no cache-sized
+    steps), run here on the CPU: forward and inverse, partial rotary, shared and per-batch tables,
+    against the reference (16-bit: within one unit in the last place; the fused multiply-add of
+    ``addcmul`` may round the float32 value differently once in a while)."""
+    from posenc.functional import _rope_eager
+
+    x = torch.randn(2, 3, 40, 32).to(dtype)
+    positions = torch.arange(5, 45) if tables == "shared" else torch.stack([torch.arange(5, 45), torch.arange(40)])[:, None]
+    for rotary_dim, inverse in ((32, False), (24, True)):
+        cos, sin = _tables(positions, rotary_dim, layout, torch.float64 if dtype == torch.float64 else torch.float32)
+        ref = F.apply_rope(x, cos, -sin if inverse else sin, layout=layout)
+        out = x.clone() if inplace else x.clone().fill_(float("nan"))
+        if not inplace:
+            out[..., rotary_dim:] = x[..., rotary_dim:]
+        _rope_eager._eager_whole(out if inplace else x, *fast_rope._half_tables(cos, sin, layout), out, layout, inverse)
+        if dtype in (torch.float32, torch.float64):
+            torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+        else:
+            ulp = 2 ** -7 if dtype == torch.bfloat16 else 2 ** -10
+            torch.testing.assert_close(out.float(), ref.float(), atol=1e-6, rtol=ulp)
+
+
+_TRITON_SCRIPT = r"""
+import itertools, torch
+from posenc import functional as F
+from posenc.functional import _rope_triton, fast_rope
+assert _rope_triton.available()
+for layout, dtype, (rd, inverse), inplace, tables, view in itertools.product(
+        ("half", "interleaved"), (torch.float32, torch.float16, torch.bfloat16), ((32, False), (24, True)),
+        (False, True), ("shared", "per-batch", "per-head"), ("contiguous", "qkv")):
+    b, h, s, hd = 2, 3, 40, 32
+    if view == "qkv":  # q as posenc.Attention makes it: a permuted view of the fused projection
+        x = torch.randn(b, s, 3, h, hd).to(dtype).permute(2, 0, 3, 1, 4)[0]
+    else:
+        x = torch.randn(b, h, s, hd).to(dtype)
+    shape = {"shared": (s,), "per-batch": (b, 1, s), "per-head": (b, h, s)}[tables]
+    positions = torch.arange(int(torch.tensor(shape).prod())).reshape(shape) * 3
+    inv_freq, _ = F.rope_inv_freq(rd)
+    cos, sin = F.rope_cos_sin(positions, inv_freq, layout=layout)
+    ref = F.apply_rope(x, cos, -sin if inverse else sin, layout=layout)
+    out = x.clone() if inplace else torch.full_like(x, float("nan"))
+    assert _rope_triton.rotate(out if inplace else x, *fast_rope._half_tables(cos, sin, layout), out, layout, inverse)
+    if dtype == torch.bfloat16:  # the interpreter truncates float32 -> bfloat16 (GPUs round to nearest)
+        torch.testing.assert_close(out.float(), ref.float(), atol=1e-6, rtol=2 ** -7)
+    else:
+        assert torch.equal(out, ref), (layout, dtype, rd, inverse, inplace, tables, view)
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_triton_kernel_in_the_interpreter():
+    """The GPU kernel (:mod:`posenc.functional._rope_triton`) run by Triton's interpreter on the
+    CPU: both layouts, three dtypes, forward and inverse, partial rotary, out= and in place, shared,
+    per-batch and per-head tables, q as a strided view; equal to the reference bit for bit
+    (float32, float16) or within the interpreter's truncation (bfloat16). Skipped without Triton."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", _TRITON_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_triton_path_declines_what_it_cannot_take():
+    """Without a GPU (and outside the interpreter) the Triton kernel declines, writing nothing, and
+    fast_apply_rope on the CPU never calls it with a result that matters."""
+    from posenc.functional import _rope_triton
+
+    x = torch.randn(1, 2, 8, 16)
+    cos, sin = _tables(8, 16, "half")
+    out = torch.full_like(x, float("nan"))
+    if not _rope_triton._INTERPRET:
+        assert not _rope_triton.rotate(x, *fast_rope._half_tables(cos, sin, "half"), out, "half", False)
+        assert out.isnan().all()
+    assert _rope_triton.rotate(x.double(), *fast_rope._half_tables(cos, sin, "half"), out.double(), "half", False) is False

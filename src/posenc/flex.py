@@ -24,13 +24,15 @@ per query block, the kv blocks wholly in the past (full, no mask_mod call) and t
 
 :class:`posenc.Attention` calls :func:`attend`, which answers None unless FlexAttention applies:
 a scheme with a score mod, no key mask, no dropout, positions that are contiguous ranges, no
-gradient wanted (on CPU FlexAttention has no backward when q/k/v need gradients, torch 2.13), and
-either ``set_mode("always")`` or a materialised bias of at least :data:`MIN_BIAS_BYTES`.
+gradient wanted for the scheme's own parameters (T5's table is captured detached), none for q/k/v
+on the CPU (FlexAttention has no CPU backward, torch 2.13; on CUDA training goes through it too),
+and either ``set_mode("always")`` or a materialised bias of at least :data:`MIN_BIAS_BYTES`.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -189,7 +191,11 @@ def _get_compiled():
 
 def flex_attention(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None, mask) -> Tensor:
     """Compiled FlexAttention ``[b, h, sq, hd]`` (eager flex builds the full score matrix: never used)."""
-    with torch._dynamo.config.patch(recompile_limit=64):
+    with torch._dynamo.config.patch(recompile_limit=64), warnings.catch_warnings():
+        # torch 2.11 warns while tracing flex_attention's own input check with q/k/v that need
+        # gradients (it reads .grad of a non-leaf); the warning is about its code, not the caller's
+        warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf",
+                                category=UserWarning)
         return _get_compiled()(q, k, v, score_mod=score_mod, block_mask=mask)
 
 
@@ -198,8 +204,11 @@ def _wanted(encoding: Any, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | N
         return False
     if getattr(encoding, "uses_query_terms", False) or torch.compiler.is_compiling():
         return False
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, *encoding.parameters())):
-        return False  # no CPU backward (torch 2.13); see the module docstring
+    if torch.is_grad_enabled():
+        if any(p.requires_grad for p in encoding.parameters()):
+            return False  # a trainable table (T5) is captured detached: it would get no gradient
+        if q.device.type == "cpu" and any(t.requires_grad for t in (q, k, v)):
+            return False  # no CPU backward (torch 2.13); see the module docstring
     if _mode == "auto" and q.shape[1] * q.shape[2] * k.shape[2] * 4 < MIN_BIAS_BYTES:
         return False
     return encoding.name in ("alibi", "t5") or callable(getattr(encoding, "score_mod", None))

@@ -28,7 +28,7 @@ from .timing import measure, measure_paired
 __all__ = ["bench_bias", "bench_attention", "bench_flex_memory"]
 
 
-def _peer_bias_cases(h: int, L: int) -> dict[str, Callable[[], object]]:
+def _peer_bias_cases(h: int, L: int, device: torch.device | str = "cpu") -> dict[str, Callable[[], object]]:
     cases: dict[str, Callable[[], object]] = {}
     try:
         from transformers import T5Config
@@ -36,7 +36,7 @@ def _peer_bias_cases(h: int, L: int) -> dict[str, Callable[[], object]]:
 
         config = T5Config(d_model=h * 64, d_kv=64, num_heads=h, relative_attention_num_buckets=32,
                           relative_attention_max_distance=128)
-        t5 = T5Attention(config, has_relative_attention_bias=True)
+        t5 = T5Attention(config, has_relative_attention_bias=True).to(device)
         t5.eval()
         cases["peer transformers T5 compute_bias (view)"] = lambda: t5.compute_bias(L, L)
         cases["peer transformers T5 compute_bias (contiguous)"] = lambda: t5.compute_bias(L, L).contiguous()
@@ -45,7 +45,7 @@ def _peer_bias_cases(h: int, L: int) -> dict[str, Callable[[], object]]:
     try:
         from x_transformers.x_transformers import AlibiPositionalBias
 
-        alibi = AlibiPositionalBias(heads=h, total_heads=h)
+        alibi = AlibiPositionalBias(heads=h, total_heads=h).to(device)
         cases["peer x-transformers ALiBi"] = lambda: alibi(L, L)
     except ImportError:
         pass
@@ -53,18 +53,19 @@ def _peer_bias_cases(h: int, L: int) -> dict[str, Callable[[], object]]:
 
 
 def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads: int = 1, min_run_time: float = 0.5,
-               peers: bool = True, progress: Callable[[str], None] | None = None) -> list[dict]:
+               peers: bool = True, device: torch.device | str = "cpu",
+               progress: Callable[[str], None] | None = None) -> list[dict]:
     """One row per (case, L): median ms and the ratio to filling a preallocated ``[h, L, L]``."""
     import posenc
 
     rows = []
     for L in lengths:
-        out = torch.empty(heads, L, L)  # [h, L, L]
-        slopes = F.alibi_slopes(heads)
-        table = torch.randn(32, heads)
-        alibi = posenc.create("alibi", num_heads=heads, bidirectional=False)
-        t5 = posenc.create("t5", num_heads=heads, bidirectional=True)
-        pos = torch.arange(L)
+        out = torch.empty(heads, L, L, device=device)  # [h, L, L]
+        slopes = F.alibi_slopes(heads).to(device)
+        table = torch.randn(32, heads, device=device)
+        alibi = posenc.create("alibi", num_heads=heads, bidirectional=False).to(device)
+        t5 = posenc.create("t5", num_heads=heads, bidirectional=True).to(device)
+        pos = torch.arange(L, device=device)
         cases: dict[str, Callable[[], object]] = {
             "floor (fill preallocated)": lambda: out.fill_(1.0),
             "posenc ALiBi Toeplitz out=": lambda: fast_bias.alibi_bias_range(slopes, L, L, out=out),
@@ -75,7 +76,7 @@ def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads
                 F.t5_relative_bucket(F.relative_positions(pos, pos))).permute(2, 0, 1).contiguous(),
         }
         if peers:
-            cases.update(_peer_bias_cases(heads, L))
+            cases.update(_peer_bias_cases(heads, L, device))
         floor_name = next(iter(cases))
         for name, fn in cases.items():
             if progress:
@@ -95,17 +96,17 @@ def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads
 
 def bench_attention(schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "sinusoidal"), *, L: int = 1024,
                     dim: int = 512, heads: int = 8, num_threads: int = 1, min_run_time: float = 0.5,
-                    progress: Callable[[str], None] | None = None) -> list[dict]:
+                    device: torch.device | str = "cpu", progress: Callable[[str], None] | None = None) -> list[dict]:
     """``posenc.Attention`` forward (no grad, causal) per scheme at length ``L``; ratio to ``none``."""
     import posenc
 
     rows, base = [], None
-    x = torch.randn(1, L, dim)  # [1, L, d]
+    x = torch.randn(1, L, dim, device=device)  # [1, L, d]
     for name in schemes:
         if progress:
             progress(f"attention L={L}: {name}")
         encoding = name if name in ("none", "rope", "alibi", "t5") else posenc.create(name, dim=dim)
-        attn = posenc.Attention(dim, heads, encoding=encoding, causal=True).eval()
+        attn = posenc.Attention(dim, heads, encoding=encoding, causal=True).to(device).eval()
         with torch.no_grad():
             m = measure(name, lambda: attn(x), num_threads=num_threads, min_run_time=min_run_time)
         base = m.median_s if base is None else base
@@ -118,40 +119,52 @@ def bench_attention(schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "si
 _CHILD = r"""
 import json, resource, sys, time, torch
 import torch.nn.functional as nnf
-L, heads, hd, mode, threads = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+L, heads, hd, mode, threads, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6]
 torch.set_num_threads(threads)
+cuda = device.startswith("cuda")
+def sync():
+    if cuda:
+        torch.cuda.synchronize()
 torch.manual_seed(0)
 import posenc
 from posenc import flex
 from posenc.bench.timing import CpuProbe
 dim = heads * hd
-x = torch.randn(1, L, dim)
-attn = posenc.Attention(dim, heads, encoding="alibi", causal=True).eval()
+x = torch.randn(1, L, dim, device=device)
+attn = posenc.Attention(dim, heads, encoding="alibi", causal=True).to(device).eval()
 base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 probe = CpuProbe()
 result = {"L": L, "heads": heads, "head_dim": hd, "mode": mode}
 with torch.no_grad():
     if mode == "flex":
         flex.set_mode("always")
-        start = time.perf_counter(); attn(x[:, :256]); result["first_call_s"] = time.perf_counter() - start
-        start = time.perf_counter(); attn(x); result["first_call_at_L_s"] = time.perf_counter() - start
+        start = time.perf_counter(); attn(x[:, :256]); sync(); result["first_call_s"] = time.perf_counter() - start
+        start = time.perf_counter(); attn(x); sync(); result["first_call_at_L_s"] = time.perf_counter() - start
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
         probe.start(); start = time.perf_counter(); attn(x)
     else:
         q, k, v = attn.qkv(x).view(1, L, 3, heads, hd).permute(2, 0, 3, 1, 4)  # 3 x [1, h, L, hd]
         probe.start(); start = time.perf_counter()
         # the cheapest materialised form: the Toeplitz-built bias [h, L, L] with -inf filled in place
         bias = posenc.functional.alibi_bias_range(attn.encoding.slopes.float(), L, L)
-        bias.masked_fill_(torch.ones(L, L, dtype=torch.bool).triu_(1), float("-inf"))
+        bias.masked_fill_(torch.ones(L, L, dtype=torch.bool, device=device).triu_(1), float("-inf"))
         nnf.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    sync()
     result["seconds"] = time.perf_counter() - start
     result["other_cpu"] = probe.stop()
 result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 result["peak_rss_before_mib"] = base_rss / 1024
+if cuda:  # the accelerator's memory: what the bias and the scores take there
+    result["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
 print(json.dumps(result))
 """
 
 
-def _available_bytes() -> int | None:
+def _available_bytes(device: torch.device | str = "cpu") -> int | None:
+    """Free memory where the bias would live: the accelerator's, or the host's ``MemAvailable``."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.mem_get_info(torch.device(device))[0]
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -163,23 +176,24 @@ def _available_bytes() -> int | None:
 
 
 def bench_flex_memory(L: int = 16384, *, heads: int = 8, head_dim: int = 64, modes: Iterable[str] = ("flex", "sdpa"),
-                      num_threads: int = 1, timeout: float = 900) -> list[dict]:
+                      num_threads: int = 1, device: torch.device | str = "cpu", timeout: float = 900) -> list[dict]:
     """Causal ALiBi attention at length ``L``: FlexAttention vs SDPA with a materialised bias.
 
-    Each mode runs in its own Python process; a row holds its time, peak RSS and first-call
-    (compile) time. SDPA on CPU materialises the scores beside the bias (~3 x ``h L^2`` float32:
+    Each mode runs in its own Python process; a row holds its time, peak RSS (and on CUDA the peak
+    of allocated GPU memory, ``peak_gpu_mib``) and first-call (compile) time. SDPA on CPU materialises the scores beside the bias (~3 x ``h L^2`` float32:
     26 GB at L = 16384, 8 heads), so it is skipped, with a row saying so, when the machine does not
     have that much memory available: the out-of-memory killer would pick a process, maybe not ours.
     """
     rows = []
     for mode in modes:
         need = 3 * heads * L * L * 4
-        free = _available_bytes()
+        free = _available_bytes(device)
         if mode == "sdpa" and free is not None and need > 0.8 * free:
             rows.append({"L": L, "heads": heads, "mode": mode,
                          "error": f"skipped: needs ~{need / 2**30:.0f} GiB, {free / 2**30:.0f} GiB available"})
             continue
-        proc = subprocess.run([sys.executable, "-c", _CHILD, str(L), str(heads), str(head_dim), mode, str(num_threads)],
+        proc = subprocess.run([sys.executable, "-c", _CHILD, str(L), str(heads), str(head_dim), mode, str(num_threads),
+                               str(device)],
                               capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
             rows.append({"L": L, "heads": heads, "mode": mode,

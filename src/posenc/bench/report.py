@@ -27,11 +27,14 @@ def run(
     rope_lengths: Sequence[int] | None = None,
     dtypes: Sequence[torch.dtype] = (torch.float32, torch.bfloat16),
     peers: bool = True,
+    device: str = "cpu",
     progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """Every requested section, in this process (the flex section spawns one process per mode)."""
+    """Every requested section, in this process (the flex section spawns one process per mode), with
+    the tensors on ``device`` ("cpu", "cuda", "cuda:1", ...)."""
     from .bias import bench_attention, bench_bias, bench_flex_memory
     from .rope import bench_rope
+    from .timing import device_name
     from .train import bench_training
 
     sections = list(sections)
@@ -39,14 +42,21 @@ def run(
     if unknown:
         raise ValueError(f"unknown bench sections {unknown}; choose from: {', '.join(SECTIONS)}")
     size = QUICK if quick else FULL
+    try:
+        dev = torch.device(device)
+        torch.empty(0, device=dev)
+    except (RuntimeError, AssertionError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"device {device!r} is not usable here ({first}); use cpu or an available "
+                         "accelerator such as cuda") from None
     torch.set_num_threads(num_threads)
     result: dict = {"meta": {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-        "cpus": os.cpu_count(), "num_threads": num_threads, "quick": quick,
+        "cpus": os.cpu_count(), "num_threads": num_threads, "quick": quick, "device": device_name(dev),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }}
-    timing = {"num_threads": num_threads, "min_run_time": size["min_run_time"], "progress": progress}
+    timing = {"num_threads": num_threads, "min_run_time": size["min_run_time"], "device": dev, "progress": progress}
     if "rope" in sections:
         result["rope"] = bench_rope(rope_lengths or size["rope_lengths"], dtypes, peers=peers, **timing)
     if "bias" in sections:
@@ -56,9 +66,9 @@ def run(
     if "flex" in sections:
         if progress:
             progress(f"flex vs sdpa at L={size['flex_L']} (one subprocess each)")
-        result["flex"] = [row for L in size["flex_L"] for row in bench_flex_memory(L, num_threads=num_threads)]
+        result["flex"] = [row for L in size["flex_L"] for row in bench_flex_memory(L, num_threads=num_threads, device=dev)]
     if "training" in sections:
-        result["training"] = bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 6,
+        result["training"] = bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 6, device=dev,
                                             progress=progress)
     return result
 
@@ -69,7 +79,7 @@ def summary_columns(section: str) -> list[str]:
         "rope": ["L", "dtype", "layout", "case", "median_ms", "gb_per_s", "x_floor", "other_cpu"],
         "bias": ["L", "heads", "case", "median_ms", "x_floor", "other_cpu"],
         "attention": ["L", "heads", "case", "median_ms", "x_none", "other_cpu"],
-        "flex": ["L", "heads", "mode", "seconds", "peak_rss_mib", "first_call_s", "other_cpu", "error"],
+        "flex": ["L", "heads", "mode", "seconds", "peak_rss_mib", "peak_gpu_mib", "first_call_s", "other_cpu", "error"],
         "training": ["case", "median_ms", "overhead_vs_none", "other_cpu"],
     }[section]
 
@@ -102,7 +112,7 @@ def markdown(result: dict) -> str:
     """The performance tables of docs/performance.md from a :func:`run` result."""
     lines: list[str] = []
     meta = result.get("meta", {})
-    lines.append(f"Measured {meta.get('date')} with torch {meta.get('torch')}, {meta.get('cpus')} CPUs, "
+    lines.append(f"Measured {meta.get('date')} on {meta.get('device', 'cpu')} with torch {meta.get('torch')}, {meta.get('cpus')} CPUs, "
                  f"{meta.get('num_threads')} thread(s), load average at start "
                  f"{[round(v, 1) for v in meta.get('load_average') or []]}.")
     rope = [r for r in result.get("rope", []) if r.get("kind") == "steady"]
@@ -145,16 +155,17 @@ def markdown(result: dict) -> str:
                   for r in attn]
     flex_rows = result.get("flex", [])
     if flex_rows:
+        gpu = any("peak_gpu_mib" in r for r in flex_rows)
+        memory = "peak GPU MiB (allocated)" if gpu else "peak RSS MiB"
         lines += ["", "### Causal ALiBi at long L: FlexAttention vs SDPA with a materialised bias (one process each)", "",
-                  "| L | heads | mode | seconds | peak RSS MiB | first calls (compile) s | other CPU |", "|---|---|---|---|---|---|---|"]
+                  f"| L | heads | mode | seconds | {memory} | first calls (compile) s | other CPU |", "|---|---|---|---|---|---|---|"]
         for r in flex_rows:
             if "error" in r:
                 lines.append(f"| {r['L']} | {r['heads']} | {r['mode']} | failed: {r['error']} | | | |")
                 continue
-            compile_s = (r.get("first_call_s") or 0) + (r.get("first_call_at_L_s") or 0)
-            lines.append(f"| {r['L']} | {r['heads']} | {r['mode']} | {r['seconds']:.2f} | {r['peak_rss_mib']:.0f} | "
-                         f"{compile_s:.1f} | {r.get('other_cpu') or 0:.2f} |" if r["mode"] == "flex" else
-                         f"| {r['L']} | {r['heads']} | {r['mode']} | {r['seconds']:.2f} | {r['peak_rss_mib']:.0f} | - | "
+            compile_s = f"{(r.get('first_call_s') or 0) + (r.get('first_call_at_L_s') or 0):.1f}" if r["mode"] == "flex" else "-"
+            peak = r.get("peak_gpu_mib") if gpu else r["peak_rss_mib"]
+            lines.append(f"| {r['L']} | {r['heads']} | {r['mode']} | {r['seconds']:.2f} | {peak:.0f} | {compile_s} | "
                          f"{r.get('other_cpu') or 0:.2f} |")
     train = result.get("training", [])
     if train:

@@ -19,7 +19,7 @@ import torch
 
 from .. import functional as F
 from ..functional import fast_rope
-from .timing import measure, measure_paired
+from .timing import measure, measure_paired, synchronize
 
 __all__ = ["bench_rope", "rope_peers"]
 
@@ -34,8 +34,8 @@ def _hf(q, k, layout):
 
     h, L, hd = q.shape[1], q.shape[2], q.shape[3]
     config = LlamaConfig(hidden_size=h * hd, num_attention_heads=h, head_dim=hd, max_position_embeddings=L)
-    rotary = LlamaRotaryEmbedding(config)
-    position_ids = torch.arange(L)[None]  # [1, L]
+    rotary = LlamaRotaryEmbedding(config).to(q.device)
+    position_ids = torch.arange(L, device=q.device)[None]  # [1, L]
 
     def run():
         cos, sin = rotary(q, position_ids)
@@ -48,7 +48,7 @@ def _torchtune(q, k, layout):
         return None
     from torchtune.modules import RotaryPositionalEmbeddings
 
-    rope = RotaryPositionalEmbeddings(dim=q.shape[-1], max_seq_len=q.shape[2])
+    rope = RotaryPositionalEmbeddings(dim=q.shape[-1], max_seq_len=q.shape[2]).to(q.device)
     qt, kt = q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous()  # its layout [b, L, h, hd]
     return lambda: (rope(qt), rope(kt))
 
@@ -58,7 +58,7 @@ def _rotary_embedding_torch(q, k, layout):
         return None
     from rotary_embedding_torch import RotaryEmbedding
 
-    rope = RotaryEmbedding(dim=q.shape[-1])
+    rope = RotaryEmbedding(dim=q.shape[-1]).to(q.device)
     return lambda: (rope.rotate_queries_or_keys(q), rope.rotate_queries_or_keys(k))
 
 
@@ -67,8 +67,8 @@ def _x_transformers(q, k, layout):
         return None
     from x_transformers.x_transformers import RotaryEmbedding, apply_rotary_pos_emb
 
-    rope = RotaryEmbedding(q.shape[-1])
-    t = torch.arange(q.shape[2])
+    rope = RotaryEmbedding(q.shape[-1]).to(q.device)
+    t = torch.arange(q.shape[2], device=q.device)
 
     def run():
         freqs, scale = rope(t)
@@ -131,6 +131,7 @@ def bench_rope(
     num_threads: int = 1,
     min_run_time: float = 0.5,
     peers: bool = True,
+    device: torch.device | str = "cpu",
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """One row per (case, L, dtype, layout): median ms, effective GB/s, ratio to the floor, load.
@@ -144,14 +145,16 @@ def bench_rope(
     """
     rows: list[dict] = []
     inv_freq, _ = F.rope_inv_freq(head_dim)
+    inv_freq = inv_freq.to(device)
     for L in lengths:
         for dtype in dtypes:
-            q = torch.randn(1, heads, L, head_dim).to(dtype)  # [1, h, L, hd]
-            k = torch.randn(1, heads, L, head_dim).to(dtype)
+            q = torch.randn(1, heads, L, head_dim, device=device).to(dtype)  # [1, h, L, hd]
+            k = torch.randn(1, heads, L, head_dim, device=device).to(dtype)
             floor_bytes = 4 * q.numel() * q.element_size()  # read + write of q and k
             for layout in layouts:
                 start = time.perf_counter()
                 cos, sin = F.rope_cos_sin(L, inv_freq, layout=layout)  # [L, hd] float32
+                synchronize(q.device)
                 table_s = time.perf_counter() - start
                 base = {"L": L, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
                 rows.append({**base, "case": "cos/sin table build", "kind": "one-time", "seconds": table_s})
@@ -164,6 +167,7 @@ def bench_rope(
                     if "compiled" in name:
                         start = time.perf_counter()
                         fn()
+                        synchronize(q.device)
                         rows.append({**base, "case": name, "kind": "one-time", "seconds": time.perf_counter() - start})
                     if name == "floor":
                         m = measure(name, fn, num_threads=num_threads, min_run_time=min_run_time)

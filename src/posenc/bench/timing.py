@@ -14,7 +14,30 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-__all__ = ["Measurement", "measure", "measure_paired", "Paired", "CpuProbe"]
+__all__ = ["Measurement", "measure", "measure_paired", "Paired", "CpuProbe", "synchronize", "device_name"]
+
+
+def synchronize(device: "torch.device | str") -> None:
+    """Wait for the work queued on ``device`` (a no-op on the CPU), before reading a clock.
+
+    ``torch.utils.benchmark.Timer`` does this itself around every timed block."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type != "cpu" and hasattr(torch, "accelerator") and torch.accelerator.is_available():
+        torch.accelerator.synchronize()
+
+
+def device_name(device: "torch.device | str") -> str:
+    """``"cpu"`` or the accelerator's name, e.g. ``"cuda: NVIDIA H100 80GB HBM3"``."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(device)}"
+    return device.type
 
 
 class CpuProbe:

@@ -23,17 +23,17 @@ __all__ = ["bench_training"]
 def bench_training(schemes: Iterable[str] = ("none", "sinusoidal", "learned", "rope", "alibi", "t5"), *,
                    batch: int = 64, seq: int = 32, vocab: int = 32, dim: int = 64, num_heads: int = 4,
                    num_layers: int = 2, num_threads: int = 1, min_run_time: float = 3.0, rounds: int = 9,
-                   progress: Callable[[str], None] | None = None) -> list[dict]:
+                   device: torch.device | str = "cpu", progress: Callable[[str], None] | None = None) -> list[dict]:
     """One row per scheme: median training-step ms and the overhead against the first (``none``)."""
     from ..experiments.model import ModelConfig, TinyTransformer
 
     schemes = list(schemes)
-    tokens = torch.randint(vocab, (batch, seq))  # [b, s]
+    tokens = torch.randint(vocab, (batch, seq), device=device)  # [b, s]
     steps = {}
     for name in schemes:
         torch.manual_seed(0)
         model = TinyTransformer(ModelConfig(vocab_size=vocab, scheme=name, dim=dim, num_heads=num_heads,
-                                            num_layers=num_layers, max_len=max(512, seq)))
+                                            num_layers=num_layers, max_len=max(512, seq))).to(device)
         steps[name] = _step(model, tokens)
     # Round-robin: each round times every scheme once, so a change in the machine's load between
     # rounds hits all schemes alike; the figure is the median over rounds.

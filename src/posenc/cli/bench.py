@@ -20,6 +20,7 @@ def register(app) -> None:  # app: typer.Typer
         lengths: str | None = typer.Option(None, "--lengths", help="RoPE sequence lengths, e.g. 2048,8192."),
         dtypes: str = typer.Option("float32,bfloat16", "--dtypes", help="RoPE dtypes."),
         no_peers: bool = typer.Option(False, "--no-peers", help="Skip the peer libraries."),
+        device: str = typer.Option("cpu", "--device", help="Where the tensors live: cpu, cuda, cuda:1, ..."),
         markdown_file: Path | None = typer.Option(None, "--markdown", help="Write the tables of docs/performance.md here."),
     ) -> None:
         """Time RoPE, bias construction, attention and a training step; print ratios to the floor."""
@@ -46,7 +47,7 @@ def register(app) -> None:  # app: typer.Typer
         try:
             with console.status("benchmarking") as status:
                 result = run(quick=quick, sections=section_list, num_threads=threads, rope_lengths=length_list,
-                             dtypes=dtype_list, peers=not no_peers, progress=lambda msg: status.update(msg))
+                             dtypes=dtype_list, peers=not no_peers, device=device, progress=lambda msg: status.update(msg))
         except ValueError as err:
             raise typer.BadParameter(str(err)) from None
         for section in section_list:

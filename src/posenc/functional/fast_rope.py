@@ -23,14 +23,20 @@ changes is how often memory is touched:
   results, and in place it needs no temporary. **bfloat16 interleaved pairs** are read
   and written as int32 words, one pair per word, so the pair axis never appears in the loop
   (:func:`_rope_kernel_bf16_pairs`); Inductor gathers a size-2 pair axis element by element.
+* **GPUs** (CUDA, where Triton imports): the compiled pass is a hand-written Triton kernel launched
+  directly (:mod:`posenc.functional._rope_triton`), bit for bit the reference; ``torch.compile``'s
+  per-call host cost (Dynamo's guards, Inductor's wrapper: ~150 us on an H100 machine) exceeded the
+  kernel's own time up to q/k of ``[1, 32, 8192, 128]``. The Inductor pass stays the fallback.
 * **eager** (:mod:`posenc.functional._rope_eager`; no compiler, float32/float64 interleaved
   pairs, or ``compile=False``): for float32/float64 interleaved pairs a complex multiply into the output
   (``view_as_complex``, as Meta's Llama ``apply_rotary_emb``), the complex table cached per table
-  tensor, whatever ``compile`` says (it is at the floor; Inductor is not); half pairs head by head
-  in cache-sized steps, three ATen passes each; otherwise cache-sized chunks rotated in a reused
-  float32 scratch and stored once.
+  tensor, whatever ``compile`` says (it is at the floor; Inductor is not); on the CPU half pairs
+  head by head in cache-sized steps, three ATen passes each, otherwise cache-sized chunks rotated in
+  a reused float32 scratch and stored once; on accelerators whole-tensor kernels (a launch per
+  cache-sized step would dominate).
 * **small inputs** (fewer than :data:`COMPILE_MIN_NUMEL` elements, ``compile="auto"``, no ``out``):
-  the reference formula itself, as fast as any pass at that size.
+  never compiled; the eager pass (whole-tensor ops, fewer than the reference's and no autograd graph
+  of them), or for 16-bit interleaved pairs the reference formula itself.
 
 The backward of a rotation is its transpose, the rotation by ``-angle`` (the same pass with the
 sign of ``sin`` flipped): :class:`RopeFunction` uses it, so training needs no saved activations.
@@ -53,6 +59,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from . import _rope_triton
 from ._checks import check_choice
 from ._rope_eager import _cached_table, _complexable, _eager, _scratch
 from ._rope_pairs import _int32_pairs, _rope_kernel_bf16_pairs, _rope_kernel_bf16_pairs_
@@ -382,6 +389,12 @@ def _rotate_into(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
         # better (at the floor), even when compile=True asks for the compiler.
         # bfloat16 pairs read as int32 words (_rope_kernel_bf16_pairs) do vectorise: compiled.
         use_compiled = False
+    if use_compiled and x.device.type != "cpu":
+        # GPUs: one direct Triton launch (torch.compile's per-call cost exceeds the kernel's); the
+        # interleaved tables (stride-2 views) are read through a cached unit-stride copy
+        tables = (cos_h, sin_h) if cos_h.stride(-1) == 1 else _paired_tables(cos_h, sin_h)
+        if _rope_triton.rotate(x, *tables, out, layout, inverse):
+            return out
     inplace = out.data_ptr() == x.data_ptr()
     if (use_compiled and x.dim() >= 3 and x.shape[-3] % 4 and x.shape[-3] > 4
             and _head_group(x[..., :4, :, :], out[..., :4, :, :], cos_h) == 4):
@@ -463,9 +476,14 @@ def fast_apply_rope(
             return out.copy_(apply_rope(x, cos, sin, layout=layout))
         return apply_rope(x, cos, sin, layout=layout)
     if out is None and compile == "auto" and x.numel() < COMPILE_MIN_NUMEL:
-        # small inputs (training-size heads): the few-op reference formula is as fast as any
-        # eager pass and avoids the autograd.Function's overhead; the fast paths serve large ones
-        return apply_rope(x, cos, sin, layout=layout)
+        # small inputs (training-size heads): no compile. Half pairs and 32/64-bit interleaved
+        # pairs take the eager pass (three whole-tensor ops, or one complex multiply, and the
+        # inverse rotation as backward: [64, 4, 32, 16] fp32 forward + backward of q and k
+        # ~1.2-1.6 ms -> ~0.65 ms against the reference formula's cat, negation and autograd
+        # graph); 16-bit interleaved pairs keep the reference formula, which is as fast there
+        if layout == "interleaved" and x.element_size() < 4:
+            return apply_rope(x, cos, sin, layout=layout)
+        compile = False
     cos_h, sin_h = _half_tables(cos, sin, layout)
     if out is None:
         if torch.is_grad_enabled() and x.requires_grad:
@@ -517,5 +535,5 @@ def warmup(
             x = torch.zeros(1, num_heads, 16, head_dim, dtype=dtype, device=device)  # [b, h, s, hd]
             for inverse in (False, True) if backward else (False,):
                 with contextlib.suppress(Exception):
-                    _run_compiled(x, cos_h, sin_h, torch.empty_like(x), layout, inverse)
+                    _rotate_into(x, cos_h, sin_h, torch.empty_like(x), layout, inverse, True)
     return time.perf_counter() - start

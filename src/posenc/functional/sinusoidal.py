@@ -62,10 +62,13 @@ def sinusoidal(
     Positions may be integer or float (the formula is continuous) and of any shape. Angles are
     formed in float64 and reduced modulo 2π before sin/cos, so the table stays accurate to ~1e-7
     at positions in the millions. In the ``half`` layout the sines come first (tensor2tensor order).
+    The table is on the device of ``positions`` (the CPU for an int).
     """
     dim = check_positive_int("dim", dim)
     check_even_dim("dim", dim)
     inv_freq = sinusoidal_inv_freq(dim, base=base, frequencies=frequencies)
+    if isinstance(positions, Tensor):
+        inv_freq = inv_freq.to(positions.device)
     return sinusoidal_table(positions, inv_freq, layout=layout, dtype=dtype)
 
 

@@ -570,3 +570,34 @@ def test_triton_path_declines_what_it_cannot_take():
         assert not _rope_triton.rotate(x, *fast_rope._half_tables(cos, sin, "half"), out, "half", False)
         assert out.isnan().all()
     assert _rope_triton.rotate(x.double(), *fast_rope._half_tables(cos, sin, "half"), out.double(), "half", False) is False
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_rope_rotates_qkv_siblings_in_one_call(layout, monkeypatch):
+    """q and k sliced from one qkv projection (as posenc.Attention makes them) are rotated by one
+    call on a [2, b, h, s, hd] view; outputs and the gradient reaching the projection equal the
+    reference per tensor. Unrelated tensors and decoding (other query positions) take one call each."""
+    import posenc.schemes.rope as rope_module
+
+    rope = posenc.create("rope", dim=16, layout=layout)
+    calls = []
+    fast = rope_module.fast_apply_rope
+    monkeypatch.setattr(rope_module, "fast_apply_rope", lambda x, *a, **kw: calls.append(x.dim()) or fast(x, *a, **kw))
+    lin = torch.randn(2, 9, 3 * 3 * 16, requires_grad=True)  # [b, s, 3 * h * hd]
+    q, k, v = (lin * 1.0).view(2, 9, 3, 3, 16).permute(2, 0, 3, 1, 4)  # 3 x [b, h, s, hd]
+    rq, rk = rope.rotate(q, k)
+    assert calls == [5]
+    cos, sin = rope.cos_sin(torch.arange(9))
+    g = torch.randn(2, 2, 3, 9, 16)
+    torch.autograd.backward((rq, rk), (g[0], g[1]))
+    grad, lin.grad = lin.grad, None
+    q, k, v = (lin * 1.0).view(2, 9, 3, 3, 16).permute(2, 0, 3, 1, 4)
+    eq, ek = F.apply_rope(q, cos, sin, layout=layout), F.apply_rope(k, cos, sin, layout=layout)
+    torch.testing.assert_close(rq, eq, atol=1e-6, rtol=0)
+    torch.testing.assert_close(rk, ek, atol=1e-6, rtol=0)
+    torch.autograd.backward((eq, ek), (g[0], g[1]))
+    torch.testing.assert_close(grad, lin.grad, atol=1e-6, rtol=0)
+    calls.clear()
+    rope.rotate(torch.randn(1, 3, 9, 16), torch.randn(1, 3, 9, 16))  # separate tensors
+    rope.rotate(q[:, :, -1:], k)  # decoding: the query at the last position only
+    assert calls == [4, 4, 4, 4]

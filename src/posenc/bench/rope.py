@@ -141,7 +141,8 @@ def bench_rope(
     the fastest floor round, and ``floor_ms_paired`` the floor's median over the same rounds.
 
     Also rows ``kind="one-time"`` for the cos/sin table build and each compiled variant's first call
-    (compile time), reported apart from the steady state.
+    (compile time), reported apart from the steady state. ``device`` places q, k, the tables and
+    the peers' modules (``"cuda"``: the compiled case is then the direct Triton kernel).
     """
     rows: list[dict] = []
     inv_freq, _ = F.rope_inv_freq(head_dim)

@@ -101,4 +101,23 @@ def test_cli_quick_writes_json(tmp_path, capsys):
 def test_cli_rejects_bad_options(capsys):
     assert main(["bench", "--sections", "speed"]) == 2
     assert main(["bench", "--dtypes", "float99"]) == 2
+    assert main(["bench", "--device", "tpu9"]) == 2
+    captured = capsys.readouterr()
+    assert "device 'tpu9' is not usable here" in captured.out + captured.err
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device 'cuda' is not usable here"):
+            report.run(quick=True, sections=["rope"], device="cuda")
+
+
+def test_benchmark_scripts_refuse_a_device_that_is_not_there():
+    """``benchmarks/*.py --device``: a clear one-line error and exit status 2, no traceback."""
+    import pathlib
+    import subprocess
+    import sys
+
+    scripts = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+    proc = subprocess.run([sys.executable, str(scripts / "bias.py"), "--quick", "--device", "tpu9"],
+                          capture_output=True, text=True, cwd=scripts, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "device 'tpu9' is not usable here" in proc.stderr
     assert torch.get_num_threads() >= 1

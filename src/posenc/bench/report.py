@@ -34,7 +34,7 @@ def run(
     the tensors on ``device`` ("cpu", "cuda", "cuda:1", ...)."""
     from .bias import bench_attention, bench_bias, bench_flex_memory
     from .rope import bench_rope
-    from .timing import device_name
+    from .timing import device_name, resolve_device
     from .train import bench_training
 
     sections = list(sections)
@@ -42,13 +42,7 @@ def run(
     if unknown:
         raise ValueError(f"unknown bench sections {unknown}; choose from: {', '.join(SECTIONS)}")
     size = QUICK if quick else FULL
-    try:
-        dev = torch.device(device)
-        torch.empty(0, device=dev)
-    except (RuntimeError, AssertionError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"device {device!r} is not usable here ({first}); use cpu or an available "
-                         "accelerator such as cuda") from None
+    dev = resolve_device(device)
     torch.set_num_threads(num_threads)
     result: dict = {"meta": {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-__all__ = ["Measurement", "measure", "measure_paired", "Paired", "CpuProbe", "synchronize", "device_name"]
+__all__ = ["Measurement", "measure", "measure_paired", "Paired", "CpuProbe", "synchronize", "device_name",
+           "resolve_device"]
 
 
 def synchronize(device: "torch.device | str") -> None:
@@ -28,6 +29,20 @@ def synchronize(device: "torch.device | str") -> None:
         torch.cuda.synchronize(device)
     elif device.type != "cpu" and hasattr(torch, "accelerator") and torch.accelerator.is_available():
         torch.accelerator.synchronize()
+
+
+def resolve_device(device: "torch.device | str") -> "torch.device":
+    """``device`` as a ``torch.device`` that works here; ValueError naming what is accepted if not."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+        torch.empty(0, device=dev)
+    except (RuntimeError, AssertionError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"device {str(device)!r} is not usable here ({first}); use cpu or an available "
+                         "accelerator such as cuda") from None
+    return dev
 
 
 def device_name(device: "torch.device | str") -> str:

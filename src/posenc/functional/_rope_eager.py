@@ -34,12 +34,21 @@ def _cached_table(kind: str, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> Ten
     The cache keeps a reference to the tables, so their memory cannot be reused by another tensor
     while an entry exists; the version counters catch in-place edits.
     """
-    cacheable = not (cos_h.is_inference() or sin_h.is_inference())  # those have no version counter
+    if cos_h.is_inference() or sin_h.is_inference():  # no version counter to key on: not cached
+        return _build_table(kind, cos_h, sin_h, inverse)
     key = (kind, cos_h.data_ptr(), sin_h.data_ptr(), tuple(cos_h.shape), cos_h.stride(), sin_h.stride(),
-           cos_h._version, sin_h._version, cos_h.device, cos_h.dtype, inverse) if cacheable else None
-    hit = _table_cache.get(key) if cacheable else None
+           cos_h._version, sin_h._version, cos_h.device, cos_h.dtype, inverse)
+    hit = _table_cache.get(key)
     if hit is not None:
         return hit[2]
+    table = _build_table(kind, cos_h, sin_h, inverse)
+    if len(_table_cache) >= 8:
+        _table_cache.pop(next(iter(_table_cache)))
+    _table_cache[key] = (cos_h, sin_h, table)
+    return table
+
+
+def _build_table(kind: str, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> Tensor:
     if kind == "complex":
         table = torch.complex(cos_h, -sin_h if inverse else sin_h)  # [..., s, n]
     elif kind == "cc":
@@ -48,11 +57,6 @@ def _cached_table(kind: str, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> Ten
         table = torch.stack((cos_h, -sin_h if inverse else sin_h), dim=-2)  # [..., s, 2, n], contiguous
     else:
         raise ValueError(f"unknown table kind {kind!r}; expected 'complex', 'cc' or 'paired'")
-    if not cacheable:
-        return table
-    if len(_table_cache) >= 8:
-        _table_cache.pop(next(iter(_table_cache)))
-    _table_cache[key] = (cos_h, sin_h, table)
     return table
 
 
@@ -148,10 +152,10 @@ def _eager_half(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
 
 
 def _eager_whole(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
-    """Accelerators (CUDA): the whole tensor in three or four kernels, ``dst = x * cos`` then one
-    ``addcmul`` per half of the pairs. A GPU gains nothing from cache-sized steps (it has no cache
-    to fit and pays a launch per kernel: the CPU's head-by-head steps cost 200-300x the copy floor
-    on an H100). The rotation is computed in the promoted dtype (float32 for 16-bit ``x``) in a
+    """The whole tensor in three or four ops, ``dst = x * cos`` then one ``addcmul`` per half of
+    the pairs: on accelerators (a GPU gains nothing from cache-sized steps and pays a launch per
+    kernel: the CPU's head-by-head steps cost 200-300x the copy floor on an H100), and on the CPU
+    for half pairs that fit the cache whole. The rotation is computed in the promoted dtype (float32 for 16-bit ``x``) in a
     temporary from the caching allocator and rounded once into ``out``, as the reference does;
     in place, the input is copied first (the pairs read each other)."""
     n = cos_h.shape[-1]
@@ -166,11 +170,9 @@ def _eager_whole(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
     sign = -1.0 if inverse else 1.0
     if layout == "half":
         x1, x2, o1, o2 = src[..., :n], src[..., n:], dst[..., :n], dst[..., n:]
-    else:
-        x1, x2, o1, o2 = src[..., 0::2], src[..., 1::2], dst[..., 0::2], dst[..., 1::2]
-    if layout == "half":
         torch.mul(src, _cached_table("cc", cos_h, sin_h, False), out=dst)  # both halves times cos
     else:
+        x1, x2, o1, o2 = src[..., 0::2], src[..., 1::2], dst[..., 0::2], dst[..., 1::2]
         torch.mul(x1, cos_h, out=o1)
         torch.mul(x2, cos_h, out=o2)
     o1.addcmul_(x2, sin_h, value=-sign)

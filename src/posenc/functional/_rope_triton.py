@@ -117,10 +117,10 @@ def _words(t: Tensor) -> Tensor | None:
     return t.view(torch.int32)
 
 
-def _tl_dtype(name: str):
+def _tl_dtype(dtype: torch.dtype):
     import triton.language as tl
 
-    return {"bf16": tl.bfloat16, "fp16": tl.float16, "fp32": tl.float32}[name]
+    return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[dtype]
 
 
 def rotate(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> bool:
@@ -154,10 +154,9 @@ def rotate(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, in
     words = xw is not None and ow is not None
     if words:  # interleaved 16-bit pairs as int32 words: unit-stride loads, no shuffles
         x4, o4 = xw, ow
-    dt = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(x.dtype, "fp32")
     _kernel()[grid](x4, o4, c4, s4, rows, s, h, *x4.stride()[:3], *o4.stride()[:3], *c4.stride(),
                     n=n, HALF=layout == "half", SIGN=-1.0 if inverse else 1.0, R=R, N=N, WORDS=words,
-                    DT=_tl_dtype(dt), num_warps=4, enable_fp_fusion=False)
+                    DT=_tl_dtype(x.dtype), num_warps=4, enable_fp_fusion=False)
     if 2 * n < hd and out.data_ptr() != x.data_ptr():
         out[..., 2 * n:].copy_(x[..., 2 * n:])  # partial rotary: the rest passes unchanged
     return True

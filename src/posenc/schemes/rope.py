@@ -63,14 +63,15 @@ def _siblings(q: Tensor, k: Tensor) -> Tensor | None:
     tensor (as ``qkv.view(b, s, 3, h, hd).permute(2, 0, 3, 1, 4)`` makes them), else None.
 
     Small inputs (training-size heads; larger ones keep one pass each) cost per operation, not per
-    byte: rotating both in one call halves the operations of the forward and the backward. Only read (the rotation writes a new
-    tensor), so the view may overlap; gradients reach ``q`` and ``k`` through ``as_strided``.
+    byte: rotating both in one call halves the operations of the forward and the backward. The
+    view is only read (the rotation writes a new tensor), so it may overlap; gradients reach ``q``
+    and ``k`` through ``as_strided`` on their shared base.
     """
     if torch.compiler.is_compiling():
         return None  # the outer compiler fuses the two rotations anyway (and cannot trace storages)
     if q.shape != k.shape or q.stride() != k.stride() or q.dtype != k.dtype or q.device != k.device:
         return None
-    if q.numel() == 0 or q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr():
+    if q.numel() == 0:
         return None
     delta = k.storage_offset() - q.storage_offset()
     base = q._base

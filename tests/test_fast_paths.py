@@ -474,10 +474,18 @@ def test_eager_half_pairs_head_by_head(dtype, tables, monkeypatch):
     ref = F.apply_rope(x, cos, sin, layout="half")
     tol = {"atol": 0, "rtol": 0} if dtype == torch.bfloat16 else {"atol": 1e-6 if dtype == torch.float32 else 1e-12, "rtol": 0}
     monkeypatch.setattr(_rope_eager, "_EAGER_HALF_STEP_BYTES", 7 * r * 4)  # steps of 7 rows: a ragged last one
+    monkeypatch.setattr(_rope_eager, "_EAGER_CHUNK_BYTES", 64)  # too large for the whole-tensor pass
+    real, calls = _rope_eager._eager_half, []
+
+    def spy(*args):
+        calls.append(args[0].shape)
+        return real(*args)
+    monkeypatch.setattr(_rope_eager, "_eager_half", spy)
 
     def not_this_path(*args):
         raise AssertionError("half pairs should take the head-by-head pass")
     monkeypatch.setattr(_rope_eager, "_eager_chunked", not_this_path)
+    monkeypatch.setattr(_rope_eager, "_eager_whole", not_this_path)
     out = torch.full_like(x, float("nan"))
     fast_apply_rope(x, cos, sin, layout="half", out=out, compile=False)
     y = x.clone()
@@ -485,6 +493,7 @@ def test_eager_half_pairs_head_by_head(dtype, tables, monkeypatch):
     torch.testing.assert_close(out, ref, **tol)
     torch.testing.assert_close(y, ref, **tol)
     assert torch.equal(out[..., r:], x[..., r:])
+    assert len(calls) == 2  # out= and in place both went this way
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -581,15 +590,20 @@ def test_rope_rotates_qkv_siblings_in_one_call(layout, monkeypatch):
 
     rope = posenc.create("rope", dim=16, layout=layout)
     calls = []
-    fast = rope_module.fast_apply_rope
+    fast, pair = rope_module.fast_apply_rope, rope_module.fast_apply_rope_pair
     monkeypatch.setattr(rope_module, "fast_apply_rope", lambda x, *a, **kw: calls.append(x.dim()) or fast(x, *a, **kw))
+    monkeypatch.setattr(rope_module, "fast_apply_rope_pair",
+                        lambda q, k, both, *a, **kw: calls.append(both.dim()) or pair(q, k, both, *a, **kw))
     lin = torch.randn(2, 9, 3 * 3 * 16, requires_grad=True)  # [b, s, 3 * h * hd]
     q, k, v = (lin * 1.0).view(2, 9, 3, 3, 16).permute(2, 0, 3, 1, 4)  # 3 x [b, h, s, hd]
     rq, rk = rope.rotate(q, k)
     assert calls == [5]
+    assert type(rq.grad_fn).__name__ == "RopePairFunctionBackward"
+    assert not rq._is_view() and rq.data_ptr() != rk.data_ptr()
+    rq.mul_(1.0)  # results of their own: editable in place (autograd forbids that on views it returned)
     cos, sin = rope.cos_sin(torch.arange(9))
     g = torch.randn(2, 2, 3, 9, 16)
-    torch.autograd.backward((rq, rk), (g[0], g[1]))
+    torch.autograd.backward((rq, rk), (g[0].transpose(1, 2).contiguous().transpose(1, 2), g[1]))  # SDPA's grad order, contiguous
     grad, lin.grad = lin.grad, None
     q, k, v = (lin * 1.0).view(2, 9, 3, 3, 16).permute(2, 0, 3, 1, 4)
     eq, ek = F.apply_rope(q, cos, sin, layout=layout), F.apply_rope(k, cos, sin, layout=layout)
@@ -597,6 +611,16 @@ def test_rope_rotates_qkv_siblings_in_one_call(layout, monkeypatch):
     torch.testing.assert_close(rk, ek, atol=1e-6, rtol=0)
     torch.autograd.backward((eq, ek), (g[0], g[1]))
     torch.testing.assert_close(grad, lin.grad, atol=1e-6, rtol=0)
+    with torch.no_grad():  # without autograd: one call too, same values
+        calls.clear()
+        nq, nk = rope.rotate(q, k)
+        assert calls == [5]
+        torch.testing.assert_close(nq, eq, atol=1e-6, rtol=0)
+        torch.testing.assert_close(nk, ek, atol=1e-6, rtol=0)
+    leaf_q, leaf_k = (t.detach().requires_grad_() for t in torch.randn(2, 9, 3, 3, 16).permute(2, 0, 3, 1, 4)[:2])
+    lq, lk = rope.rotate(leaf_q, leaf_k)  # leaves (no shared base in autograd): gradients still reach both
+    (lq.sum() + 2 * lk.sum()).backward()
+    torch.testing.assert_close(leaf_k.grad, 2 * leaf_q.grad)
     calls.clear()
     rope.rotate(torch.randn(1, 3, 9, 16), torch.randn(1, 3, 9, 16))  # separate tensors
     rope.rotate(q[:, :, -1:], k)  # decoding: the query at the last position only

@@ -140,6 +140,7 @@ class Attention(nn.Module):
             raise ValueError(f"Attention expects x of shape [b, s, {self.dim}], got {tuple(x.shape)}")
         b, s, _ = x.shape
         past = cache.length if cache is not None else 0
+        default = positions is None and past == 0  # 0..s-1: the schemes' own default, from their caches
         if positions is None and past and cache.positions is not None and self.encoding.n_axes == 1:
             # continue each row after its last cached position (left-padded rows start lower)
             positions = cache.positions[..., -1:] + 1 + torch.arange(s, device=cache.positions.device)  # [s] or [b, s]
@@ -156,7 +157,10 @@ class Attention(nn.Module):
         if enc.family == "absolute":
             x = enc.embed(x, positions)
         q, k, v = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 × [b, h, s, hd]
-        q, k = enc.rotate(q, k, positions, positions)
+        if default and n_axes == 1:  # a slice of the cached tables, not a gather of them at each call
+            q, k = enc.rotate(q, k)
+        else:
+            q, k = enc.rotate(q, k, positions, positions)
         k_positions = positions
         if cache is not None:
             k, v, k_positions = cache.append(k, v, positions, seq_dim=-2 if n_axes > 1 else -1)  # [b, h, sk, hd], [..., sk(, n)]

@@ -90,7 +90,7 @@ def _eager(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, in
         out[..., r:].copy_(x[..., r:])
 
 
-#: Rows of one head per step of :func:`_eager_half`: about 1 MiB of float32 (the per-core L2 of the
+#: Rows per step of :func:`_eager_half`: about 1 MiB of float32 per head (the per-core L2 of the
 #: machine this was tuned on), so the three passes over a step hit the cache. q/k
 #: ``[1, 32, L, 128]`` float32, one thread, x the copy floor: steps of a whole head (L = 2048)
 #: 2.0-2.2, 256-row steps 3.0, position blocks across all heads 2.4-2.7, the previous
@@ -99,11 +99,16 @@ _EAGER_HALF_STEP_BYTES = 1 << 20
 
 
 def _eager_half(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: bool) -> bool:
-    """Half pairs head by head in cache-sized steps of rows: three ATen passes per step,
+    """Half pairs in cache-sized steps of rows of one head: three ATen passes per step,
     ``out = x * [cos, cos]``, ``out[:n] -= x[n:] * sin``, ``out[n:] += x[:n] * sin``, straight into
     ``out`` when it has the compute dtype (the promotion of ``x``'s and the tables'; bfloat16 is
     widened into a float32 scratch, rotated into another and rounded once on the way out). In
-    place, each step's input is copied to a scratch first. False (nothing written) when the views this needs do not exist."""
+    place, each step's input is copied to a scratch first. False (nothing written) when the views
+    this needs do not exist.
+
+    Blocks of rows are the outer loop and heads the inner one, so one block of the tables stays
+    in the cache for every head; each block's per-head views come from one ``unbind`` per operand
+    (slicing views one by one cost as much as the ops at these sizes: ~1.5 us each)."""
     n, s, hd = cos_h.shape[-1], x.shape[-2], x.shape[-1]
     if s == 0 or x.numel() == 0:
         return True
@@ -114,40 +119,51 @@ def _eager_half(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
             t not in (1, d) for t, d in zip(reversed(cos_h.shape[:-2]), reversed(lead)))):
         return False
     try:
-        x3, o3 = x.view(-1, s, hd), out.view(-1, s, hd)  # [heads, s, hd]; no copies
+        x3, o3 = x.view(-1, s, hd)[..., :r], out.view(-1, s, hd)[..., :r]  # [heads, s, r]; no copies
     except RuntimeError:
         return False
     inplace = out.data_ptr() == x.data_ptr()
     direct = out.dtype == wide  # write into out; else compute in a float32 scratch, round once
     rows = max(1, min(s, _EAGER_HALF_STEP_BYTES // max(1, r * 4)))
-    key = ("half", threading.get_ident(), rows, r, wide, x.device, torch.is_inference_mode_enabled())
-    bufs = _scratch.get(key)
-    if bufs is None:
-        _scratch.clear()
-        bufs = _scratch[key] = torch.empty(2, rows, r, dtype=wide, device=x.device)  # [2, rows, r]
-    buf_in, buf_out = bufs.unbind(0)  # [rows, r] each
+    if inplace or not direct:
+        key = ("half", threading.get_ident(), rows, r, wide, x.device, torch.is_inference_mode_enabled())
+        bufs = _scratch.get(key)
+        if bufs is None:
+            _scratch.clear()
+            bufs = _scratch[key] = torch.empty(2, rows, r, dtype=wide, device=x.device)  # [2, rows, r]
     cc = _cached_table("cc", cos_h, sin_h, False)  # [..., s, r]: cos beside itself
     sign = -1.0 if inverse else 1.0
-    # each head's tables: the table's leading dims broadcast against x's (size 1: shared)
-    if cos_h.dim() > 2:
+    heads = x3.shape[0]
+    per_head = None
+    if cos_h.dim() > 2:  # each head's tables: the table's leading dims broadcast against x's (1: shared)
         cc, sn = cc.expand(*lead, *cc.shape[-2:]), sin_h.expand(*lead, *sin_h.shape[-2:])  # views, no copies
-        tables = [(cc[i], sn[i]) for i in itertools.product(*map(range, lead))]  # x.view(-1, s, hd)'s order
-    else:
-        tables = [(cc, sin_h)] * x3.shape[0]
+        per_head = [(cc[i], sn[i]) for i in itertools.product(*map(range, lead))]  # x.view(-1, s, hd)'s order
     full_s = cos_h.shape[-2] == s
-    for xh, oh, (ch, sh) in zip(x3.unbind(0), o3.unbind(0), tables):  # [s, hd], [s, hd], [s, r], [s, n]
-        for a in range(0, s, rows):
-            b = min(s, a + rows)
-            ct, st = (ch[a:b], sh[a:b]) if full_s else (ch, sh)
-            src = xh[a:b, :r]
-            if not direct or inplace:  # a narrower x is widened first: mixed-dtype ATen ops are scalar loops
-                src = buf_in[: b - a].copy_(src)
-            dst = oh[a:b, :r] if direct else buf_out[: b - a]
-            torch.mul(src, ct, out=dst)
-            dst[:, :n].addcmul_(src[:, n:], st, value=-sign)
-            dst[:, n:].addcmul_(src[:, :n], st, value=sign)
+    for a in range(0, s, rows):
+        b = min(s, a + rows)
+        if per_head is None:
+            tables = [(cc[a:b], sin_h[a:b]) if full_s else (cc, sin_h)] * heads
+        else:
+            tables = [(c[a:b], t[a:b]) if full_s else (c, t) for c, t in per_head]
+        xb, ob = x3[:, a:b], o3[:, a:b]  # [heads, rows, r]
+        xs, os_ = xb.unbind(0), ob.unbind(0)
+        if inplace or not direct:  # the pairs read each other / mixed-dtype ATen ops are scalar loops
+            src = bufs[0, : b - a]  # [rows, r]
+            x1s, x2s = [src[:, :n]] * heads, [src[:, n:]] * heads
+        else:
+            x1s, x2s = xb[..., :n].unbind(0), xb[..., n:].unbind(0)
+        if direct:
+            o1s, o2s = ob[..., :n].unbind(0), ob[..., n:].unbind(0)
+        else:
+            dst = bufs[1, : b - a]
+            o1s, o2s = [dst[:, :n]] * heads, [dst[:, n:]] * heads
+        for i, (ct, st) in enumerate(tables):
+            xi = xs[i] if direct and not inplace else src.copy_(xs[i])
+            torch.mul(xi, ct, out=os_[i] if direct else dst)
+            o1s[i].addcmul_(x2s[i], st, value=-sign)
+            o2s[i].addcmul_(x1s[i], st, value=sign)
             if not direct:
-                oh[a:b, :r].copy_(dst)
+                os_[i].copy_(dst)
     return True
 
 

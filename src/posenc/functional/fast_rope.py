@@ -36,7 +36,8 @@ changes is how often memory is touched:
   cache-sized step would dominate).
 * **small inputs** (fewer than :data:`COMPILE_MIN_NUMEL` elements, ``compile="auto"``, no ``out``):
   never compiled; the eager pass (whole-tensor ops, fewer than the reference's and no autograd graph
-  of them), or for 16-bit interleaved pairs the reference formula itself.
+  of them), or for 16-bit interleaved pairs the reference formula itself; q and k of one
+  projection go through one call forward (:func:`fast_apply_rope_pair`, :class:`RopePairFunction`).
 
 The backward of a rotation is its transpose, the rotation by ``-angle`` (the same pass with the
 sign of ``sin`` flipped): :class:`RopeFunction` uses it, so training needs no saved activations.
@@ -431,8 +432,7 @@ class RopeFunction(torch.autograd.Function):
     def forward(ctx, x: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str, compile: CompileMode) -> Tensor:
         ctx.save_for_backward(cos_h, sin_h)
         ctx.layout, ctx.compile = layout, compile
-        out = torch.empty_like(x)
-        return _rotate_into(x, cos_h, sin_h, out, layout, False, compile)
+        return _rotate_into(x, cos_h, sin_h, torch.empty_like(x), layout, False, compile)
 
     @staticmethod
     @once_differentiable
@@ -441,6 +441,40 @@ class RopeFunction(torch.autograd.Function):
         grad_x = torch.empty_like(grad)
         _rotate_into(grad, cos_h, sin_h, grad_x, ctx.layout, True, ctx.compile)
         return grad_x, None, None, None, None
+
+
+def _aliases(out: Tensor) -> tuple[Tensor, ...]:
+    """``out[0], out[1], ...`` as tensors of their own (no view of ``out``): a custom Function
+    may not return several views of one tensor (autograd then forbids editing them in place)."""
+    return tuple(torch.empty(0, dtype=out.dtype, device=out.device).set_(
+        out.untyped_storage(), out.storage_offset() + i * out.stride(0), out.shape[1:], out.stride()[1:])
+        for i in range(out.shape[0]))
+
+
+class RopePairFunction(torch.autograd.Function):
+    """q and k, slices of one projection, rotated as one: ``RopePairFunction.apply(q, k, both, cos_h,
+    sin_h, layout)`` with ``both`` the ``[2, *q.shape]`` view of the two (see
+    :func:`posenc.schemes.rope._siblings`). One pass forward over ``both``, whose results return
+    as two tensors; backward, the inverse rotation of each gradient. Unlike rotating ``both`` under
+    autograd, no gradient is scattered back through the view (zero-filled copies of the whole
+    projection and of both results per step)."""
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, both: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str) -> tuple[Tensor, Tensor]:
+        ctx.save_for_backward(cos_h, sin_h)
+        ctx.layout = layout
+        out = torch.empty_like(both)
+        _eager(both, cos_h, sin_h, out, layout, False)  # what _rotate_into does with compile=False
+        return _aliases(out)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_q: Tensor, grad_k: Tensor) -> tuple[Tensor | None, ...]:
+        cos_h, sin_h = ctx.saved_tensors
+        grads = tuple(torch.empty_like(g) for g in (grad_q, grad_k))
+        for g, out in zip((grad_q, grad_k), grads):
+            _eager(g, cos_h, sin_h, out, ctx.layout, True)
+        return *grads, None, None, None, None
 
 
 def _no_autograd(x: Tensor, what: str) -> None:
@@ -496,6 +530,24 @@ def fast_apply_rope(
     if out.data_ptr() == x.data_ptr() and out.stride() == x.stride():
         return fast_apply_rope_(x, cos, sin, layout=layout, compile=compile)
     return _rotate_into(x, cos_h, sin_h, out, layout, False, compile)
+
+
+def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: Tensor, *,
+                         layout: str = "half") -> tuple[Tensor, Tensor]:
+    """``fast_apply_rope(q, cos, sin), fast_apply_rope(k, cos, sin)`` in one pass over ``both``,
+    the ``[2, *q.shape]`` view of the two (slices of one qkv projection; see
+    :class:`RopePairFunction`). For small inputs: per operation, not per byte, is what costs there.
+    """
+    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)) \
+            or (layout == "interleaved" and both.element_size() < 4) or both.numel() >= COMPILE_MIN_NUMEL:
+        return fast_apply_rope(q, cos, sin, layout=layout), fast_apply_rope(k, cos, sin, layout=layout)
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
+    cos_h, sin_h = _half_tables(*_check(both, cos, sin, layout), layout)
+    if grad:
+        return RopePairFunction.apply(q, k, both, cos_h, sin_h, layout)
+    out = torch.empty_like(both)
+    _eager(both, cos_h, sin_h, out, layout, False)
+    return out[0], out[1]
 
 
 def fast_apply_rope_(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim
-from ..functional.fast_rope import COMPILE_MIN_NUMEL, fast_apply_rope
+from ..functional.fast_rope import COMPILE_MIN_NUMEL, fast_apply_rope, fast_apply_rope_pair
 from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ._cache import cached_range, cached_rows
 from .base import PositionalEncoding, check_head_width, default_positions, register
@@ -59,28 +59,25 @@ class RopeConfig:
 
 
 def _siblings(q: Tensor, k: Tensor) -> Tensor | None:
-    """``q`` and ``k`` as one ``[2, *q.shape]`` view when they are equally shaped slices of one
-    tensor (as ``qkv.view(b, s, 3, h, hd).permute(2, 0, 3, 1, 4)`` makes them), else None.
+    """``q`` and ``k`` as one ``[2, *q.shape]`` view, outside autograd, when they are equally
+    shaped slices of one tensor (as ``qkv.view(b, s, 3, h, hd).permute(2, 0, 3, 1, 4)`` makes
+    them), else None.
 
     Small inputs (training-size heads; larger ones keep one pass each) cost per operation, not per
-    byte: rotating both in one call halves the operations of the forward and the backward. The
-    view is only read (the rotation writes a new tensor), so it may overlap; gradients reach ``q``
-    and ``k`` through ``as_strided`` on their shared base.
+    byte: rotating both in one call halves the operations of the forward. The view is only read
+    (the rotation writes new tensors), so it may overlap; gradients reach ``q`` and ``k`` through
+    :class:`~posenc.functional.fast_rope.RopePairFunction`, not through the view.
     """
     if torch.compiler.is_compiling():
         return None  # the outer compiler fuses the two rotations anyway (and cannot trace storages)
     if q.shape != k.shape or q.stride() != k.stride() or q.dtype != k.dtype or q.device != k.device:
         return None
-    if q.numel() == 0:
+    if q.numel() == 0 or q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr():
         return None
     delta = k.storage_offset() - q.storage_offset()
-    base = q._base
-    if delta <= 0 or base is None or base is not k._base:
+    if delta <= 0:
         return None
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad) and (
-            q.is_leaf or k.is_leaf or not base.requires_grad):
-        return None  # their gradients would not flow through the shared base
-    return base.as_strided((2, *q.shape), (delta, *q.stride()), q.storage_offset())
+    return q.detach().as_strided((2, *q.shape), (delta, *q.stride()), q.storage_offset())
 
 
 @register
@@ -225,7 +222,6 @@ class Rope(PositionalEncoding):
         if both is not None:  # q and k slices of one qkv projection: one call rotates both
             if cos_k.dim() == 3 and both.dim() == 5:  # per-batch tables [b, s, r] -> [b, 1, s, r]
                 cos_k, sin_k = cos_k[:, None], sin_k[:, None]
-            out = fast_apply_rope(both, cos_k, sin_k, layout=layout)  # [2, b, h, s, hd]
-            return out[0], out[1]
+            return fast_apply_rope_pair(q, k, both, cos_k, sin_k, layout=layout)
         # one-pass rotation, equal to F.apply_rope (tests/test_fast_paths.py); backward = inverse rotation
         return fast_apply_rope(q, cos_q, sin_q, layout=layout), fast_apply_rope(k, cos_k, sin_k, layout=layout)

@@ -582,6 +582,24 @@ def test_triton_path_declines_what_it_cannot_take():
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
+def test_rope_pair_function_gradcheck(layout):
+    """RopePairFunction's backward (the inverse rotation of each gradient) against numerical
+    derivatives in float64, q and k slices of one projection, partial rotary (12 of 16 features)."""
+    from posenc.schemes.rope import _siblings
+
+    cos, sin = _tables(torch.arange(3, 8), 12, layout, torch.float64)
+    cos_h, sin_h = fast_rope._half_tables(cos, sin, layout)
+    lin = torch.randn(2, 5, 3 * 2 * 16, dtype=torch.float64, requires_grad=True)  # [b, s, 3 * h * hd]
+
+    def f(lin):
+        q, k, _ = lin.view(2, 5, 3, 2, 16).permute(2, 0, 3, 1, 4)  # 3 x [b, h, s, hd]
+        both = _siblings(q, k)
+        assert both is not None
+        return fast_rope.RopePairFunction.apply(q, k, both, cos_h, sin_h, layout)
+    assert torch.autograd.gradcheck(f, (lin,))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_rope_rotates_qkv_siblings_in_one_call(layout, monkeypatch):
     """q and k sliced from one qkv projection (as posenc.Attention makes them) are rotated by one
     call on a [2, b, h, s, hd] view; outputs and the gradient reaching the projection equal the

@@ -92,9 +92,10 @@ def _eager(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, in
 
 #: Rows per step of :func:`_eager_half`: about 1 MiB of float32 per head (the per-core L2 of the
 #: machine this was tuned on), so the three passes over a step hit the cache. q/k
-#: ``[1, 32, L, 128]`` float32, one thread, x the copy floor: steps of a whole head (L = 2048)
-#: 2.0-2.2, 256-row steps 3.0, position blocks across all heads 2.4-2.7, the previous
-#: copy-in/copy-out chunks 2.9.
+#: ``[1, 32, L, 128]`` float32 into ``out=``, one thread, x the copy floor at L = 2048 / 8192
+#: (paired, one process): steps of 256 KiB 2.29 / 2.39, 512 KiB 2.28 / 2.32, 1 MiB 2.19 / 2.25,
+#: 2 MiB 2.19 / 2.29, 4 MiB - / 2.52; position blocks across all heads 2.4-2.7 and
+#: copy-in/copy-out chunks 2.9 (earlier sessions).
 _EAGER_HALF_STEP_BYTES = 1 << 20
 
 

@@ -9,7 +9,7 @@ import torch
 
 import posenc
 from posenc import functional as F
-from posenc.functional import fast_bias, fast_rope
+from posenc.functional import _rope_eager, fast_bias, fast_rope
 from posenc.functional.fast_rope import fast_apply_rope, fast_apply_rope_
 
 LAYOUTS = ("half", "interleaved")
@@ -42,6 +42,36 @@ def test_eager_equals_reference(layout, dtype, rotary_dim):
     assert fast_apply_rope_(y, cos, sin, layout=layout, compile=False) is y
     torch.testing.assert_close(y, ref, **tol)
     assert torch.equal(out[..., rotary_dim:], x[..., rotary_dim:])  # unrotated features pass unchanged
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(("x_dtype", "table_dtype", "atol"), [
+    (torch.float64, torch.float32, 1e-12),  # float64 activations, default float32 tables
+    (torch.float32, torch.float64, 1e-6),
+    (torch.bfloat16, torch.bfloat16, 2 ** -6),  # tables cast to the model dtype, as transformers does
+    (torch.float16, torch.float32, 2e-3),
+])
+@pytest.mark.parametrize("steps", [False, True])
+def test_eager_tables_in_another_dtype_than_x(layout, x_dtype, table_dtype, atol, steps, monkeypatch):
+    """Every eager path computes in the promotion of x's and the tables' dtypes, as apply_rope does:
+    float64 x with float32 tables stays float64-exact; bfloat16 tables do not break the complex
+    multiply of interleaved pairs. ``steps`` forces the cache-sized steps (half pairs head by head)."""
+    if steps:
+        monkeypatch.setattr(_rope_eager, "_EAGER_CHUNK_BYTES", 9 * 24 * 4)  # chunks of 9 rows
+        monkeypatch.setattr(_rope_eager, "_EAGER_HALF_STEP_BYTES", 7 * 24 * 4)  # steps of 7 rows
+    x = torch.randn(2, 3, 40, 32, dtype=torch.float64).to(x_dtype)  # [b, h, s, hd]
+    cos, sin = _tables(torch.arange(3, 43), 24, layout, table_dtype)
+    ref = F.apply_rope(x, cos, sin, layout=layout)
+    strided = torch.randn(2, 3, 40, 33, dtype=torch.float64).to(x_dtype)[..., 1:]  # odd offset: no complex view
+    strided.copy_(x)
+    for xin in (x, strided):
+        y = xin.clone()
+        results = (fast_apply_rope(xin, cos, sin, layout=layout, compile=False),
+                   fast_apply_rope(xin, cos, sin, layout=layout, out=torch.empty_like(xin), compile=False),
+                   fast_apply_rope_(y, cos, sin, layout=layout, compile=False))
+        for got in results:
+            assert got.dtype == x_dtype
+            torch.testing.assert_close(got, ref, atol=atol, rtol=0)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -464,8 +494,6 @@ def test_eager_half_pairs_head_by_head(dtype, tables, monkeypatch):
     """The eager half-pair pass (head by head, cache-sized row steps, straight into out or through
     a float32 scratch) with tables shared, per batch ``[b, 1, s, r]`` or per head, out= and in
     place, more rows than one step, against the reference."""
-    from posenc.functional import _rope_eager
-
     b, h, s, hd, r = 2, 3, 40, 16, 12
     x = torch.randn(b, h, s, hd).to(dtype)
     shape = {"shared": (s,), "per-batch": (b, 1, s), "per-head": (b, h, s)}[tables]
@@ -505,7 +533,6 @@ def test_eager_whole_tensor_pass_for_accelerators(layout, dtype, inplace, tables
     steps), run here on the CPU: forward and inverse, partial rotary, shared and per-batch tables,
     against the reference (16-bit: within one unit in the last place; the fused multiply-add of
     ``addcmul`` may round the float32 value differently once in a while)."""
-    from posenc.functional import _rope_eager
 
     x = torch.randn(2, 3, 40, 32).to(dtype)
     positions = torch.arange(5, 45) if tables == "shared" else torch.stack([torch.arange(5, 45), torch.arange(40)])[:, None]

@@ -6,7 +6,7 @@ the leading (batch, head) dims.
 Same formula as :func:`posenc.functional.apply_rope` (Su et al. 2021, section 3.4). For float32 or
 float64 interleaved pairs, a complex multiply into the output, as Meta's Llama ``apply_rotary_emb``
 (meta-llama/llama ``model.py``); otherwise cache-sized chunks of the sequence are copied into a
-reused scratch in the tables' dtype, rotated there and stored once.
+reused scratch in the promoted dtype of ``x`` and the tables, rotated there and stored once.
 """
 
 from __future__ import annotations
@@ -27,21 +27,23 @@ _table_cache: dict[tuple, tuple[Tensor, Tensor, Tensor]] = {}
 _scratch: dict[tuple, Tensor] = {}  # reused work buffers, one per kind of call
 
 
-def _cached_table(kind: str, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> Tensor:
+def _cached_table(kind: str, cos_h: Tensor, sin_h: Tensor, inverse: bool, dtype: torch.dtype | None = None) -> Tensor:
     """``cos + i sin`` (``kind="complex"``) or cos and sin rows side by side (``kind="paired"``);
-    ``sin`` negated for the inverse rotation; cached while the same tables are alive.
+    ``sin`` negated for the inverse rotation; built from the tables cast to ``dtype`` (default:
+    theirs); cached while the same tables are alive.
 
     The cache keeps a reference to the tables, so their memory cannot be reused by another tensor
     while an entry exists; the version counters catch in-place edits.
     """
+    dtype = cos_h.dtype if dtype is None else dtype
     if cos_h.is_inference() or sin_h.is_inference():  # no version counter to key on: not cached
-        return _build_table(kind, cos_h, sin_h, inverse)
+        return _build_table(kind, cos_h.to(dtype), sin_h.to(dtype), inverse)
     key = (kind, cos_h.data_ptr(), sin_h.data_ptr(), tuple(cos_h.shape), cos_h.stride(), sin_h.stride(),
-           cos_h._version, sin_h._version, cos_h.device, cos_h.dtype, inverse)
+           cos_h._version, sin_h._version, cos_h.device, cos_h.dtype, dtype, inverse)
     hit = _table_cache.get(key)
     if hit is not None:
         return hit[2]
-    table = _build_table(kind, cos_h, sin_h, inverse)
+    table = _build_table(kind, cos_h.to(dtype), sin_h.to(dtype), inverse)
     if len(_table_cache) >= 8:
         _table_cache.pop(next(iter(_table_cache)))
     _table_cache[key] = (cos_h, sin_h, table)
@@ -199,15 +201,15 @@ def _eager_whole(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
 
 
 def _eager_chunked(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
-    """Cache-sized chunks of the sequence: each is copied into a reused scratch in the tables'
-    dtype, rotated there (complex multiply for interleaved pairs, ``mul``/``addcmul`` for half
+    """Cache-sized chunks of the sequence: each is copied into a reused scratch in the promoted
+    dtype of ``x`` and the tables (the reference's), rotated there (complex multiply for interleaved pairs, ``mul``/``addcmul`` for half
     pairs) and stored once, so main memory sees one read and one write, and a bf16 input is
     rotated in float32 and rounded once, as the reference does."""
     n, s = cos_h.shape[-1], x.shape[-2]
     if s == 0 or x.numel() == 0:
         return  # an empty sequence or batch: nothing to rotate
     r = 2 * n
-    wide = cos_h.dtype
+    wide = torch.promote_types(x.dtype, cos_h.dtype)
     rows = max(1, min(s, _EAGER_CHUNK_BYTES // max(1, x[..., 0, :r].numel() * 4)))
     # a scratch made under inference_mode cannot be written outside it: keyed by the mode too
     key = ("eager", threading.get_ident(), tuple(x.shape[:-2]), rows, r, wide, x.device, torch.is_inference_mode_enabled())
@@ -215,7 +217,7 @@ def _eager_chunked(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout:
     if buf is None:
         _scratch.clear()
         buf = _scratch[key] = torch.empty(*x.shape[:-2], 2, rows, r, dtype=wide, device=x.device)  # [..., 2, rows, r]
-    table = _cached_table("complex", cos_h, sin_h, inverse) if layout == "interleaved" and wide != torch.float16 else None
+    table = _cached_table("complex", cos_h, sin_h, inverse, wide) if layout == "interleaved" and wide in (torch.float32, torch.float64) else None
     sign = -1.0 if inverse else 1.0
     for start in range(0, s, rows):
         stop = min(s, start + rows)

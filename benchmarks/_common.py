@@ -7,9 +7,30 @@ import json
 import os
 
 
+def positive_ints(text: str) -> tuple[int, ...]:
+    """``"2048,8192"`` -> ``(2048, 8192)``; anything else is a usage error naming the value."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"takes positive integers separated by commas, e.g. 2048,8192; got {text!r}")
+    return values
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"takes a positive integer; got {text!r}")
+    return value
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--threads", type=int, default=1, help="torch threads and Timer num_threads")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads and Timer num_threads")
     p.add_argument("--quick", action="store_true", help="small sizes, short timings")
     p.add_argument("--json", default=None, help="write the rows to this JSON file")
     p.add_argument("--device", default="cpu", help="where the tensors live: cpu, cuda, cuda:1, ...")
@@ -25,6 +46,12 @@ def parse(p: argparse.ArgumentParser) -> argparse.Namespace:
         resolve_device(args.device)
     except ValueError as err:
         p.error(str(err))
+    if args.json:  # before the run: a bad path should not cost a full benchmark
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            open(args.json, "a").close()
+        except OSError as err:
+            p.error(f"--json: cannot write {args.json} ({err.strerror})")
     return args
 
 

@@ -1,15 +1,19 @@
 """Causal ALiBi through FlexAttention vs SDPA with a materialised bias: time and peak memory
 (issue 6, item 3). The SDPA side needs ~26 GB at the default L = 16384, 8 heads (skipped if unavailable)."""
 
-from _common import finish, parse, parser, set_threads
+from _common import finish, parse, parser, positive_int, set_threads
 
 from posenc.bench import bench_flex_memory
 
 if __name__ == "__main__":
     p = parser(__doc__)
-    p.add_argument("--length", type=int, default=16384)
-    p.add_argument("--modes", default="flex,sdpa")
+    p.add_argument("--length", type=positive_int, default=16384, help="sequence length (1024 with --quick)")
+    p.add_argument("--modes", default="flex,sdpa", help="comma-separated: flex, sdpa")
     args = parse(p)
     set_threads(args.threads)
     length = 1024 if args.quick else args.length
-    finish(bench_flex_memory(length, modes=args.modes.split(","), num_threads=args.threads, device=args.device), args)
+    try:
+        rows = bench_flex_memory(length, modes=args.modes.split(","), num_threads=args.threads, device=args.device)
+    except ValueError as err:
+        p.error(str(err))
+    finish(rows, args)

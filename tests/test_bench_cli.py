@@ -104,20 +104,35 @@ def test_cli_rejects_bad_options(capsys):
     assert main(["bench", "--device", "tpu9"]) == 2
     captured = capsys.readouterr()
     assert "device 'tpu9' is not usable here" in captured.out + captured.err
+    for args, message in ((["--lengths", "0,2048"], "RoPE lengths must be positive integers, got [0, 2048]"),
+                          (["--dtypes", "int8"], "RoPE dtypes must be floating point"),
+                          (["--sections", ","], "no bench section given"),
+                          (["--json", "/proc/posenc/bench.json"], "--json: cannot write /proc/posenc/bench.json")):
+        assert main(["bench", *args]) == 2, args  # refused at once, before any timing
+        captured = capsys.readouterr()
+        text = " ".join((captured.out + captured.err).replace("│", " ").split())
+        assert message in text and "Traceback" not in text, text
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device 'cuda' is not usable here"):
             report.run(quick=True, sections=["rope"], device="cuda")
 
 
-def test_benchmark_scripts_refuse_a_device_that_is_not_there():
-    """``benchmarks/*.py --device``: a clear one-line error and exit status 2, no traceback."""
+def test_benchmark_scripts_refuse_bad_arguments():
+    """``benchmarks/*.py`` with a device that is not there, a bad length, thread count, mode or output
+    path: a clear one-line error and exit status 2 before any timing, no traceback."""
     import pathlib
     import subprocess
     import sys
 
     scripts = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-    proc = subprocess.run([sys.executable, str(scripts / "bias.py"), "--quick", "--device", "tpu9"],
-                          capture_output=True, text=True, cwd=scripts, timeout=120)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "device 'tpu9' is not usable here" in proc.stderr
+    for script, args, message in (
+            ("bias.py", ["--device", "tpu9"], "device 'tpu9' is not usable here"),
+            ("rope.py", ["--lengths", "0,2048"], "--lengths: takes positive integers separated by commas"),
+            ("rope.py", ["--threads", "0"], "--threads: takes a positive integer; got '0'"),
+            ("flex_memory.py", ["--modes", "flx"], "flex benchmark modes are flex and sdpa; got ['flx']"),
+            ("bias.py", ["--json", "/proc/posenc/rows.json"], "--json: cannot write /proc/posenc/rows.json")):
+        proc = subprocess.run([sys.executable, str(scripts / script), "--quick", *args],
+                              capture_output=True, text=True, cwd=scripts, timeout=120)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (script, args, proc.stderr)
+        assert message in proc.stderr, (script, args, proc.stderr)
     assert torch.get_num_threads() >= 1

@@ -184,6 +184,12 @@ def bench_flex_memory(L: int = 16384, *, heads: int = 8, head_dim: int = 64, mod
     26 GB at L = 16384, 8 heads), so it is skipped, with a row saying so, when the machine does not
     have that much memory available: the out-of-memory killer would pick a process, maybe not ours.
     """
+    modes = list(modes)
+    unknown = sorted(set(modes) - {"flex", "sdpa"})
+    if unknown or not modes:
+        raise ValueError(f"flex benchmark modes are flex and sdpa; got {unknown or 'none'}")
+    if not all(isinstance(v, int) and v > 0 for v in (L, heads, head_dim)):
+        raise ValueError(f"L, heads and head_dim must be positive integers; got {L}, {heads}, {head_dim}")
     rows = []
     for mode in modes:
         need = 3 * heads * L * L * 4

@@ -39,8 +39,14 @@ def run(
 
     sections = list(sections)
     unknown = sorted(set(sections) - set(SECTIONS))
-    if unknown:
-        raise ValueError(f"unknown bench sections {unknown}; choose from: {', '.join(SECTIONS)}")
+    if unknown or not sections:
+        raise ValueError(f"unknown bench sections {unknown}; choose from: {', '.join(SECTIONS)}" if unknown
+                         else f"no bench section given; choose from: {', '.join(SECTIONS)}")
+    if rope_lengths is not None and not all(isinstance(v, int) and v > 0 for v in rope_lengths):
+        raise ValueError(f"RoPE lengths must be positive integers, got {list(rope_lengths)}")
+    bad = [str(d) for d in dtypes if not (isinstance(d, torch.dtype) and d.is_floating_point)]
+    if bad or not dtypes:
+        raise ValueError(f"RoPE dtypes must be floating point (float32, bfloat16, float16, float64); got {bad or 'none'}")
     size = QUICK if quick else FULL
     dev = resolve_device(device)
     torch.set_num_threads(num_threads)

@@ -44,6 +44,13 @@ def register(app) -> None:  # app: typer.Typer
         except ValueError:
             raise typer.BadParameter(f"--lengths takes comma-separated integers, got {lengths!r}") from None
         section_list = [s.strip() for s in sections.split(",") if s.strip()]
+        for option, path in (("--json", json_file), ("--markdown", markdown_file)):
+            if path is not None:  # before the run: a bad path should not cost a full benchmark
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.touch()
+                except OSError as err:
+                    raise typer.BadParameter(f"{option}: cannot write {path} ({err.strerror})") from None
         try:
             with console.status("benchmarking") as status:
                 result = run(quick=quick, sections=section_list, num_threads=threads, rope_lengths=length_list,

@@ -304,6 +304,51 @@ def test_bf16_pair_kernel_rounds_like_torch(compiled):
     torch.testing.assert_close(out[0, 0, :, 1], odd, atol=0, rtol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_bf16_half_word_kernel_rounds_like_torch(compiled):
+    """The half-pair word kernel on rows x = (1, 1 | 0, 0) with cos = (v, v reversed) and sin = 0:
+    the first half is exactly cos, so the even feature (low bits) must be ``v.to(torch.bfloat16)``
+    and the odd one (high bits) the same for v reversed, for every rounding case; the second half is
+    ``0 * cos``."""
+    v = _rounding_cases()  # [m] float32
+    m = v.numel()
+    x = torch.zeros(1, 1, m, 4, dtype=torch.bfloat16)  # [b, h, s = m, hd = 4]: one word per half
+    x[..., :2] = 1.0
+    cos = torch.stack((v, v.flip(0)), dim=-1)  # [s, n = 2]: even feature, odd feature
+    tables = fast_rope._evenodd_tables(cos, torch.zeros(m, 2))  # ce, co, se, so: [s, 1] each
+    out = torch.full_like(x, float("nan"))
+    w, wout = fast_rope._int32_pairs(x), fast_rope._int32_pairs(out)  # [1, 1, m, 2]
+    kernel = fast_rope._get_compiled("bf16_halves") if compiled else fast_rope._rope_kernel_bf16_halves
+    kernel(w[..., :1], w[..., 1:], *tables, wout[..., :1], wout[..., 1:], False)
+    for feature, values in ((0, v), (1, v.flip(0))):
+        assert torch.equal(out[0, 0, :, feature].view(torch.int16), values.to(torch.bfloat16).view(torch.int16))
+        torch.testing.assert_close(out[0, 0, :, 2 + feature], (0.0 * values).to(torch.bfloat16), atol=0, rtol=0,
+                                   equal_nan=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("rotary_dim", "heads", "kinds"), [(28, 6, {"bf16_halves", "bf16_halves_"}),
+                                                           (26, 4, {"halves", "halves_"})])
+def test_compiled_bf16_half_pairs_as_words(rotary_dim, heads, kinds):
+    """bfloat16 half pairs go through the int32 word kernels when each half is whole words (an even
+    number of pairs; else the float kernels): out=, in place and the backward bit for bit the
+    reference, NaN and inf where it has them, partial rotary, two heads per group."""
+    x = torch.randn(2, heads, 33, 32).to(torch.bfloat16)  # [b, h, s, hd]
+    x[0, 0, 0, 0], x[1, 2, 5, 3], x[0, 1, 7, 20] = float("nan"), float("inf"), -float("inf")
+    cos, sin = _tables(torch.arange(50, 83), rotary_dim, "half")
+    fast_rope._compiled.clear()
+    out = torch.full_like(x, 7.0)
+    fast_apply_rope(x, cos, sin, out=out, compile=True)
+    y = x.clone()
+    fast_apply_rope_(y, cos, sin, compile=True)
+    xg = x.clone().requires_grad_()
+    fast_apply_rope(xg, cos, sin, compile=True).backward(x)
+    assert {key[0] for key in fast_rope._compiled} == kinds
+    for got, ref in ((out, F.apply_rope(x, cos, sin)), (y, F.apply_rope(x, cos, sin)), (xg.grad, F.apply_rope(x, cos, -sin))):
+        assert torch.equal(got.isnan(), ref.isnan())
+        assert torch.equal(got.nan_to_num(), ref.nan_to_num())
+
+
 def test_bf16_pair_kernel_nan_and_inf_follow_the_reference():
     """NaN and inf inputs give NaN/inf where the reference gives them (NaN sign bits may differ)."""
     x = torch.tensor([[1.0, float("nan")], [float("inf"), 2.0], [3.0, -float("inf")], [1.0, 2.0]],
@@ -414,9 +459,10 @@ def test_compiled_grouped_heads_equal_reference(heads, layout, dtype):
 @pytest.mark.parametrize("rotary_dim", [32, 24])
 def test_compiled_half_pairs_in_place_and_out_bit_exact(dtype, rotary_dim):
     """Half pairs in place run one compiled pass over the two halves as separate buffers
-    (``halves_``); out= takes the two-output kernel for 16-bit dtypes (``halves``) and the
-    one-output kernel for float32 (``rope``). All equal the reference (16-bit: bit for bit), with
-    partial rotary, an offset and head-grouped views; the inverse undoes the rotation."""
+    (``halves_``; bfloat16 as int32 words, ``bf16_halves_``); out= takes the two-output kernel for
+    16-bit dtypes (``halves``, ``bf16_halves``) and the one-output kernel for float32 (``rope``).
+    All equal the reference (16-bit: bit for bit), with partial rotary, an offset and head-grouped
+    views; the inverse undoes the rotation."""
     x = torch.randn(2, 4, 40, 32).to(dtype)  # [b, h, s, hd]; 4 heads: grouped views
     cos, sin = _tables(torch.arange(300, 340), rotary_dim, "half")
     ref = F.apply_rope(x, cos, sin, layout="half")
@@ -430,7 +476,8 @@ def test_compiled_half_pairs_in_place_and_out_bit_exact(dtype, rotary_dim):
     fast_apply_rope(x, cos, sin, layout="half", out=out, compile=True)
     torch.testing.assert_close(out, ref, **tol)
     kinds = {key[0] for key in fast_rope._compiled}
-    assert kinds == {"halves_", "rope" if dtype == torch.float32 else "halves"}
+    assert kinds == {torch.float32: {"halves_", "rope"}, torch.float16: {"halves_", "halves"},
+                     torch.bfloat16: {"bf16_halves_", "bf16_halves"}}[dtype]
     back = y.clone()
     fast_rope._rotate_into(back, *fast_rope._half_tables(cos, sin, "half"), back, "half", True, True)
     bound = 1e-6 if dtype == torch.float32 else 2 ** -6 * x.abs().max().item()

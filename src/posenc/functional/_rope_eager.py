@@ -55,12 +55,14 @@ def _build_table(kind: str, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> Tens
         table = torch.complex(cos_h, -sin_h if inverse else sin_h)  # [..., s, n]
     elif kind == "cc":
         table = torch.cat((cos_h, cos_h), dim=-1)  # [..., s, 2 n]
+    elif kind == "evenodd":  # [..., s, 4, n / 2]: cos and sin of the even, then the odd features
+        table = torch.stack((cos_h[..., 0::2], cos_h[..., 1::2], sin_h[..., 0::2], sin_h[..., 1::2]), dim=-2)
     elif kind == "sin":
         table = sin_h.contiguous()  # [..., s, n]: unit row stride (a view of the full table has 2 n)
     elif kind == "paired":
         table = torch.stack((cos_h, -sin_h if inverse else sin_h), dim=-2)  # [..., s, 2, n], contiguous
     else:
-        raise ValueError(f"unknown table kind {kind!r}; expected 'complex', 'cc' or 'paired'")
+        raise ValueError(f"unknown table kind {kind!r}; expected 'complex', 'cc', 'paired', 'evenodd' or 'sin'")
     return table
 
 

@@ -1,12 +1,20 @@
-"""bfloat16 interleaved RoPE pairs handled as int32 words, for :mod:`posenc.functional.fast_rope`.
+"""bfloat16 RoPE handled as int32 words, for :mod:`posenc.functional.fast_rope`.
 
 Shape legend: ``s`` sequence, ``hd`` head width, ``n`` rotated pairs (``cos_h.shape[-1]``), ``...``
 the leading (batch, head) dims; ``w`` is ``x.view(torch.int32)``, ``[..., s, hd / 2]``.
 
-Same rotation as :func:`posenc.functional.apply_rope` with ``layout="interleaved"`` (Su et al. 2021,
-RoFormer, section 3.4; pairs ``(2i, 2i+1)`` as GPT-J ``rotate_every_two``), rounded once to bfloat16
-as the reference does. Inductor (torch 2.13, CPU) gathers a size-2 pair axis element by element
-(4-12x the copy floor); reading each pair as one 32-bit word removes that axis from the loop.
+Same rotation as :func:`posenc.functional.apply_rope` (Su et al. 2021, RoFormer, section 3.4),
+rounded once to bfloat16 as the reference does:
+
+* interleaved pairs ``(2i, 2i+1)`` (GPT-J ``rotate_every_two``): each pair is one word. Inductor
+  (torch 2.13, CPU) gathers a size-2 pair axis element by element (4-12x the copy floor); reading
+  each pair as one 32-bit word removes that axis from the loop.
+* half pairs ``(i, i + n)`` (HF ``rotate_half``): word ``j`` of each half holds features ``2j`` and
+  ``2j + 1`` of that half, whose partners sit in word ``j`` of the other half; even and odd
+  features use their own table columns. Rounding on the bits here takes fewer instructions than
+  Inductor's vectorised float32 -> bfloat16 conversion, which made the pass compute-bound (q/k
+  ``[1, 32, L, 128]``, one thread, x the copy floor in alternation: out= 1.24-1.59 -> 1.08-1.40 at
+  L = 2048, 3.15-3.45 -> 2.69-3.15 at L = 512; in place 1.06-1.36 -> 0.88-1.04 at L = 2048).
 """
 
 from __future__ import annotations
@@ -33,16 +41,64 @@ def _rope_kernel_bf16_pairs(w: Tensor, cos_h: Tensor, sin_h: Tensor, wout: Tenso
     """
     n = cos_h.shape[-1]
     wr = w[..., :n]  # [..., s, n] int32: the rotated pairs
-    x0 = (wr << 16).view(torch.float32)  # [..., s, n] the even members
-    x1 = (wr & -65536).view(torch.float32)  # [..., s, n] the odd members
+    x0, x1 = _low(wr), _high(wr)  # [..., s, n] float32: the even and the odd members
     sin_s = -sin_h if inverse else sin_h
-    y0 = (x0 * cos_h - x1 * sin_s).view(torch.int32)
-    y1 = (x1 * cos_h + x0 * sin_s).view(torch.int32)
-    lo = ((y0 + (0x7FFF + ((y0 >> 16) & 1))) >> 16) & 0xFFFF
-    hi = (y1 + (0x7FFF + ((y1 >> 16) & 1))) & -65536
-    wout[..., :n].copy_(lo | hi)
+    wout[..., :n].copy_(_round_low(x0 * cos_h - x1 * sin_s) | _round_high(x1 * cos_h + x0 * sin_s))
     if n < w.shape[-1]:
         wout[..., n:].copy_(w[..., n:])
+
+
+def _low(w: Tensor) -> Tensor:
+    """The bfloat16 in each word's low 16 bits, as float32 (a bfloat16 is a float32's top half)."""
+    return (w << 16).view(torch.float32)
+
+
+def _high(w: Tensor) -> Tensor:
+    """The bfloat16 in each word's high 16 bits, as float32."""
+    return (w & -65536).view(torch.float32)
+
+
+def _round_low(y: Tensor) -> Tensor:
+    """float32 ``y`` rounded to nearest-even bfloat16, in the low 16 bits of an int32 word."""
+    y = y.view(torch.int32)
+    return ((y + (0x7FFF + ((y >> 16) & 1))) >> 16) & 0xFFFF
+
+
+def _round_high(y: Tensor) -> Tensor:
+    """float32 ``y`` rounded to nearest-even bfloat16, in the high 16 bits (low bits zero)."""
+    y = y.view(torch.int32)
+    return (y + (0x7FFF + ((y >> 16) & 1))) & -65536
+
+
+def _rotate_half_words(w0: Tensor, w1: Tensor, tables: tuple[Tensor, ...], inverse: bool) -> tuple[Tensor, Tensor]:
+    """The rotated words of two halves ``w0``/``w1`` ``[..., s, n / 2]``; ``tables`` = cos of the even
+    features, cos of the odd, sin of the even, sin of the odd, each ``[..., s, n / 2]``."""
+    ce, co, se, so = tables
+    if inverse:
+        se, so = -se, -so
+    a0, b0, a1, b1 = _low(w0), _high(w0), _low(w1), _high(w1)  # even/odd features of each half
+    y0 = _round_low(a0 * ce - a1 * se) | _round_high(b0 * co - b1 * so)  # x0 * cos - x1 * sin
+    y1 = _round_low(a1 * ce + a0 * se) | _round_high(b1 * co + b0 * so)  # x1 * cos + x0 * sin
+    return y0, y1
+
+
+def _rope_kernel_bf16_halves(w0: Tensor, w1: Tensor, ce: Tensor, co: Tensor, se: Tensor, so: Tensor,
+                             o0: Tensor, o1: Tensor, inverse: bool) -> None:
+    """bfloat16 half pairs as int32 words into ``o0``/``o1``: ``w0``/``w1`` the two halves
+    ``[..., s, n / 2]`` of ``x.view(torch.int32)`` (the second through a DLPack alias, so the compiler
+    sees separate buffers), tables as in :func:`_rotate_half_words`; bit for bit the reference."""
+    y0, y1 = _rotate_half_words(w0, w1, (ce, co, se, so), inverse)
+    o0.copy_(y0)
+    o1.copy_(y1)
+
+
+def _rope_kernel_bf16_halves_(w0: Tensor, w1: Tensor, ce: Tensor, co: Tensor, se: Tensor, so: Tensor,
+                              inverse: bool) -> None:
+    """In-place :func:`_rope_kernel_bf16_halves`: each output word depends only on the two input
+    words at its own index, so one fused loop reads both before it writes either."""
+    y0, y1 = _rotate_half_words(w0, w1, (ce, co, se, so), inverse)
+    w0.copy_(y0)
+    w1.copy_(y1)
 
 
 def _int32_pairs(t: Tensor) -> Tensor | None:

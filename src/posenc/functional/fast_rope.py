@@ -20,9 +20,11 @@ changes is how often memory is touched:
   tables would allocate an ``[s, 2, n]`` temporary per call). **Half pairs in place, and 16-bit half
   pairs into out=**, take the two halves as separate buffers (:func:`_rope_kernel_halves_`,
   :func:`_rope_kernel_halves`): one loop step loads a pair and its cos/sin once and stores both
-  results, and in place it needs no temporary. **bfloat16 interleaved pairs** are read
-  and written as int32 words, one pair per word, so the pair axis never appears in the loop
-  (:func:`_rope_kernel_bf16_pairs`); Inductor gathers a size-2 pair axis element by element.
+  results, and in place it needs no temporary. **bfloat16** is read and written as int32 words
+  and rounded on the bits: interleaved pairs one pair per word, so the pair axis never appears
+  in the loop (:func:`_rope_kernel_bf16_pairs`; Inductor gathers a size-2 pair axis element by
+  element), half pairs two features of each half per word (:func:`_rope_kernel_bf16_halves`, with
+  even/odd table columns; fewer instructions than Inductor's float32 -> bfloat16 conversion).
 * **GPUs** (CUDA, where Triton imports): the compiled pass is a hand-written Triton kernel launched
   directly (:mod:`posenc.functional._rope_triton`), bit for bit the reference; ``torch.compile``'s
   per-call host cost (Dynamo's guards, Inductor's wrapper: ~150 us on an H100 machine) exceeded the
@@ -63,7 +65,13 @@ from torch.autograd.function import once_differentiable
 from . import _rope_triton
 from ._checks import check_choice
 from ._rope_eager import _cached_table, _complexable, _eager, _scratch
-from ._rope_pairs import _int32_pairs, _rope_kernel_bf16_pairs, _rope_kernel_bf16_pairs_
+from ._rope_pairs import (
+    _int32_pairs,
+    _rope_kernel_bf16_halves,
+    _rope_kernel_bf16_halves_,
+    _rope_kernel_bf16_pairs,
+    _rope_kernel_bf16_pairs_,
+)
 from .rope import ROPE_LAYOUTS, _align_tables, apply_rope
 
 __all__ = [
@@ -182,8 +190,16 @@ def _paired_tables(cos_h: Tensor, sin_h: Tensor) -> tuple[Tensor, Tensor]:
     return both[..., 0, :], both[..., 1, :]
 
 
+def _evenodd_tables(cos_h: Tensor, sin_h: Tensor) -> tuple[Tensor, ...]:
+    """cos of the even features, cos of the odd, sin of the even, sin of the odd: views ``[..., s,
+    n / 2]`` of one cached ``[..., s, 4, n / 2]`` tensor, for the bfloat16 half-pair word kernel
+    (:func:`~posenc.functional._rope_pairs._rope_kernel_bf16_halves`)."""
+    return _cached_table("evenodd", cos_h, sin_h, False).unbind(-2)
+
+
 _KERNELS = {"rope": _rope_kernel, "halves": _rope_kernel_halves, "halves_": _rope_kernel_halves_, "bf16_pairs": _rope_kernel_bf16_pairs,
-            "bf16_pairs_": _rope_kernel_bf16_pairs_}
+            "bf16_pairs_": _rope_kernel_bf16_pairs_, "bf16_halves": _rope_kernel_bf16_halves,
+            "bf16_halves_": _rope_kernel_bf16_halves_}
 
 
 def _get_compiled(kind: str = "rope", grouped: bool = False, signature: tuple = ()):
@@ -251,8 +267,10 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
     g = _head_group(x, out, cos_h)
     if g > 1:  # [..., h, s, hd] -> [..., h/g, s, g, hd]; tables [..., s, n] -> [..., s, 1, n]
         x, out, cos_h, sin_h = _group_views(x, g), _group_views(out, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)
-    w, wout = (_int32_pairs(x), _int32_pairs(out)) if layout == "interleaved" else (None, None)
-    if w is not None and wout is not None:
+    n = cos_h.shape[-1]
+    w, wout = _int32_pairs(x), _int32_pairs(out)
+    words = w is not None and wout is not None
+    if words and layout == "interleaved":
         cos_c, sin_c = (cos_h, sin_h) if cos_h.stride(-1) == sin_h.stride(-1) == 1 else _paired_tables(cos_h, sin_h)
         if out.data_ptr() == x.data_ptr():
             kind, args = "bf16_pairs_", (w, cos_c, sin_c, inverse)
@@ -262,17 +280,21 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
         kind, args = "rope", (x, cos_h, sin_h, out, layout, inverse)
         # 16-bit half pairs: the two-output form (the conversions make the one-output form
         # compute-bound: q/k [1, 32, L, 128] bf16, one thread, x the floor in alternation,
-        # L = 2048/8192: 1.25-1.37 -> 1.06-1.26). float32 keeps the one-output form, which
+        # L = 2048/8192: 1.25-1.37 -> 1.06-1.26), for bfloat16 as int32 words (fewer instructions
+        # again, see posenc.functional._rope_pairs). float32 keeps the one-output form, which
         # streams one output row at a time (0.93-1.19 against 1.07-1.28 for two outputs).
         # Only for head-grouped views: with one head per group Inductor flattens the output's
         # (head, row) dims but not the loop's and computes into a temporary (3.5x the floor).
-        alias = _disjoint_alias(out) if layout == "half" and x.element_size() < 4 and g > 1 else None
-        if alias is not None:
-            n = cos_h.shape[-1]
+        two = layout == "half" and x.element_size() < 4 and g > 1
+        if two and words and n % 2 == 0 and (alias := _disjoint_alias(wout)) is not None:
+            m = n // 2  # words per half
+            kind, args = "bf16_halves", (w[..., :m], w[..., m:n], *_evenodd_tables(cos_h, sin_h), wout[..., :m],
+                                         alias[..., m:n], inverse)
+        elif two and (alias := _disjoint_alias(out)) is not None:
             kind, args = "halves", (x[..., :n], x[..., n:2 * n], cos_h, sin_h, out[..., :n], alias[..., n:2 * n], inverse)
-            if 2 * n < x.shape[-1]:
-                out[..., 2 * n:].copy_(x[..., 2 * n:])  # partial rotary: the rest passes unchanged
-    tensors = args[:-1] if kind in ("bf16_pairs_", "halves") else args[:4]
+        if kind != "rope" and 2 * n < x.shape[-1]:
+            out[..., 2 * n:].copy_(x[..., 2 * n:])  # partial rotary: the rest passes unchanged
+    tensors = args[:-1] if kind in ("bf16_pairs_", "halves", "bf16_halves") else args[:4]
     return _invoke(kind, g, x.dtype, layout, inverse, args, tensors)
 
 
@@ -347,6 +369,11 @@ def _inplace_halves(x: Tensor, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> b
     if g == 1:
         return None  # ungrouped, Inductor computes into a temporary anyway (see _run_compiled)
     x, cos_h, sin_h = _group_views(x, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)  # [..., h/g, s, g, hd], [..., s, 1, n]
+    w = _int32_pairs(x)
+    if w is not None and n % 2 == 0 and (alias := _disjoint_alias(w)) is not None:  # bfloat16 as int32 words
+        m = n // 2
+        args = (w[..., :m], alias[..., m:n], *_evenodd_tables(cos_h, sin_h), inverse)
+        return _invoke("bf16_halves_", g, x.dtype, "half", inverse, args, args[:-1])
     alias = _disjoint_alias(x)
     if alias is None:
         return None

@@ -535,6 +535,23 @@ def test_one_compile_per_variant_serves_every_length():
     assert len(fast_rope._compiled) == 2
 
 
+@pytest.mark.slow
+def test_warmup_compiles_what_later_calls_use():
+    """After ``warmup`` a call at another length, into out=, in place or backward, compiles nothing
+    new: every variant it needs (the bf16 half-pair word kernels here) was built ahead of time."""
+    fast_rope._compiled.clear()
+    assert fast_rope.warmup(32, num_heads=4, dtypes=(torch.bfloat16,), layouts=("half",)) > 0
+    built = set(fast_rope._compiled)
+    assert {key[0] for key in built} == {"bf16_halves", "bf16_halves_"}
+    x = torch.randn(1, 4, 300, 32).to(torch.bfloat16)  # [b, h, s, hd]
+    cos, sin = _tables(torch.arange(300), 32, "half")
+    fast_apply_rope(x, cos, sin, out=torch.empty_like(x), compile=True)
+    fast_apply_rope_(x.clone(), cos, sin, compile=True)
+    xg = x.clone().requires_grad_()
+    fast_apply_rope(xg, cos, sin, compile=True).backward(torch.randn_like(x))  # a dense gradient
+    assert set(fast_rope._compiled) == built
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("tables", ["shared", "per-batch", "per-head"])
 def test_eager_half_pairs_head_by_head(dtype, tables, monkeypatch):

@@ -599,7 +599,7 @@ def warmup(
 ) -> float:
     """Compile the fast RoPE kernels ahead of time; returns the seconds it took.
 
-    One compile per (dtype, layout, direction, head count) serves every sequence length, so calling this once
+    One compile per (dtype, layout, direction, out= or in place, head count) serves every sequence length, so calling this once
     at start-up moves the first-call compile cost (~1 s each, ~10 s for the first in a cold process)
     out of the first training step.
     """
@@ -615,4 +615,6 @@ def warmup(
             for inverse in (False, True) if backward else (False,):
                 with contextlib.suppress(Exception):
                     _rotate_into(x, cos_h, sin_h, torch.empty_like(x), layout, inverse, True)
+            with contextlib.suppress(Exception):
+                _rotate_into(x, cos_h, sin_h, x, layout, False, True)  # in place (fast_apply_rope_)
     return time.perf_counter() - start

@@ -40,6 +40,26 @@ def test_measure_paired_alternates_and_reports_the_median_ratio():
     assert runs.count("cf") + runs.count("fc") >= 2 * p.rounds - 1  # blocks alternate
 
 
+def test_measure_paired_many_runs_the_cases_round_robin():
+    """Several cases against one floor: every case's rounds are interleaved with the others' (a slow
+    phase of the machine cannot cover one case alone), each round pairs a case block with a floor
+    block, and each case gets its own median ratio (4 ms and 8 ms sleeps against 2 ms: ~2 and ~4)."""
+    calls: list[str] = []
+
+    def sleeper(tag: str, seconds: float):
+        def fn():
+            calls.append(tag)
+            time.sleep(seconds)
+        return fn
+    result = timing.measure_paired_many({"a": sleeper("a", 0.004), "b": sleeper("b", 0.008)}, sleeper("f", 0.002),
+                                        min_run_time=0.05, block_s=0.01, min_rounds=5)
+    assert set(result) == {"a", "b"} and all(p.rounds >= 5 for p in result.values())
+    assert 1.4 < result["a"].x_floor < 3.0 and 2.8 < result["b"].x_floor < 6.0
+    timed = "".join(calls)[6:]  # after the warm-up and block-sizing calls (a, a, b, b, f, f)
+    assert timed.rfind("a") > timed.find("b") and timed.rfind("b") > timed.find("a")  # interleaved
+    assert timed.count("af") + timed.count("bf") >= result["a"].rounds + result["b"].rounds - 2
+
+
 def test_cpu_probe_does_not_count_this_process(monkeypatch):
     """When the machine's busy time is exactly this process's CPU time, other processes' share is 0;
     when another process adds one busy CPU-second per wall second on 2 CPUs, it is 0.5."""

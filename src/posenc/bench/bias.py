@@ -23,7 +23,7 @@ import torch
 
 from .. import functional as F
 from ..functional import fast_bias
-from .timing import measure, measure_paired
+from .timing import measure, measure_paired_many
 
 __all__ = ["bench_bias", "bench_attention", "bench_flex_memory"]
 
@@ -78,15 +78,14 @@ def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads
         if peers:
             cases.update(_peer_bias_cases(heads, L, device))
         floor_name = next(iter(cases))
-        for name, fn in cases.items():
-            if progress:
-                progress(f"bias L={L}: {name}")
-            with torch.no_grad():
-                if name == floor_name:
-                    m, x_floor = measure(name, fn, num_threads=num_threads, min_run_time=min_run_time), 1.0
-                else:  # in alternation with the floor, as the RoPE cases
-                    p = measure_paired(name, fn, cases[floor_name], num_threads=num_threads, min_run_time=min_run_time)
-                    m, x_floor = p.case, p.x_floor
+        if progress:
+            progress(f"bias L={L}: {len(cases)} cases, round-robin with the floor")
+        with torch.no_grad():  # each case in alternation with the floor, all round-robin, as the RoPE cases
+            floor = measure(floor_name, cases[floor_name], num_threads=num_threads, min_run_time=min_run_time)
+            paired = measure_paired_many({n: f for n, f in cases.items() if n != floor_name}, cases[floor_name],
+                                         num_threads=num_threads, min_run_time=min_run_time)
+        for name in cases:
+            m, x_floor = (floor, 1.0) if name == floor_name else (paired[name].case, paired[name].x_floor)
             rows.append({"L": L, "heads": heads, "case": name, "kind": "steady", "median_ms": m.median_s * 1e3,
                          "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "x_floor": x_floor,
                          "other_cpu": m.other_cpu, "num_threads": num_threads})

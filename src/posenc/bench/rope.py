@@ -19,7 +19,7 @@ import torch
 
 from .. import functional as F
 from ..functional import fast_rope
-from .timing import measure, measure_paired, synchronize
+from .timing import measure, measure_paired_many, synchronize
 
 __all__ = ["bench_rope", "rope_peers"]
 
@@ -136,7 +136,8 @@ def bench_rope(
 ) -> list[dict]:
     """One row per (case, L, dtype, layout): median ms, effective GB/s, ratio to the floor, load.
 
-    Each case is timed in alternation with the floor (:func:`~posenc.bench.timing.measure_paired`);
+    Each case is timed in alternation with the floor, all cases of a shape round-robin
+    (:func:`~posenc.bench.timing.measure_paired_many`);
     ``x_floor`` is the median of the per-round ratios, ``x_floor_best`` the fastest case round over
     the fastest floor round, and ``floor_ms_paired`` the floor's median over the same rounds.
 
@@ -162,19 +163,26 @@ def bench_rope(
                 cases = _posenc_cases(q, k, cos, sin, layout)
                 if peers:
                     cases.update({f"peer {n}": c for n, c in rope_peers(q, k, layout).items()})
-                for name, fn in cases.items():
-                    if progress:
-                        progress(f"rope L={L} {base['dtype']} {layout}: {name}")
+                for name, fn in cases.items():  # first calls: compile times, apart from the steady state
                     if "compiled" in name:
+                        if progress:
+                            progress(f"rope L={L} {base['dtype']} {layout}: compiling {name}")
                         start = time.perf_counter()
                         fn()
                         synchronize(q.device)
                         rows.append({**base, "case": name, "kind": "one-time", "seconds": time.perf_counter() - start})
+                if progress:
+                    progress(f"rope L={L} {base['dtype']} {layout}: {len(cases)} cases, round-robin with the floor")
+                floor = measure("floor", cases["floor"], num_threads=num_threads, min_run_time=min_run_time)
+                # every case in alternation with the floor, all cases round-robin: the ratios
+                # survive the machine's drift and its slow phases (see measure_paired_many)
+                paired = measure_paired_many({n: f for n, f in cases.items() if n != "floor"}, cases["floor"],
+                                             num_threads=num_threads, min_run_time=min_run_time)
+                for name in cases:
                     if name == "floor":
-                        m = measure(name, fn, num_threads=num_threads, min_run_time=min_run_time)
-                        x_floor, x_best, floor_ms = 1.0, 1.0, None
-                    else:  # in alternation with the floor: the ratio survives the machine's drift
-                        p = measure_paired(name, fn, cases["floor"], num_threads=num_threads, min_run_time=min_run_time)
+                        m, x_floor, x_best, floor_ms = floor, 1.0, 1.0, None
+                    else:
+                        p = paired[name]
                         m, x_floor, x_best, floor_ms = p.case, p.x_floor, p.x_floor_best, p.floor.median_s * 1e3
                     rows.append({**base, "case": name, "kind": "steady", "median_ms": m.median_s * 1e3,
                                  "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "gb_per_s": floor_bytes / m.median_s / 1e9,

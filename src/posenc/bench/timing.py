@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-__all__ = ["Measurement", "measure", "measure_paired", "Paired", "CpuProbe", "synchronize", "device_name",
+__all__ = ["Measurement", "measure", "measure_paired", "measure_paired_many", "Paired", "CpuProbe", "synchronize", "device_name",
            "resolve_device"]
 
 
@@ -147,36 +147,55 @@ def measure_paired(name: str, fn: Callable[[], object], floor_fn: Callable[[], o
     puts both under the same conditions, and the median of the per-round ratios discards rounds
     that a burst of load hit on one side only.
     """
+    return measure_paired_many({name: fn}, floor_fn, num_threads=num_threads, min_run_time=min_run_time,
+                               block_s=block_s, min_rounds=min_rounds)[name]
+
+
+def measure_paired_many(fns: dict[str, Callable[[], object]], floor_fn: Callable[[], object], *, num_threads: int = 1,
+                        min_run_time: float = 0.5, block_s: float = 0.02, min_rounds: int = 7) -> dict[str, Paired]:
+    """:func:`measure_paired` for several cases against one floor, round-robin: each round times a
+    block of every unfinished case, each followed by a block of the floor, until each case has
+    what :func:`measure_paired` asks for (fast cases keep going while slow ones finish).
+
+    On this shared host a slow phase lasts seconds; timing cases one after another lets a phase
+    cover every round of one case (a 0.9x pass read 1.5x in one run). Round-robin spreads it over
+    a few rounds of every case, which the per-case medians of per-round ratios then discard.
+    ``other_cpu`` is measured over the whole group.
+    """
     import statistics
 
     from torch.utils.benchmark import Timer
 
-    fn(), floor_fn()  # warm-up: compilation, caches, first-touch page faults
-    timers = [Timer(stmt="f()", globals={"f": f}, num_threads=num_threads) for f in (fn, floor_fn)]
-    numbers = []
-    for timer in timers:  # calls per block, from one timed call
-        one = timer.timeit(1).median
-        numbers.append(max(1, int(block_s / max(one, 1e-9))))
-    samples: list[list[float]] = [[], []]
-    spent = [0.0, 0.0]
+    floor_timer = Timer(stmt="f()", globals={"f": floor_fn}, num_threads=num_threads)
+    timers, numbers = {}, {}
+    for name, fn in {**fns, "floor": floor_fn}.items():  # warm-up (compilation, caches, first-touch
+        fn()                                             # page faults); calls per block from one call
+        timer = floor_timer if name == "floor" else Timer(stmt="f()", globals={"f": fn}, num_threads=num_threads)
+        timers[name], numbers[name] = timer, max(1, int(block_s / max(timer.timeit(1).median, 1e-9)))
+    samples = {name: ([], []) for name in fns}  # per case: its rounds, the floor rounds beside them
+    spent = dict.fromkeys(fns, 0.0)
     probe = CpuProbe()
     probe.start()
-    while True:
-        for i, timer in enumerate(timers):
-            per_call = timer.timeit(numbers[i]).median
-            samples[i].append(per_call)
-            spent[i] += per_call * numbers[i]
-        rounds, total = len(samples[0]), sum(spent)
-        if (rounds >= min_rounds and total >= 2 * min_run_time) or (rounds >= 3 and total >= 10 * min_run_time) \
-                or rounds >= 1000:
-            break  # enough rounds and time; a slow case (a peer at 50x) stops after three rounds
+    active = list(fns)
+    while active:
+        for name in list(active):
+            for i, key in enumerate((name, "floor")):
+                per_call = timers[key].timeit(numbers[key]).median
+                samples[name][i].append(per_call)
+                spent[name] += per_call * numbers[key]
+            rounds, total = len(samples[name][0]), spent[name]
+            if (rounds >= min_rounds and total >= 2 * min_run_time) or (rounds >= 3 and total >= 10 * min_run_time) \
+                    or rounds >= 1000:
+                active.remove(name)  # enough rounds and time; a slow case (a peer at 50x) stops after three rounds
     other = probe.stop()
 
     def summary(label: str, times: list[float], number: int) -> Measurement:
         q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
         return Measurement(name=label, median_s=statistics.median(times), iqr_s=q[2] - q[0],
                            runs=len(times) * number, num_threads=num_threads, other_cpu=other)
-    ratios = [a / b for a, b in zip(*samples)]
-    return Paired(case=summary(name, samples[0], numbers[0]), floor=summary("floor", samples[1], numbers[1]),
-                  x_floor=statistics.median(ratios), rounds=len(ratios),
-                  x_floor_best=min(samples[0]) / min(samples[1]))
+    result = {}
+    for name, (case, floor) in samples.items():
+        ratios = [a / b for a, b in zip(case, floor)]
+        result[name] = Paired(case=summary(name, case, numbers[name]), floor=summary("floor", floor, numbers["floor"]),
+                              x_floor=statistics.median(ratios), rounds=len(ratios), x_floor_best=min(case) / min(floor))
+    return result

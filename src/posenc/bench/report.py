@@ -46,7 +46,8 @@ def run(
         raise ValueError(f"RoPE lengths must be positive integers, got {list(rope_lengths)}")
     bad = [str(d) for d in dtypes if not (isinstance(d, torch.dtype) and d.is_floating_point)]
     if bad or not dtypes:
-        raise ValueError(f"RoPE dtypes must be floating point (float32, bfloat16, float16, float64); got {bad or 'none'}")
+        raise ValueError("RoPE dtypes must be floating point (float32, bfloat16, float16, float64); "
+                         f"got {bad or 'none'}")
     size = QUICK if quick else FULL
     dev = resolve_device(device)
     torch.set_num_threads(num_threads)

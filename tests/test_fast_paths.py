@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as nnf
 
 import posenc
 from posenc import functional as F
@@ -817,3 +818,31 @@ def test_eager_swap_declines_what_it_cannot_take(monkeypatch):
     assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf(), ref.isinf())
     finite = ref.isfinite()
     torch.testing.assert_close(out[finite], ref[finite], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("rotary_dim", [None, 12])
+def test_attention_training_step_equals_hand_written_rope_attention(rotary_dim, monkeypatch):
+    """posenc.Attention with rope at the experiments' head width (16), float32, two training steps
+    (the second runs the cached swap plan; partial rotary keeps the per-half ops): output and the
+    gradients of x and of every parameter equal attention written out with ``F.apply_rope`` and
+    SDPA, so the qkv split and RopePairFunction's backward deliver each gradient where it belongs."""
+    taken = []
+    swap = _rope_eager._eager_swap
+    monkeypatch.setattr(_rope_eager, "_eager_swap", lambda *a: taken.append(swap(*a)) or taken[-1])
+    b, s, h, hd = 8, 32, 4, 16
+    kwargs = {} if rotary_dim is None else {"rotary_dim": rotary_dim}
+    attn = posenc.Attention(h * hd, h, encoding=posenc.create("rope", dim=hd, **kwargs), causal=True)
+    cos, sin = _tables(torch.arange(s), rotary_dim or hd, "half")
+    for step in range(2):
+        x = torch.randn(b, s, h * hd, requires_grad=True)
+        out = attn(x)
+        g = torch.randn_like(out)
+        got = torch.autograd.grad(out, (x, *attn.parameters()), g)
+        q, k, v = attn.qkv(x).view(b, s, 3, h, hd).permute(2, 0, 3, 1, 4)
+        q, k = F.apply_rope(q, cos, sin), F.apply_rope(k, cos, sin)
+        ref = attn.proj(nnf.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, h * hd))
+        want = torch.autograd.grad(ref, (x, *attn.parameters()), g)
+        torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+        for a, e in zip(got, want):
+            torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
+    assert taken[-1] == (rotary_dim is None)

@@ -159,7 +159,8 @@ def measure_paired_many(fns: dict[str, Callable[[], object]], floor_fn: Callable
 
     On this shared host a slow phase lasts seconds; timing cases one after another lets a phase
     cover every round of one case (a 0.9x pass read 1.5x in one run). Round-robin spreads it over
-    a few rounds of every case, which the per-case medians of per-round ratios then discard.
+    a few rounds of every case, which the per-case medians of per-round ratios then discard; the
+    order turns by one case each round, so that no case always follows the same one.
     ``other_cpu`` is measured over the whole group.
     """
     import statistics
@@ -177,8 +178,14 @@ def measure_paired_many(fns: dict[str, Callable[[], object]], floor_fn: Callable
     probe = CpuProbe()
     probe.start()
     active = list(fns)
+    turn = 0
     while active:
-        for name in list(active):
+        # each round starts one case further on: whatever a case leaves behind (a peer's hundreds
+        # of MiB freed) slows the block after it, and with one fixed order that was always the
+        # same case's (bf16 half pairs out= at L = 2048 read 1.37 with the best round at 0.99)
+        start = turn % len(active)
+        turn += 1
+        for name in active[start:] + active[:start]:
             for i, key in enumerate((name, "floor")):
                 per_call = timers[key].timeit(numbers[key]).median
                 samples[name][i].append(per_call)

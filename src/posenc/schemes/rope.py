@@ -60,7 +60,7 @@ class RopeConfig:
 
 def _siblings(q: Tensor, k: Tensor) -> Tensor | None:
     """``q`` and ``k`` as one ``[2, *q.shape]`` view, outside autograd, when they are equally
-    shaped slices of one tensor (as ``qkv.view(b, s, 3, h, hd).permute(2, 0, 3, 1, 4)`` makes
+    shaped slices of one tensor (as ``qkv.view(b, s, 3, h, hd).unbind(2)``, transposed, makes
     them), else None.
 
     Small inputs (training-size heads; larger ones keep one pass each) cost per operation, not per

@@ -104,9 +104,11 @@ def bench_attention(schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "si
     rope at 0.88x no encoding."""
     import posenc
 
+    schemes = list(schemes)
     x = torch.randn(1, L, dim, device=device)  # [1, L, d]
+    names = list(dict.fromkeys(("none", *schemes)))  # none first: the baseline of every ratio
     calls = {}
-    for name in dict.fromkeys(("none", *schemes)):  # none first: the baseline of every ratio
+    for name in names:
         encoding = name if name in ("none", "rope", "alibi", "t5") else posenc.create(name, dim=dim)
         attn = posenc.Attention(dim, heads, encoding=encoding, causal=True).to(device).eval()
         calls[name] = torch.no_grad()(lambda attn=attn: attn(x))
@@ -116,7 +118,7 @@ def bench_attention(schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "si
     paired = measure_paired_many(calls, none, num_threads=num_threads, min_run_time=min_run_time)
     floors = [p.floor for p in paired.values()]
     rows = []
-    for name in (n for n in dict.fromkeys(("none", *schemes)) if n == "none" or n in paired):
+    for name in names if "none" in schemes else names[1:]:
         if name == "none":
             m = min(floors, key=lambda f: f.median_s) if floors else measure("none", none, num_threads=num_threads,
                                                                                 min_run_time=min_run_time)
@@ -127,8 +129,6 @@ def bench_attention(schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "si
         rows.append({"L": L, "heads": heads, "case": f"Attention {name}", "kind": "steady", "median_ms": m.median_s * 1e3,
                      "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "x_none": ratio, "x_none_best": best,
                      "other_cpu": m.other_cpu, "num_threads": num_threads})
-    if "none" not in schemes:
-        rows = rows[1:]
     return rows
 
 

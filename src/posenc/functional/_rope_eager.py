@@ -39,16 +39,27 @@ def _cached_table(kind: str, cos_h: Tensor, sin_h: Tensor, inverse: bool, dtype:
     dtype = cos_h.dtype if dtype is None else dtype
     if cos_h.is_inference() or sin_h.is_inference():  # no version counter to key on: not cached
         return _build_table(kind, cos_h.to(dtype), sin_h.to(dtype), inverse)
-    key = (kind, cos_h.data_ptr(), sin_h.data_ptr(), tuple(cos_h.shape), cos_h.stride(), sin_h.stride(),
-           cos_h._version, sin_h._version, cos_h.device, cos_h.dtype, dtype, inverse)
+    key = (kind, *_tables_key(cos_h, sin_h), dtype, inverse)
     hit = _table_cache.get(key)
     if hit is not None:
         return hit[2]
     table = _build_table(kind, cos_h.to(dtype), sin_h.to(dtype), inverse)
-    if len(_table_cache) >= 8:
-        _table_cache.pop(next(iter(_table_cache)))
-    _table_cache[key] = (cos_h, sin_h, table)
+    _remember(_table_cache, key, (cos_h, sin_h, table))
     return table
+
+
+def _tables_key(cos_h: Tensor, sin_h: Tensor) -> tuple:
+    """What identifies the tables' contents in the caches here: address, layout, dtype, device and
+    version counters (in-place edits). Not for inference tensors (no version counter)."""
+    return (cos_h.data_ptr(), sin_h.data_ptr(), tuple(cos_h.shape), cos_h.stride(), sin_h.stride(),
+            cos_h._version, sin_h._version, cos_h.device, cos_h.dtype)
+
+
+def _remember(cache: dict, key: tuple, value: object, size: int = 8) -> None:
+    """``cache[key] = value``, dropping the oldest entry beyond ``size``."""
+    if len(cache) >= size:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
 
 
 def _build_table(kind: str, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> Tensor:
@@ -224,22 +235,17 @@ def _eager_swap(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
     if cos_h.is_inference() or sin_h.is_inference():  # no version counter to key on: not cached
         plan = _swap_plan(x, cos_h, sin_h, out)
     else:
-        key = (tuple(x.shape), x.stride(), out.stride(), x.dtype, x.device, cos_h.data_ptr(), sin_h.data_ptr(),
-               tuple(cos_h.shape), cos_h.stride(), sin_h.stride(), cos_h.dtype, cos_h._version, sin_h._version,
+        key = (tuple(x.shape), x.stride(), out.stride(), x.dtype, *_tables_key(cos_h, sin_h),
                threading.get_ident(), torch.is_inference_mode_enabled())
         plan = _swap_plans.get(key, False)
         if plan is False:
             if x.numel() < _SWAP_PLAN_NOW and _swap_seen.pop(key, None) is None:
                 # first sight of these tables: decoding brings new ones at every step, where a
                 # plan (~80 us) would cost more than the per-half ops it saves; plan on the second
-                if len(_swap_seen) >= 8:
-                    _swap_seen.pop(next(iter(_swap_seen)))
-                _swap_seen[key] = True
+                _remember(_swap_seen, key, True)
                 return False
             plan = _swap_plan(x, cos_h, sin_h, out)
-            if len(_swap_plans) >= 8:
-                _swap_plans.pop(next(iter(_swap_plans)))
-            _swap_plans[key] = plan
+            _remember(_swap_plans, key, plan)
     if plan is None:
         return False
     (xp, x_shift, x_first, op), scr, s_head, s_second, cc, ss = plan[:6]

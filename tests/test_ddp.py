@@ -61,3 +61,43 @@ def test_two_cpu_processes_train_the_single_process_model(tmp_path):
     assert ranks[0]["losses"] == pytest.approx(single.losses, abs=1e-5)
     for name, value in single.model.state_dict().items():
         torch.testing.assert_close(ranks[0]["state"][name], value, atol=1e-5, rtol=1e-5)
+
+
+def _torchrun_env(monkeypatch: pytest.MonkeyPatch, local_rank: int) -> None:
+    for name, value in {"WORLD_SIZE": "2", "RANK": str(local_rank), "LOCAL_RANK": str(local_rank)}.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.mark.parametrize("device, backend", [("cpu", "gloo"), ("cuda", "nccl")])
+def test_backend_follows_the_training_device_not_the_machine(monkeypatch, device, backend):
+    """CPU training on a machine with GPUs joins with gloo (nccl would need each rank on its own
+    GPU: two ranks on a one-GPU machine died with 'invalid device ordinal'); CUDA training with nccl,
+    each rank on the GPU of its LOCAL_RANK."""
+    import torch.distributed as dist
+
+    from posenc.experiments.train import distributed_context
+
+    _torchrun_env(monkeypatch, 1)
+    joined, placed = [], []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", placed.append)
+    monkeypatch.setattr(dist, "is_initialized", lambda: bool(joined))
+    monkeypatch.setattr(dist, "init_process_group", joined.append)
+    monkeypatch.setattr(dist, "get_rank", lambda: 1)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    assert distributed_context(device) == (1, 2)
+    assert joined == [backend]
+    assert placed == ([torch.device("cuda", 1)] if device == "cuda" else [])
+
+
+def test_more_cuda_ranks_than_gpus_is_a_clear_error(monkeypatch):
+    from posenc.experiments.train import rank_device
+
+    _torchrun_env(monkeypatch, 1)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match=r"cuda:1, but this machine has 1 GPU.*device='cpu'"):
+        rank_device("cuda")
+    assert rank_device("cpu") == torch.device("cpu")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert rank_device("cuda") == torch.device("cuda")  # one process: the device as named

@@ -22,6 +22,8 @@ fairseq model's embeddings are ``F.sinusoidal(padding_idx + 1 + t)``.
 
 from __future__ import annotations
 
+import inspect
+
 import math
 
 import pytest
@@ -159,7 +161,9 @@ def test_fairseq_padding_idx_offset_is_explicit_positions(padding_idx: int) -> N
 def test_hf_fsmt_port_of_fairseq_equals_posenc_and_the_restatement() -> None:
     """Hugging Face ``transformers.models.fsmt.modeling_fsmt.SinusoidalPositionalEmbedding`` (a port of
     fairseq's module, float32) equals the float64 restatement to 1e-4 (its float32 angles up to
-    1000 rad) and posenc at fairseq's positions, also after ``past_key_values_length`` (decoding)."""
+    1000 rad) and posenc at fairseq's positions, far into the table, and after ``past_key_values_length``
+    (decoding) in the versions whose forward takes it (transformers 5.17's takes fairseq's unused
+    ``incremental_state`` instead)."""
     fsmt = pytest.importorskip("transformers.models.fsmt.modeling_fsmt")
     pad, dim, n = 1, 64, 1000
     module = fsmt.SinusoidalPositionalEmbedding(n + pad + 1, dim, pad)
@@ -169,9 +173,12 @@ def test_hf_fsmt_port_of_fairseq_equals_posenc_and_the_restatement() -> None:
     ref = module(tokens)  # [b, s, d]
     got = F.sinusoidal(torch.arange(pad + 1, pad + 7), dim, layout="half", frequencies="tensor2tensor")
     torch.testing.assert_close(got[:5], ref[0, :5], atol=1e-5, rtol=0)
-    step = module(torch.tensor([[12]]), past_key_values_length=900)  # position pad + 1 + 900
-    torch.testing.assert_close(F.sinusoidal(torch.tensor([pad + 901]), dim, layout="half",
-                                            frequencies="tensor2tensor"), step[0], atol=1e-4, rtol=0)
+    far = F.sinusoidal(torch.tensor([pad + 901]), dim, layout="half", frequencies="tensor2tensor")  # [1, d]
+    long = module(torch.full((1, 901), 12))  # [1, 901, d]: the last token at position pad + 901
+    torch.testing.assert_close(far, long[0, -1:], atol=1e-4, rtol=0)
+    if "past_key_values_length" in inspect.signature(module.forward).parameters:  # transformers >= 5.2x
+        step = module(torch.tensor([[12]]), past_key_values_length=900)  # position pad + 1 + 900
+        torch.testing.assert_close(far, step[0], atol=1e-4, rtol=0)
 
 
 # -- ALiBi as Press et al. implemented it ----------------------------------------------------------

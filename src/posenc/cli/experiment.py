@@ -118,7 +118,10 @@ def experiment(
         plan(name, settings)  # every name checked before anything trains
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
-    rank, _ = distributed_context()
+    try:
+        rank, _ = distributed_context(device)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--device") from None
     if not plot_only:
         columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                    TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("{task.fields[speed]:.1f} steps/s"),

@@ -30,7 +30,7 @@ from .. import functional as F
 from .model import ModelConfig, TinyTransformer
 from .tasks import IGNORE, Batch, Task
 
-__all__ = ["TrainConfig", "TrainResult", "train", "batch_for_step", "set_threads", "distributed_context"]
+__all__ = ["TrainConfig", "TrainResult", "train", "batch_for_step", "set_threads", "distributed_context", "rank_device"]
 
 StepCallback = Callable[[int, int, float, float], None]  # (step, total steps, loss, steps per second)
 
@@ -75,18 +75,37 @@ def set_threads(threads: int | None) -> None:
         torch.set_num_threads(int(threads))
 
 
-def distributed_context() -> tuple[int, int]:
-    """``(rank, world_size)``; joins the process group when launched by torchrun (gloo on CPU, nccl on CUDA)."""
+def distributed_context(device: str | torch.device = "cpu") -> tuple[int, int]:
+    """``(rank, world_size)``; joins the process group when launched by torchrun.
+
+    The backend follows the training ``device``, not the machine: gloo for CPU training (also on
+    a machine with GPUs), nccl for CUDA, each rank on the GPU of its ``LOCAL_RANK``. Once joined,
+    later calls return the group's rank and size whatever ``device`` they name.
+    """
     import torch.distributed as dist
 
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return 0, 1
     if not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend)
-        if backend == "nccl":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        cuda = torch.device(device).type == "cuda"
+        if cuda:
+            torch.cuda.set_device(rank_device(device))
+        dist.init_process_group("nccl" if cuda else "gloo")
     return dist.get_rank(), dist.get_world_size()
+
+
+def rank_device(device: str | torch.device) -> torch.device:
+    """The device this process trains on: under torchrun, ``"cuda"`` means the GPU of ``LOCAL_RANK``."""
+    device = torch.device(device)
+    if device.type != "cuda" or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return device
+    index = device.index if device.index is not None else int(os.environ.get("LOCAL_RANK", "0"))
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise ValueError(f"rank {os.environ.get('RANK', '?')} wants cuda:{index}, but this machine has {count} "
+                         f"GPU(s); launch at most {count} processes per node with device='cuda', "
+                         f"or train on device='cpu' (gloo)")
+    return torch.device("cuda", index)
 
 
 def learning_rate(step: int, config: TrainConfig) -> float:
@@ -151,10 +170,10 @@ def train(
     if model_config.causal != task.causal:
         kind = "a causal decoder" if task.causal else "a bidirectional encoder"
         raise ValueError(f"task {task.name!r} is posed for {kind}; set causal={task.causal}")
-    rank, world = distributed_context()
+    rank, world = distributed_context(config.device)
     if config.batch_size % world:
         raise ValueError(f"batch_size={config.batch_size} must divide evenly across {world} ranks")
-    device = torch.device(config.device)
+    device = rank_device(config.device)
     torch.manual_seed(config.seed)
     model = TinyTransformer(model_config).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.98),

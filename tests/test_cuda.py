@@ -54,8 +54,8 @@ def test_fast_rope_on_cuda_equals_reference(layout, dtype, rotary_dim, compile, 
     """out=, in place, the autograd forward and its backward (the inverse rotation), with an
     offset and partial rotary, for 8 heads (head-grouped views in the compiled pass)."""
     launched = []
-    rotate = _rope_triton.rotate
-    monkeypatch.setattr(_rope_triton, "rotate", lambda *a: launched.append(rotate(*a)) or launched[-1])
+    launch = _rope_triton.launch
+    monkeypatch.setattr(_rope_triton, "launch", lambda *a: launched.append(launch(*a)) or launched[-1])
     x = torch.randn(2, 8, 100, 64, device=CUDA).to(dtype)  # [b, h, s, hd]
     cos, sin = _tables(torch.arange(37, 137), rotary_dim, layout)
     ref = F.apply_rope(x, cos, sin, layout=layout)
@@ -73,7 +73,7 @@ def test_fast_rope_on_cuda_equals_reference(layout, dtype, rotary_dim, compile, 
     exact = F.apply_rope(g.double(), cos.double(), -sin.double(), layout=layout)  # R(-angle) g
     _close(xg.grad, exact.to(dtype))
     if compile and not (layout == "interleaved" and dtype == torch.float32):  # that one: complex multiply
-        assert launched and all(launched), "the Triton kernel did not take the compiled path"
+        assert launched and all(p is not None for p in launched), "the Triton kernel did not take the compiled path"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -199,3 +199,64 @@ def test_bench_harness_on_cuda():
     steady = [r for r in result["rope"] + result["bias"] if r.get("kind") == "steady"]
     assert len(steady) >= 10
     assert all(r["median_ms"] > 0 and r["x_floor"] > 0 for r in steady)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_small_inputs_take_the_triton_kernel_on_cuda(layout, dtype, monkeypatch):
+    """Training-size heads under compile="auto" take one Triton launch per tensor on a GPU (not
+    several eager kernels): forward and backward through autograd, q and k of one projection,
+    out=; repeated calls replay their plan; all equal the reference (float32 to 1e-5, 16-bit to one
+    unit in the last place) and so do the gradients."""
+    launched = []
+    launch = _rope_triton.launch
+    monkeypatch.setattr(_rope_triton, "launch", lambda *a: launched.append(launch(*a)) or launched[-1])
+    b, s, h, hd = 8, 32, 4, 16
+    cos, sin = _tables(torch.arange(s), hd, layout)
+    fast_rope._call_plans.clear()
+    for step in range(3):  # the second call plans, the third replays
+        qkv = torch.randn(b, s, 3, h, hd, device=CUDA).to(dtype).requires_grad_()
+        q, k, _ = (t.transpose(1, 2) for t in qkv.unbind(2))  # [b, h, s, hd] views
+        both = qkv[:, :, :2].permute(2, 0, 3, 1, 4)  # [2, b, h, s, hd]
+        rq, rk = fast_rope.fast_apply_rope_pair(q, k, both, cos, sin, layout=layout)
+        ref_q, ref_k = (F.apply_rope(t.detach(), cos, sin, layout=layout) for t in (q, k))
+        _close(rq, ref_q)
+        _close(rk, ref_k)
+        g = torch.randn_like(rq)
+        (rq * g).sum().backward()
+        exact = F.apply_rope(g.double(), cos.double(), -sin.double(), layout=layout).to(dtype)
+        _close(qkv.grad[:, :, 0].transpose(1, 2), exact)
+        out = torch.full_like(ref_q, float("nan"))
+        _close(fast_apply_rope(q.detach(), cos, sin, layout=layout, out=out), ref_q)
+    if not (layout == "interleaved" and dtype == torch.float32):  # that one: the complex multiply
+        assert launched and all(p is not None for p in launched)
+        assert any(v is not None for v in fast_rope._call_plans.values())
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_triton_launch_runner_serves_new_inputs_of_its_layout(layout, dtype):
+    """A prepared launch (the call plans' :class:`~posenc.functional._rope_triton.Launch`) goes
+    through the compiled kernel's own runner after its first launch, once that runner has been
+    checked against Triton's launch; new inputs of the layout, in place too, equal the reference;
+    an input at another 16-byte alignment goes through Triton's launch and is right as well."""
+    x0 = torch.randn(2, 8, 100, 64, device=CUDA).to(dtype)
+    cos, sin = _tables(torch.arange(100), 64, layout)
+    ch, sh = fast_rope._half_tables(cos, sin, layout)
+    tables = (ch, sh) if ch.stride(-1) == 1 else fast_rope._paired_tables(ch, sh)
+    plan = _rope_triton.launch(x0, *tables, torch.empty_like(x0), layout, False)
+    for _ in range(3):
+        x = torch.randn_like(x0)
+        out = torch.full_like(x, float("nan"))
+        assert plan(x, out)
+        _close(out, F.apply_rope(x, cos, sin, layout=layout))
+    assert _rope_triton._direct_ok is True and plan.runner is not None and plan.align == (True, True)
+    y = torch.randn_like(x0)
+    ref = F.apply_rope(y, cos, sin, layout=layout)
+    assert plan(y, y)
+    _close(y, ref)
+    buf = torch.randn(x0.numel() + 2, device=CUDA).to(dtype)
+    x = buf[2:].view_as(x0)  # 4 or 8 bytes past a 16-byte boundary
+    out = torch.full_like(x, float("nan"))
+    assert plan(x, out)
+    _close(out, F.apply_rope(x, cos, sin, layout=layout))

@@ -642,6 +642,13 @@ for layout, dtype, (rd, inverse), inplace, tables, view in itertools.product(
         torch.testing.assert_close(out.float(), ref.float(), atol=1e-6, rtol=2 ** -7)
     else:
         assert torch.equal(out, ref), (layout, dtype, rd, inverse, inplace, tables, view)
+    if tables == "per-head" and dtype != torch.bfloat16:  # a Launch made once serves a new x and out
+        launch = _rope_triton.launch(out if inplace else x, *fast_rope._half_tables(cos, sin, layout), out, layout, inverse)
+        x2 = torch.randn(b, s, 3, h, hd).to(dtype).permute(2, 0, 3, 1, 4)[0] if view == "qkv" else torch.randn(b, h, s, hd).to(dtype)
+        x2 = x2.clone() if inplace else x2  # the layout of out above
+        out2 = x2 if inplace else torch.full_like(x, float("nan"))
+        ref2 = F.apply_rope(x2, cos, -sin if inverse else sin, layout=layout)
+        assert launch(x2, out2) and torch.equal(out2, ref2), ("launch", layout, dtype, rd, inverse, inplace, view)
 print("ok")
 """
 
@@ -651,7 +658,8 @@ def test_triton_kernel_in_the_interpreter():
     """The GPU kernel (:mod:`posenc.functional._rope_triton`) run by Triton's interpreter on the
     CPU: both layouts, three dtypes, forward and inverse, partial rotary, out= and in place, shared,
     per-batch and per-head tables, q as a strided view; equal to the reference bit for bit
-    (float32, float16) or within the interpreter's truncation (bfloat16). Skipped without Triton."""
+    (float32, float16) or within the interpreter's truncation (bfloat16); a prepared launch made
+    for one input serves another of the same layout (the call plans). Skipped without Triton."""
     import os
     import subprocess
     import sys
@@ -846,3 +854,101 @@ def test_attention_training_step_equals_hand_written_rope_attention(rotary_dim, 
         for a, e in zip(got, want):
             torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
     assert taken[-1] == (rotary_dim is None)
+
+
+# ---------------------------------------------------------------------------------------------- call plans
+
+def _plan_x(view, dtype, s=20):
+    """A fresh input of one layout (new memory, new values) for each call."""
+    if view == "qkv":  # q as posenc.Attention makes it: [b, s, 3, h, hd] split, then transposed
+        return torch.randn(2, s, 3, 4, 32).to(dtype).unbind(2)[0].transpose(1, 2)
+    if view == "offset":  # an odd storage offset: no int32-word view
+        return torch.randn(2 * 4 * s * 32 + 1).to(dtype)[1:].view(2, 4, s, 32)
+    return torch.randn(2, 4, s, 32).to(dtype)  # [b, h, s, hd]; 4 heads: grouped views
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("layout", "dtype", "rotary_dim", "view", "mode"), [
+    ("half", torch.bfloat16, 32, "contiguous", "out"),  # bf16_halves: int32 words and an alias of out
+    ("half", torch.bfloat16, 32, "contiguous", "inplace"),  # bf16_halves_
+    ("half", torch.bfloat16, 24, "qkv", "out"),  # partial rotary (the tail copied), a strided view
+    ("half", torch.float16, 32, "offset", "inplace"),  # halves_: an alias of x itself
+    ("half", torch.float16, 32, "contiguous", "out"),  # halves
+    ("half", torch.float32, 32, "qkv", "out"),  # the one-output kernel
+    ("half", torch.float32, 32, "contiguous", "backward"),  # RopeFunction: a new out, the inverse
+    ("interleaved", torch.bfloat16, 32, "contiguous", "out"),  # bf16_pairs
+    ("interleaved", torch.bfloat16, 32, "qkv", "inplace"),  # bf16_pairs_
+])
+def test_repeated_calls_replay_their_plan_exactly(layout, dtype, rotary_dim, view, mode, monkeypatch):
+    """From the second call with the same layout and tables on, the compiled pass is replayed
+    from a plan (argument views remade on the new x and out, the same compiled variant): every
+    call, with new memory and values each time, equals the reference bit for bit (float32 to
+    1e-6), and once the plan exists the dispatch is not consulted again."""
+    cos, sin = _tables(torch.arange(100, 120), rotary_dim, layout)
+    tol = {"atol": 1e-6, "rtol": 0} if dtype == torch.float32 else {"atol": 0, "rtol": 0}
+    fast_rope._call_plans.clear()
+    fast_rope._call_seen.clear()
+    for call in range(4):
+        if call == 2:
+            assert any(v is not None for v in fast_rope._call_plans.values()), "no plan after two calls"
+            monkeypatch.setattr(fast_rope, "_rotate", lambda *a: pytest.fail("a repeated call left its plan"))
+        x = _plan_x(view, dtype)
+        if mode == "backward":
+            xg = x.clone().requires_grad_()
+            g = torch.randn_like(x)
+            fast_apply_rope(xg, cos, sin, layout=layout, compile=True).backward(g)
+            got, ref = xg.grad, F.apply_rope(g, cos, -sin, layout=layout)
+        elif mode == "inplace":
+            ref = F.apply_rope(x, cos, sin, layout=layout)
+            got = fast_apply_rope_(x, cos, sin, layout=layout, compile=True)
+        else:
+            ref = F.apply_rope(x, cos, sin, layout=layout)
+            got = fast_apply_rope(x, cos, sin, layout=layout, out=torch.full_like(x, float("nan")), compile=True)
+        assert fast_rope.compile_available(), fast_rope._compile_error
+        torch.testing.assert_close(got, ref, **tol)
+
+
+@pytest.mark.slow
+def test_call_plans_follow_tables_layouts_and_shared_storage(monkeypatch):
+    """A plan serves only its key: edited tables (version), other tables, another layout of x or
+    another length take the dispatch again (and are right); x and out in one storage get no plan;
+    a replay that cannot make its alias falls back to the dispatch."""
+    cos, sin = _tables(torch.arange(20), 32, "half")
+    fast_rope._call_plans.clear()
+    fast_rope._call_seen.clear()
+    x = torch.randn(1, 4, 20, 32).to(torch.bfloat16)
+    out = torch.empty_like(x)
+    for _ in range(2):
+        fast_apply_rope(x, cos, sin, out=out, compile=True)
+    plans = list(fast_rope._call_plans.values())  # filed under the dispatch's key and the call's lane
+    assert len(plans) == 2 and plans[0] is plans[1] and type(plans[0][0]) is fast_rope._Replay
+    dispatched = []
+    rotate = fast_rope._rotate
+    monkeypatch.setattr(fast_rope, "_rotate", lambda *a: dispatched.append(1) or rotate(*a))
+    cos.mul_(0.5)  # edited in place: a new version
+    torch.testing.assert_close(fast_apply_rope(x, cos, sin, out=out, compile=True), F.apply_rope(x, cos, sin), atol=0, rtol=0)
+    cos2, sin2 = _tables(torch.arange(7, 27), 32, "half")
+    torch.testing.assert_close(fast_apply_rope(x, cos2, sin2, out=out, compile=True), F.apply_rope(x, cos2, sin2), atol=0, rtol=0)
+    longer = torch.randn(1, 4, 21, 32).to(torch.bfloat16)
+    cos3, sin3 = _tables(torch.arange(21), 32, "half")
+    fast_apply_rope(longer, cos3, sin3, out=torch.empty_like(longer), compile=True)
+    assert len(dispatched) == 3
+    buf = torch.randn(2, 1, 4, 20, 32).to(torch.bfloat16)  # x and out: two halves of one buffer
+    for _ in range(3):
+        fast_apply_rope(buf[0], cos2, sin2, out=buf[1], compile=True)
+    assert fast_rope._call_plans[fast_rope._plan_key(buf[0], *fast_rope._half_tables(cos2, sin2, "half"), buf[1], "half",
+                                                     False, True)] is None
+    x2 = torch.randn_like(x)
+    fast_apply_rope(x2, cos2, sin2, out=out, compile=True)  # the second sight: a plan
+    monkeypatch.setattr(fast_rope, "_alias", lambda t: 1 / 0)
+    before = len(dispatched)
+    torch.testing.assert_close(fast_apply_rope(x2, cos2, sin2, out=out, compile=True), F.apply_rope(x2, cos2, sin2),
+                               atol=0, rtol=0)
+    assert len(dispatched) == before + 1 and fast_rope.compile_available()
+    # a planned call's checks still hold for a call that differs in what they read
+    with pytest.raises(ValueError, match="out must match x"):
+        fast_apply_rope(x2, cos2, sin2, out=out.float(), compile=True)
+    with pytest.raises(RuntimeError, match="does not take part in autograd"):
+        fast_apply_rope(x2.float().requires_grad_(), cos2, sin2, out=out.float(), compile=True)
+    with pytest.raises(ValueError, match="layout"):
+        fast_apply_rope(x2, cos2, sin2, out=out, compile=True, layout="rotate_half")

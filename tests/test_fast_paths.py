@@ -649,6 +649,9 @@ for layout, dtype, (rd, inverse), inplace, tables, view in itertools.product(
         out2 = x2 if inplace else torch.full_like(x, float("nan"))
         ref2 = F.apply_rope(x2, cos, -sin if inverse else sin, layout=layout)
         assert launch(x2, out2) and torch.equal(out2, ref2), ("launch", layout, dtype, rd, inverse, inplace, view)
+empty = torch.empty(2, 3, 0, 32)  # no rows: nothing launched, nothing to fail on
+cos, sin = F.rope_cos_sin(torch.arange(0), F.rope_inv_freq(32)[0])
+assert _rope_triton.rotate(empty, *fast_rope._half_tables(cos, sin, "half"), torch.empty_like(empty), "half", False)
 print("ok")
 """
 

@@ -131,9 +131,9 @@ _direct_ok: bool | None = None
 class Launch:
     """One prepared launch of the kernel for a layout: the grid, the strides and constants, and the
     tables' broadcast views; calling it with ``x`` and ``out`` of that layout (same shapes, strides
-    and dtypes, any addresses) launches the kernel. What a repeated call of :func:`rotate` costs
-    beyond Triton's own launch is then two attribute reads (see the call plans of
-    :mod:`posenc.functional.fast_rope`).
+    and dtypes, any addresses) launches the kernel. The call plans of
+    :mod:`posenc.functional.fast_rope` keep one per layout and tables, so that a repeated call
+    costs little beyond the launch.
 
     After the first launch the compiled kernel is launched through its runner
     (``CompiledKernel[grid](*args)``), which skips ``JITFunction.run``'s binding of the arguments,
@@ -152,6 +152,8 @@ class Launch:
         self.runner = self.align = self.device = None
 
     def __call__(self, x: Tensor, out: Tensor) -> bool:
+        if self.scalars[0] == 0:  # no rows: nothing to launch (an empty tensor may have no address)
+            return True
         xt, ot = (x.view(torch.int32), out.view(torch.int32)) if self.words else (x, out)
         align = (xt.data_ptr() % 16 == 0, ot.data_ptr() % 16 == 0)
         if self.runner is not None and align == self.align and _direct_ok and torch.cuda.current_device() == self.device:
@@ -230,7 +232,5 @@ def rotate(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, in
     """Rotate ``x`` into ``out`` (which may be ``x``) with half-width tables ``[..., s, n]``; the
     features past ``2 n`` are copied. False (nothing written) where :func:`launch` says the kernel
     does not apply."""
-    if x.numel() == 0:
-        return launch(x, cos_h, sin_h, out, layout, inverse) is not None
     plan = launch(x, cos_h, sin_h, out, layout, inverse)
     return plan is not None and plan(x, out)

@@ -147,6 +147,7 @@ def test_benchmark_scripts_refuse_bad_arguments():
     scripts = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
     for script, args, message in (
             ("bias.py", ["--device", "tpu9"], "device 'tpu9' is not usable here"),
+            ("rope_host.py", ["--device", "tpu9"], "device 'tpu9' is not usable here"),
             ("rope.py", ["--lengths", "0,2048"], "--lengths: takes positive integers separated by commas"),
             ("rope.py", ["--threads", "0"], "--threads: takes a positive integer; got '0'"),
             ("flex_memory.py", ["--modes", "flx"], "flex benchmark modes are flex and sdpa; got ['flx']"),
@@ -156,3 +157,20 @@ def test_benchmark_scripts_refuse_bad_arguments():
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (script, args, proc.stderr)
         assert message in proc.stderr, (script, args, proc.stderr)
     assert torch.get_num_threads() >= 1
+
+
+def test_rope_host_time_rows_and_the_plans_switch(monkeypatch):
+    """bench_rope_host times both settings of CALL_PLANS (the calls counted per setting), gives one
+    row per dtype, layout and call, and leaves the switch as it found it."""
+    from posenc.bench import bench_rope_host
+    from posenc.functional import fast_rope
+
+    seen = []
+    replay = fast_rope._replayed
+    monkeypatch.setattr(fast_rope, "_replayed", lambda *a: seen.append(fast_rope.CALL_PLANS) or replay(*a))
+    rows = bench_rope_host((torch.bfloat16,), ("half",), shape=(1, 4, 8, 32), rounds=2, calls=3)
+    assert [(r["dtype"], r["layout"], r["call"]) for r in rows] == [("bfloat16", "half", "out="),
+                                                                    ("bfloat16", "half", "in place")]
+    assert all(r["plans_us"] > 0 and r["no_plans_us"] > 0 and r["copy_us"] > 0 for r in rows)
+    assert seen.count(True) == seen.count(False) == 2 * 2 * (3 + 2)  # calls, both cases, rounds
+    assert fast_rope.CALL_PLANS is True

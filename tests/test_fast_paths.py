@@ -955,3 +955,17 @@ def test_call_plans_follow_tables_layouts_and_shared_storage(monkeypatch):
         fast_apply_rope(x2.float().requires_grad_(), cos2, sin2, out=out.float(), compile=True)
     with pytest.raises(ValueError, match="layout"):
         fast_apply_rope(x2, cos2, sin2, out=out, compile=True, layout="rotate_half")
+
+
+@pytest.mark.slow
+def test_call_plans_switch_off_sends_every_call_through_the_dispatch(monkeypatch):
+    """With CALL_PLANS off no plan is made or replayed (and the results are the same)."""
+    monkeypatch.setattr(fast_rope, "CALL_PLANS", False)
+    fast_rope._call_plans.clear()
+    fast_rope._call_seen.clear()
+    cos, sin = _tables(torch.arange(16), 32, "half")
+    x = torch.randn(1, 4, 16, 32).to(torch.bfloat16)
+    for _ in range(3):
+        torch.testing.assert_close(fast_apply_rope(x, cos, sin, out=torch.empty_like(x), compile=True),
+                                   F.apply_rope(x, cos, sin), atol=0, rtol=0)
+    assert not fast_rope._call_plans and not fast_rope._call_seen

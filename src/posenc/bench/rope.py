@@ -21,7 +21,7 @@ from .. import functional as F
 from ..functional import fast_rope
 from .timing import measure, measure_paired_many, synchronize
 
-__all__ = ["bench_rope", "rope_peers"]
+__all__ = ["bench_rope", "bench_rope_host", "rope_peers"]
 
 Case = Callable[[], object]
 
@@ -190,4 +190,67 @@ def bench_rope(
                                  "other_cpu": m.other_cpu,
                                  "num_threads": num_threads})
             del q, k
+    return rows
+
+
+def bench_rope_host(
+    dtypes: Iterable[torch.dtype] = (torch.float32, torch.bfloat16),
+    layouts: Iterable[str] = ("half", "interleaved"),
+    *,
+    shape: tuple[int, ...] = (1, 32, 8, 128),
+    rounds: int = 9,
+    calls: int = 500,
+    device: torch.device | str = "cpu",
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """Host time per call of the compiled RoPE pass (``fast_apply_rope(q, out=)`` and
+    ``fast_apply_rope_(q)``, ``compile=True``) on an input small enough that the kernel is a
+    fraction of it, with the call plans on and off
+    (:data:`~posenc.functional.fast_rope.CALL_PLANS`) in alternating rounds: one row per (dtype,
+    layout, call) with the median µs per call of each and the copy of the same tensor beside them.
+
+    On a GPU a round of ``calls`` launches is timed from the first to the last return on the host
+    (the device is synchronised before and after), which is the host's time while the kernels
+    are shorter than their launches.
+    """
+    import statistics
+
+    dev = torch.device(device)
+    inv_freq, _ = F.rope_inv_freq(shape[-1])
+    rows: list[dict] = []
+
+    def per_call_us(fn: Callable[[], object]) -> float:
+        synchronize(dev)
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        took = time.perf_counter() - start
+        synchronize(dev)
+        return took / calls * 1e6
+
+    saved = fast_rope.CALL_PLANS
+    try:
+        for dtype in dtypes:
+            for layout in layouts:
+                q = torch.randn(*shape, device=dev).to(dtype)
+                out, qi = torch.empty_like(q), q.clone()
+                cos, sin = F.rope_cos_sin(shape[-2], inv_freq.to(dev), layout=layout)
+                base = {"dtype": str(dtype).removeprefix("torch."), "layout": layout, "shape": list(shape)}
+                cases = {"out=": lambda: fast_rope.fast_apply_rope(q, cos, sin, layout=layout, out=out, compile=True),
+                         "in place": lambda: fast_rope.fast_apply_rope_(qi, cos, sin, layout=layout, compile=True)}
+                if progress:
+                    progress(f"rope host time {base['dtype']} {layout}: {rounds} rounds of {calls} calls")
+                copy = statistics.median(per_call_us(lambda: out.copy_(q)) for _ in range(3))
+                for name, fn in cases.items():
+                    times: dict[bool, list[float]] = {True: [], False: []}
+                    for r in range(rounds):
+                        for plans in (True, False) if r % 2 else (False, True):
+                            fast_rope.CALL_PLANS = plans
+                            fn(), fn()  # a plan is made at the second call
+                            times[plans].append(per_call_us(fn))
+                    rows.append({**base, "call": name, "plans_us": statistics.median(times[True]),
+                                 "no_plans_us": statistics.median(times[False]), "copy_us": copy,
+                                 "compiled": fast_rope.compile_available() or dev.type == "cuda"})
+    finally:
+        fast_rope.CALL_PLANS = saved
     return rows

@@ -87,6 +87,7 @@ __all__ = [
     "compile_available",
     "warmup",
     "COMPILE_MIN_NUMEL",
+    "CALL_PLANS",
 ]
 
 log = logging.getLogger(__name__)
@@ -376,13 +377,17 @@ _call_plans: dict[tuple, tuple | None] = {}
 _call_seen: dict[tuple, bool] = {}  # keys met once, without a plan
 _PLANS = 16  # entries kept in each (the oldest dropped first)
 
+#: Set to False to send every call through the dispatch (no plans made or replayed): for
+#: measuring what the plans save (``benchmarks/rope_host.py``) and for debugging.
+CALL_PLANS = True
+
 
 def _plan_key(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool,
               compile: CompileMode) -> tuple | None:
     """What decides the path and the views of a call: shapes, strides, offsets' parity (int32
     words), in place or not, dtype, device, layout, direction and the tables' identity. None for
     inference tables (no version counter to key on)."""
-    if cos_h.is_inference() or sin_h.is_inference():
+    if not CALL_PLANS or cos_h.is_inference() or sin_h.is_inference():
         return None
     return (tuple(x.shape), x.stride(), out.stride(), x.storage_offset() & 1, out.storage_offset() & 1,
             x.data_ptr() == out.data_ptr(), x.dtype, x.device, layout, inverse, compile, *_tables_key(cos_h, sin_h))
@@ -394,7 +399,8 @@ def _lane_key(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, com
     the same key passed them): everything the checks read (shapes, dtypes, devices, layout,
     autograd state) and :func:`_plan_key`'s fields, for the full tables. None where no plan can
     serve: small inputs under ``compile="auto"``, autograd, inference tables, inside a compile."""
-    if not (isinstance(x, Tensor) and isinstance(out, Tensor) and isinstance(cos, Tensor) and isinstance(sin, Tensor)):
+    if not (CALL_PLANS and isinstance(x, Tensor) and isinstance(out, Tensor) and isinstance(cos, Tensor)
+            and isinstance(sin, Tensor)):
         return None
     if (compile is not True and compile != "auto") or layout not in ROPE_LAYOUTS or not _compiles(compile, x):
         return None

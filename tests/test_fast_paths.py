@@ -751,6 +751,45 @@ def test_rope_rotates_qkv_siblings_in_one_call(layout, monkeypatch):
     assert calls == [4, 4, 4, 4]
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("tables", ["[s, r]", "[b, s, r]", "[b, h, s, r]"])
+@pytest.mark.parametrize("grad", [False, True])
+def test_rope_pair_takes_the_tables_of_q(layout, tables, grad):
+    """fast_apply_rope_pair(q, k, both, cos, sin) equals fast_apply_rope on q and on k for every
+    table shape q takes. [b, s, r] tables used to be aligned against the 5-D ``both`` instead of q:
+    with b = 2 and h = 2 they broadcast silently over the wrong dims (wrong values), else raised."""
+    b, h, s, hd = 2, 2, 5, 8
+    proj = torch.randn(b, s, 3, h, hd, dtype=torch.float64, requires_grad=grad)
+    q, k = (proj[:, :, i].transpose(1, 2) for i in (0, 1))  # [b, h, s, hd]
+    both = proj[:, :, :2].permute(2, 0, 3, 1, 4)  # [2, b, h, s, hd]
+    inv_freq, _ = F.rope_inv_freq(hd)
+    pos = {"[s, r]": torch.arange(s) + 3, "[b, s, r]": torch.tensor([[0, 4, 9, 11, 30], [2, 3, 5, 7, 8]]),
+           "[b, h, s, r]": torch.randint(0, 100, (b, h, s), generator=torch.Generator().manual_seed(0))}[tables]
+    cos, sin = F.rope_cos_sin(pos, inv_freq.double(), layout=layout, dtype=torch.float64)
+    rq, rk = fast_rope.fast_apply_rope_pair(q, k, both, cos, sin, layout=layout)
+    eq, ek = F.apply_rope(q, cos, sin, layout=layout), F.apply_rope(k, cos, sin, layout=layout)
+    torch.testing.assert_close(rq, eq, atol=1e-12, rtol=0)
+    torch.testing.assert_close(rk, ek, atol=1e-12, rtol=0)
+    if grad:
+        g = torch.randn(2, *q.shape, dtype=torch.float64)
+        (got,) = torch.autograd.grad((rq, rk), proj, (g[0], g[1]))
+        (want,) = torch.autograd.grad((eq, ek), proj, (g[0], g[1]))
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+
+
+def test_rope_pair_refuses_a_both_that_is_not_q_and_k():
+    proj = torch.randn(1, 4, 3, 2, 8)
+    q, k, v = (proj[:, :, i].transpose(1, 2) for i in range(3))
+    cos, sin = F.rope_cos_sin(4, F.rope_inv_freq(8)[0])
+    for both in (proj[:, :, 1:].permute(2, 0, 3, 1, 4),  # [k, v]
+                 torch.stack((q, k)),  # a copy: results would not be q's and k's
+                 proj[:, :, :2].permute(2, 0, 3, 1, 4)[:, :, :1]):  # wrong shape
+        with pytest.raises(ValueError, match=r"both must be the \[2, \*q.shape\] view whose \[0\] is q and \[1\] is k"):
+            fast_rope.fast_apply_rope_pair(q, k, both, cos, sin)
+    with pytest.raises(TypeError, match="both must be a tensor, got list"):
+        fast_rope.fast_apply_rope_pair(q, k, [q, k], cos, sin)
+
+
 def _small_x(view, dtype, b=4, h=3, s=24, hd=16):
     """x [b, h, s, hd] in one of the memory layouts the eager swap pass meets (see the test below)."""
     if view == "contiguous":

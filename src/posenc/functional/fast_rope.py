@@ -797,7 +797,11 @@ def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: T
     """``fast_apply_rope(q, cos, sin), fast_apply_rope(k, cos, sin)`` in one pass over ``both``,
     the ``[2, *q.shape]`` view of the two (slices of one qkv projection; see
     :class:`RopePairFunction`). For small inputs: per operation, not per byte, is what costs there.
+    The tables are those of ``q`` (``[s, r]``, ``[b, s, r]`` or ``[b, h, s, r]`` for ``q``
+    ``[b, h, s, hd]``); ``both[0]`` must be ``q`` and ``both[1]`` ``k`` (a ``ValueError`` otherwise).
     """
+    _check_pair(q, k, both)
+    cos, sin = _check(q, cos, sin, layout)  # aligned to q's dims: [b, s, r] -> [b, 1, s, r]
     if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)) \
             or (layout == "interleaved" and both.element_size() < 4) or both.numel() >= COMPILE_MIN_NUMEL \
             or _on_triton(both):  # on a GPU: a Triton launch per tensor beats eager kernels over both
@@ -809,6 +813,17 @@ def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: T
     out = torch.empty_like(both)
     _eager(both, cos_h, sin_h, out, layout, False)
     return out[0], out[1]
+
+
+def _check_pair(q: Tensor, k: Tensor, both: Tensor) -> None:
+    for name, t in (("q", q), ("k", k), ("both", both)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+    if both.shape != (2, *q.shape) or k.shape != q.shape or both.dtype != q.dtype or both.device != q.device or both.numel() and any(
+            t.data_ptr() != both.data_ptr() + i * both.stride(0) * both.element_size() or t.stride() != both.stride()[1:]
+            for i, t in enumerate((q, k))):
+        raise ValueError(f"both must be the [2, *q.shape] view whose [0] is q and [1] is k (q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}, both {tuple(both.shape)}); call fast_apply_rope on q and k otherwise")
 
 
 def fast_apply_rope_(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",

@@ -220,8 +220,6 @@ class Rope(PositionalEncoding):
         layout = self.config.layout
         both = _siblings(q, k) if cos_q is cos_k and q.numel() < COMPILE_MIN_NUMEL else None
         if both is not None:  # q and k slices of one qkv projection: one call rotates both
-            if cos_k.dim() == 3 and both.dim() == 5:  # per-batch tables [b, s, r] -> [b, 1, s, r]
-                cos_k, sin_k = cos_k[:, None], sin_k[:, None]
             return fast_apply_rope_pair(q, k, both, cos_k, sin_k, layout=layout)
         # one-pass rotation, equal to F.apply_rope (tests/test_fast_paths.py); backward = inverse rotation
         return fast_apply_rope(q, cos_q, sin_q, layout=layout), fast_apply_rope(k, cos_k, sin_k, layout=layout)

@@ -10,7 +10,7 @@ import os
 def positive_ints(text: str) -> tuple[int, ...]:
     """``"2048,8192"`` -> ``(2048, 8192)``; anything else is a usage error naming the value."""
     try:
-        values = tuple(int(v) for v in text.split(","))
+        values = tuple(dict.fromkeys(int(v) for v in text.split(",") if v.strip()))  # each once
     except ValueError:
         values = ()
     if not values or min(values) < 1:
@@ -39,6 +39,7 @@ def parser(description: str) -> argparse.ArgumentParser:
 
 def parse(p: argparse.ArgumentParser) -> argparse.Namespace:
     """The arguments, with ``--device`` checked: a clear error (exit 2), not a traceback."""
+    from posenc.bench.report import check_output_path
     from posenc.bench.timing import resolve_device
 
     args = p.parse_args()
@@ -48,10 +49,9 @@ def parse(p: argparse.ArgumentParser) -> argparse.Namespace:
         p.error(str(err))
     if args.json:  # before the run: a bad path should not cost a full benchmark
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-            open(args.json, "a").close()
-        except OSError as err:
-            p.error(f"--json: cannot write {args.json} ({err.strerror})")
+            check_output_path(args.json)
+        except ValueError as err:
+            p.error(f"--json: {err}")
     return args
 
 
@@ -59,8 +59,9 @@ def finish(rows: list[dict], args: argparse.Namespace) -> None:
     for row in rows:
         print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        from posenc.bench.report import write_output
+
+        write_output(args.json, json.dumps(rows, indent=1))
 
 
 def set_threads(n: int) -> None:

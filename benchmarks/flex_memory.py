@@ -7,11 +7,11 @@ from posenc.bench import bench_flex_memory
 
 if __name__ == "__main__":
     p = parser(__doc__)
-    p.add_argument("--length", type=positive_int, default=16384, help="sequence length (1024 with --quick)")
+    p.add_argument("--length", type=positive_int, default=None, help="sequence length (default 16384; 1024 with --quick)")
     p.add_argument("--modes", default="flex,sdpa", help="comma-separated: flex, sdpa")
     args = parse(p)
     set_threads(args.threads)
-    length = 1024 if args.quick else args.length
+    length = args.length or (1024 if args.quick else 16384)
     try:
         rows = bench_flex_memory(length, modes=args.modes.split(","), num_threads=args.threads, device=args.device)
     except ValueError as err:

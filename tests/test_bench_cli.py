@@ -133,8 +133,47 @@ def test_cli_rejects_bad_options(capsys):
         text = " ".join((captured.out + captured.err).replace("│", " ").split())
         assert message in text and "Traceback" not in text, text
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="device 'cuda' is not usable here"):
+        with pytest.raises(ValueError, match="device 'cuda' is not usable here .*; usable here: cpu$"):
             report.run(quick=True, sections=["rope"], device="cuda")
+    with pytest.raises(ValueError, match="device 'meta' is not usable here \\(meta tensors hold no data\\)"):
+        report.run(quick=True, sections=["rope"], device="meta")
+
+
+def test_cli_output_paths_checked_before_the_run_and_written_whole(tmp_path, capsys, monkeypatch):
+    """--json/--markdown naming a folder, or both the same file: refused before any timing. A run
+    that fails leaves no (empty) output file behind; a finished one writes each file whole."""
+    calls = []
+    monkeypatch.setattr(report, "run", lambda **kw: calls.append(kw) or {"meta": {}, "rope": []})
+    for args, message in ((["--json", str(tmp_path)], f"--json: {tmp_path} is a directory; give a file name"),
+                          (["--markdown", str(tmp_path)], f"--markdown: {tmp_path} is a directory"),
+                          (["--json", str(tmp_path / "a"), "--markdown", str(tmp_path / "." / "a")],
+                           "--json and --markdown name the same file")):
+        assert main(["bench", "--sections", "rope", *args]) == 2, args
+        text = " ".join(capsys.readouterr().err.replace("│", " ").split())
+        assert message in text and "Traceback" not in text, text
+    assert calls == [] and list(tmp_path.iterdir()) == []
+
+    def interrupted(**kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(report, "run", interrupted)
+    main(["bench", "--sections", "rope", "--json", str(tmp_path / "out" / "b.json")])
+    assert list((tmp_path / "out").iterdir()) == []  # the folder is made, no empty JSON left in it
+    monkeypatch.setattr(report, "run", lambda **kw: calls.append(kw) or {"meta": {"quick": True}, "rope": []})
+    assert main(["bench", "--sections", "rope,rope", "--lengths", "64,64,", "--dtypes", "float32,float",
+                 "--json", str(tmp_path / "out" / "b.json")]) == 0
+    assert json.loads((tmp_path / "out" / "b.json").read_text()) == {"meta": {"quick": True}, "rope": []}
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["b.json"]  # no temporary file left
+    assert calls[-1]["sections"] == ["rope"] and calls[-1]["rope_lengths"] == [64, 64]  # run() takes each once
+
+
+def test_run_takes_each_section_length_and_dtype_once(monkeypatch):
+    import posenc.bench.rope as rope_bench
+
+    seen = {}
+    monkeypatch.setattr(rope_bench, "bench_rope", lambda lengths, dtypes, **kw: seen.update(L=lengths, d=dtypes) or [])
+    result = report.run(quick=True, sections=["rope", "rope"], rope_lengths=[8, 8, 16], dtypes=[torch.float32, torch.float],
+                        peers=False)
+    assert seen == {"L": [8, 16], "d": (torch.float32,)} and list(result) == ["meta", "rope"]
 
 
 def test_benchmark_scripts_refuse_bad_arguments():
@@ -151,7 +190,9 @@ def test_benchmark_scripts_refuse_bad_arguments():
             ("rope.py", ["--lengths", "0,2048"], "--lengths: takes positive integers separated by commas"),
             ("rope.py", ["--threads", "0"], "--threads: takes a positive integer; got '0'"),
             ("flex_memory.py", ["--modes", "flx"], "flex benchmark modes are flex and sdpa; got ['flx']"),
-            ("bias.py", ["--json", "/proc/posenc/rows.json"], "--json: cannot write /proc/posenc/rows.json")):
+            ("bias.py", ["--json", "/proc/posenc/rows.json"], "--json: cannot write /proc/posenc/rows.json"),
+            ("bias.py", ["--json", "."], "--json: . is a directory; give a file name"),
+            ("rope.py", ["--device", "meta"], "device 'meta' is not usable here")):
         proc = subprocess.run([sys.executable, str(scripts / script), "--quick", *args],
                               capture_output=True, text=True, cwd=scripts, timeout=120)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (script, args, proc.stderr)

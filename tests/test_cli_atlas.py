@@ -121,6 +121,7 @@ def test_report_with_results_and_selected_schemes(tmp_path):
     assert "<td>0.930</td>" in html and "24: 0.93</td>" in html  # the record's OOD summary and per-length value
     assert "<td>0.920 (0.910–0.930)</td>" in html  # mean over the two seeds, with the range
     assert "broken/results.json: unreadable" in html
+    assert "warning: results: broken/results.json: unreadable" in result.output  # and on the terminal
 
 
 def test_results_are_read_defensively(tmp_path):

@@ -54,9 +54,29 @@ def test_experiment_writes_results_then_skips_them_on_rerun(tmp_path):
     (("length", "--tasks", "copy,parity"), "unknown task 'parity'"),
     (("length", "--seeds", "0,one"), "comma-separated integers"),
     (("extend", "--schemes", "alibi"), "only scheme is 'rope'"),
+    (("length", "--schemes", " , "), "--schemes is empty; give comma-separated values or leave the option out"),
 ])
 def test_bad_names_are_reported_with_the_choices(args, message, tmp_path):
     result = _run(*args, "--out", str(tmp_path))
     assert result.exit_code == 2
     assert message in " ".join(result.output.replace("│", " ").split())
     assert not (tmp_path / "results.json").exists()
+
+
+def test_devices_and_folders_that_cannot_serve_are_refused_up_front(tmp_path):
+    """A device that cannot run, --plot-only without results, or an unreadable results.json: one
+    clear line naming the problem, no traceback, nothing trained."""
+    def said(result):
+        return " ".join(result.output.replace("│", " ").split())
+
+    for device in ("nonsense", "meta") + (() if __import__("torch").cuda.is_available() else ("cuda",)):
+        result = _run("length", "--quick", "--steps", "1", "--device", device, "--out", str(tmp_path))
+        assert result.exit_code == 2 and f"device '{device}' is not usable here" in said(result), said(result)
+        assert "Traceback" not in result.output and not (tmp_path / "results.json").exists()
+    result = _run("length", "--plot-only", "--out", str(tmp_path / "missing"))
+    assert result.exit_code == 2 and f"no results.json in {tmp_path / 'missing'}" in said(result), said(result)
+    (tmp_path / "results.json").write_text('{"schema": 1, "rec')  # truncated
+    for args in (("--plot-only",), ("--steps", "1", "--quick")):
+        result = _run("length", *args, "--out", str(tmp_path))
+        assert result.exit_code == 1 and f"{tmp_path / 'results.json'} is not readable JSON" in said(result), said(result)
+        assert result.exception is None or isinstance(result.exception, SystemExit)

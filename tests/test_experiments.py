@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 import torch
@@ -184,6 +185,19 @@ def test_resumed_training_equals_uninterrupted_bitwise(tmp_path):
         assert torch.equal(p, q)
     with pytest.raises(ValueError, match="different configuration"):
         train(model, task, TrainConfig(steps=30, batch_size=8, max_length=5), checkpoint=path)
+    assert resumed.wall_time_s > torch.load(path, weights_only=True)["wall_time_s"] > 0  # both runs' time
+
+
+@pytest.mark.parametrize("content", [b"garbage\n", b"", b"PK\x03\x04 truncated zip"])
+def test_unreadable_checkpoint_is_a_clear_error(tmp_path, content):
+    task = get_task("copy")
+    path = tmp_path / "run.pt"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"checkpoint {path} is unreadable .*; delete it to start over"):
+        train(_tiny(task, "none"), task, TrainConfig(steps=2, batch_size=4, max_length=5), checkpoint=path)
+    torch.save({"weights": torch.zeros(2)}, path)  # a loadable file of another kind
+    with pytest.raises(ValueError, match="is not a posenc training checkpoint"):
+        train(_tiny(task, "none"), task, TrainConfig(steps=2, batch_size=4, max_length=5), checkpoint=path)
 
 
 def test_randomized_positions_are_sorted_distinct_and_bounded():
@@ -233,6 +247,24 @@ def test_killed_experiment_resumes_without_losing_results(tmp_path):
     straight = run_experiment("length", tmp_path / "b", settings)
     strip = lambda rs: [(r["scheme"], r["metrics"], r["final_train_loss"]) for r in rs]  # noqa: E731
     assert strip(load_results(tmp_path / "a")) == strip(straight)
+
+
+def test_stored_records_of_another_configuration_are_not_reused(tmp_path):
+    """A rerun asking for other steps must not report the old run as if it had those settings: it
+    stops before training, naming the record and what differs. The device does not count."""
+    settings = Settings(steps=2, tasks=("copy",), schemes=("none",), quick=True)
+    first = run_experiment("length", tmp_path, settings)
+    assert run_experiment("length", tmp_path, settings) == []  # the same settings: skipped
+    with pytest.raises(ValueError, match=r"already holds length/copy/none/seed0 \[default\] made with another "
+                                         r"configuration \(train.steps: 2 stored, 3 asked\)"):
+        run_experiment("length", tmp_path, replace(settings, steps=3))
+    assert load_results(tmp_path) == json.loads(json.dumps(first))  # untouched
+
+
+def test_add_vs_concat_refuses_schemes_without_a_combine_before_training(tmp_path):
+    with pytest.raises(ValueError, match=r"\['rope'\] cannot be concatenated \(schemes that can: .*sinusoidal"):
+        run_experiment("add-vs-concat", tmp_path, Settings(steps=1, schemes=("learned", "rope"), quick=True))
+    assert not (tmp_path / "results.json").exists()
 
 
 # -- metrics, results, plots ------------------------------------------------------------------

@@ -149,6 +149,19 @@ dim = heads * hd
 x = torch.randn(1, L, dim, device=device)
 attn = posenc.Attention(dim, heads, encoding="alibi", causal=True).to(device).eval()
 base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def reset_peak():  # Linux: restart the peak RSS (VmHWM) here, so it covers the timed call, not the warm-up
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+def peak_kib():
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 probe = CpuProbe()
 result = {"L": L, "heads": heads, "head_dim": hd, "mode": mode}
 with torch.no_grad():
@@ -158,9 +171,11 @@ with torch.no_grad():
         start = time.perf_counter(); attn(x); sync(); result["first_call_at_L_s"] = time.perf_counter() - start
         if cuda:
             torch.cuda.reset_peak_memory_stats()
+        window = reset_peak()
         probe.start(); start = time.perf_counter(); attn(x)
     else:
         q, k, v = attn.qkv(x).view(1, L, 3, heads, hd).permute(2, 0, 3, 1, 4)  # 3 x [1, h, L, hd]
+        window = reset_peak()
         probe.start(); start = time.perf_counter()
         # the cheapest materialised form: the Toeplitz-built bias [h, L, L] with -inf filled in place
         bias = posenc.functional.alibi_bias_range(attn.encoding.slopes.float(), L, L)
@@ -169,7 +184,8 @@ with torch.no_grad():
     sync()
     result["seconds"] = time.perf_counter() - start
     result["other_cpu"] = probe.stop()
-result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+result["peak_rss_mib"] = peak_kib() / 1024  # of the whole process, during the timed call where window
+result["peak_rss_window"] = "timed call" if window else "process lifetime"
 result["peak_rss_before_mib"] = base_rss / 1024
 if cuda:  # the accelerator's memory: what the bias and the scores take there
     result["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
@@ -195,8 +211,10 @@ def bench_flex_memory(L: int = 16384, *, heads: int = 8, head_dim: int = 64, mod
                       num_threads: int = 1, device: torch.device | str = "cpu", timeout: float = 900) -> list[dict]:
     """Causal ALiBi attention at length ``L``: FlexAttention vs SDPA with a materialised bias.
 
-    Each mode runs in its own Python process; a row holds its time, peak RSS (and on CUDA the peak
-    of allocated GPU memory, ``peak_gpu_mib``) and first-call (compile) time. SDPA on CPU materialises the scores beside the bias (~3 x ``h L^2`` float32:
+    Each mode runs in its own Python process; a row holds its time, the peak RSS of that process
+    during the timed call (``peak_rss_window``: Linux restarts the peak there; elsewhere it is the
+    process lifetime's), on CUDA the peak of allocated GPU memory (``peak_gpu_mib``), and the
+    first-call (compile) time. SDPA on CPU materialises the scores beside the bias (~3 x ``h L^2`` float32:
     26 GB at L = 16384, 8 heads), so it is skipped, with a row saying so, when the machine does not
     have that much memory available: the out-of-memory killer would pick a process, maybe not ours.
     """
@@ -214,9 +232,13 @@ def bench_flex_memory(L: int = 16384, *, heads: int = 8, head_dim: int = 64, mod
             rows.append({"L": L, "heads": heads, "mode": mode,
                          "error": f"skipped: needs ~{need / 2**30:.0f} GiB, {free / 2**30:.0f} GiB available"})
             continue
-        proc = subprocess.run([sys.executable, "-c", _CHILD, str(L), str(heads), str(head_dim), mode, str(num_threads),
-                               str(device)],
-                              capture_output=True, text=True, timeout=timeout)
+        try:
+            proc = subprocess.run([sys.executable, "-c", _CHILD, str(L), str(heads), str(head_dim), mode, str(num_threads),
+                                   str(device)],
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:  # the child is killed; the row says so and the run goes on
+            rows.append({"L": L, "heads": heads, "mode": mode, "error": f"timed out after {timeout:.0f} s"})
+            continue
         if proc.returncode != 0:
             rows.append({"L": L, "heads": heads, "mode": mode,
                          "error": f"exit {proc.returncode}: " + " ".join(proc.stderr.strip().splitlines()[-1:])})

@@ -37,7 +37,9 @@ def run(
     from .timing import device_name, resolve_device
     from .train import bench_training
 
-    sections = list(sections)
+    sections = list(dict.fromkeys(sections))  # each once, in the order given
+    dtypes = tuple(dict.fromkeys(dtypes))
+    rope_lengths = None if rope_lengths is None else list(dict.fromkeys(rope_lengths))
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown or not sections:
         raise ValueError(f"unknown bench sections {unknown}; choose from: {', '.join(SECTIONS)}" if unknown
@@ -72,6 +74,36 @@ def run(
         result["training"] = bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 6, device=dev,
                                             progress=progress)
     return result
+
+
+def check_output_path(path: str | os.PathLike) -> None:
+    """ValueError (saying why) unless a file can be written at ``path``: checked before a run, so a
+    bad path does not cost a full benchmark. Creates missing parent folders but no file, so an
+    interrupted run leaves nothing behind."""
+    import tempfile
+    from pathlib import Path
+
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; give a file name, e.g. {path / 'bench.json'}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=True):
+            pass
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as err:
+        raise ValueError(f"cannot write {path} ({err.strerror or err})") from None
+
+
+def write_output(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a temporary file beside it, then renamed."""
+    from pathlib import Path
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def summary_columns(section: str) -> list[str]:
@@ -109,6 +141,18 @@ def _default_path(layout: str, dtype: str = "float32") -> str:
     return "compiled" if layout == "half" or dtype == "bfloat16" else "eager"
 
 
+def _num(v: float) -> str:
+    """Three significant figures at most, without an exponent down to 0.001: small timings do not
+    print as 0.0."""
+    v = float(v)
+    if v != v or v == 0:
+        return f"{v:.0f}" if v == 0 else "nan"
+    for bound, digits in ((100, 0), (10, 1), (1, 2), (0.1, 2), (0.01, 3), (0.001, 4)):
+        if abs(v) >= bound:
+            return f"{v:.{digits}f}"
+    return f"{v:.1e}"
+
+
 def markdown(result: dict) -> str:
     """The performance tables of docs/performance.md from a :func:`run` result."""
     lines: list[str] = []
@@ -138,16 +182,16 @@ def markdown(result: dict) -> str:
             best = cases.get(f"posenc out= ({path})")
             peers = {n.removeprefix("peer "): c for n, c in cases.items() if n.startswith("peer ")}
             peer_x = ", ".join(f"{n} {c['x_floor']:.1f}" for n, c in peers.items()) or "-"
-            peer_ratio = ", ".join(f"{n} {c['median_ms'] / best['median_ms']:.1f}x" for n, c in peers.items()) if best else "-"
+            peer_ratio = (", ".join(f"{n} {c['median_ms'] / best['median_ms']:.1f}x" for n, c in peers.items()) if best else "") or "-"
             load = max((c.get("other_cpu") or 0.0) for c in cases.values())
-            lines.append(f"| {L} | {dtype} | {layout} | {cases['floor']['median_ms']:.1f} | {x(f'posenc out= ({path})')} ({path}) | "
+            lines.append(f"| {L} | {dtype} | {layout} | {_num(cases['floor']['median_ms'])} | {x(f'posenc out= ({path})')} ({path}) | "
                          f"{x(f'posenc backward ({path})')} | {x(f'posenc in-place ({path})')} | "
                          f"{x('posenc out= (eager)')} | {x('posenc reference apply_rope')} | {peer_x} | {peer_ratio} | {load:.2f} |")
     bias = [r for r in result.get("bias", []) if r.get("kind") == "steady"]
     if bias:
         lines += ["", f"### Bias construction `[{bias[0]['heads']}, L, L]` float32: time / filling a preallocated tensor", "",
                   "| L | case | ms | x floor | other CPU |", "|---|---|---|---|---|"]
-        lines += [f"| {r['L']} | {r['case']} | {r['median_ms']:.1f} | {r['x_floor']:.2f} | {r.get('other_cpu') or 0:.2f} |" for r in bias]
+        lines += [f"| {r['L']} | {r['case']} | {_num(r['median_ms'])} | {_num(r['x_floor'])} | {r.get('other_cpu') or 0:.2f} |" for r in bias]
     attn = result.get("attention", [])
     if attn:
         lines += ["", f"### posenc.Attention forward, causal, L = {attn[0]['L']}, {attn[0]['heads']} heads, no grad", "",

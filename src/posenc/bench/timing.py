@@ -35,13 +35,16 @@ def resolve_device(device: "torch.device | str") -> "torch.device":
     """``device`` as a ``torch.device`` that works here; ValueError naming what is accepted if not."""
     import torch
 
+    usable = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     try:
         dev = torch.device(device)
+        if dev.type == "meta":  # tensors without data: nothing runs
+            raise ValueError("meta tensors hold no data")
         torch.empty(0, device=dev)
-    except (RuntimeError, AssertionError) as err:
+    except (RuntimeError, AssertionError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"device {str(device)!r} is not usable here ({first}); use cpu or an available "
-                         "accelerator such as cuda") from None
+        raise ValueError(f"device {str(device)!r} is not usable here ({first}); usable here: "
+                         f"{', '.join(usable)}") from None
     return dev
 
 

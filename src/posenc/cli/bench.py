@@ -30,9 +30,11 @@ def register(app) -> None:  # app: typer.Typer
         from rich.console import Console
         from rich.table import Table
 
-        from ..bench.report import format_rows, markdown, one_time_rows, run, summary_columns
+        from ..bench.report import check_output_path, format_rows, markdown, one_time_rows, run, summary_columns, write_output
 
         console = Console()
+        if not console.is_terminal:  # a log file or a pipe: no terminal width to fit, keep the names whole
+            console = Console(width=160)
         try:
             dtype_list = [getattr(torch, d.strip()) for d in dtypes.split(",") if d.strip()]
             if not all(isinstance(d, torch.dtype) for d in dtype_list):
@@ -40,17 +42,18 @@ def register(app) -> None:  # app: typer.Typer
         except AttributeError:
             raise typer.BadParameter(f"--dtypes takes torch dtype names such as float32,bfloat16; got {dtypes!r}") from None
         try:
-            length_list = [int(v) for v in lengths.split(",")] if lengths else None
+            length_list = [int(v) for v in lengths.split(",") if v.strip()] if lengths else None
         except ValueError:
             raise typer.BadParameter(f"--lengths takes comma-separated integers, got {lengths!r}") from None
-        section_list = [s.strip() for s in sections.split(",") if s.strip()]
+        section_list = list(dict.fromkeys(s.strip() for s in sections.split(",") if s.strip()))  # each once
+        if json_file is not None and markdown_file is not None and json_file.resolve() == markdown_file.resolve():
+            raise typer.BadParameter(f"--json and --markdown name the same file ({json_file}); give two paths")
         for option, path in (("--json", json_file), ("--markdown", markdown_file)):
             if path is not None:  # before the run: a bad path should not cost a full benchmark
                 try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.touch()
-                except OSError as err:
-                    raise typer.BadParameter(f"{option}: cannot write {path} ({err.strerror})") from None
+                    check_output_path(path)
+                except ValueError as err:
+                    raise typer.BadParameter(f"{option}: {err}") from None
         try:
             with console.status("benchmarking") as status:
                 result = run(quick=quick, sections=section_list, num_threads=threads, rope_lengths=length_list,
@@ -62,7 +65,7 @@ def register(app) -> None:  # app: typer.Typer
             table = Table(title=f"posenc bench: {section}")
             columns = summary_columns(section)
             for column in columns:
-                table.add_column(column)
+                table.add_column(column, overflow="fold")
             for cells in format_rows(rows, columns):
                 table.add_row(*cells)
             console.print(table)
@@ -70,14 +73,16 @@ def register(app) -> None:  # app: typer.Typer
             if once:
                 extra = Table(title=f"{section}: one-time costs (table build, first call = compile)")
                 for column in ("L", "dtype", "layout", "case", "seconds"):
-                    extra.add_column(column)
+                    extra.add_column(column, overflow="fold")
                 for cells in once:
                     extra.add_row(*cells)
                 console.print(extra)
         console.print(f"threads={threads}; other processes' CPU share is in other_cpu (discard rows above ~0.1)")
+        console.print("x_floor, x_none: the median of per-round ratios to the reference timed in turn with the case "
+                      "(floor_ms_paired in the JSON), not a ratio of the medians shown")
         if json_file is not None:
-            json_file.write_text(json.dumps(result, indent=1))
+            write_output(json_file, json.dumps(result, indent=1))
             console.print(f"wrote {json_file}")
         if markdown_file is not None:
-            markdown_file.write_text(markdown(result))
+            write_output(markdown_file, markdown(result))
             console.print(f"wrote {markdown_file}")

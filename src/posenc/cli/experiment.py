@@ -14,15 +14,17 @@ import typer
 __all__ = ["register", "print_summary"]
 
 
-def _split(text: str | None) -> tuple[str, ...] | None:
+def _split(text: str | None, option: str) -> tuple[str, ...] | None:
     if text is None:
         return None
-    items = tuple(part.strip() for part in text.split(",") if part.strip())
-    return items or None
+    items = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))  # each once
+    if not items:  # an empty value would silently mean the experiment's defaults
+        raise typer.BadParameter(f"{option} is empty; give comma-separated values or leave the option out")
+    return items
 
 
 def _seeds(text: str | None) -> tuple[int, ...] | None:
-    items = _split(text)
+    items = _split(text, "--seeds")
     if items is None:
         return None
     try:
@@ -112,7 +114,16 @@ def experiment(
         raise typer.BadParameter(f"unknown experiment {name!r}; choose one of: {', '.join(EXPERIMENTS)}",
                                  param_hint="NAME")
     folder = out if out is not None else Path("runs") / name
-    settings = Settings(schemes=_split(schemes), seeds=_seeds(seeds), steps=steps, tasks=_split(tasks),
+    from ..bench.timing import resolve_device
+
+    try:
+        resolve_device(device)  # a clear error now, not a traceback from the first training step
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--device") from None
+    if plot_only and not (folder / "results.json").is_file():
+        raise typer.BadParameter(f"no results.json in {folder}: run the experiment without --plot-only first, or "
+                                 "give --out the folder of an earlier run", param_hint="--plot-only")
+    settings = Settings(schemes=_split(schemes, "--schemes"), seeds=_seeds(seeds), steps=steps, tasks=_split(tasks, "--tasks"),
                         quick=quick, device=device)
     try:
         plan(name, settings)  # every name checked before anything trains
@@ -137,11 +148,14 @@ def experiment(
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
     if rank == 0:
-        print_summary(folder, console)
         try:
+            print_summary(folder, console)
             figures = plot_results(folder)
         except ImportError as err:
             console.print(f"[yellow]{err}[/yellow]")
+        except ValueError as err:  # an unreadable or foreign results.json: its path and what is wrong
+            console.print(f"[red]error:[/red] {err}")
+            raise typer.Exit(1) from None
         else:
             console.print("figures: " + ", ".join(str(p) for p in figures))
 

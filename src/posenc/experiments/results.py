@@ -46,7 +46,10 @@ def load_results(out: Path | str) -> list[dict[str, Any]]:
     path = path / RESULTS_FILE if path.is_dir() or path.suffix != ".json" else path
     if not path.exists():
         return []
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not readable JSON ({err}); move it away to start a new results file") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION or not isinstance(data.get("records"), list):
         raise ValueError(f"{path} is not a posenc results file (schema {SCHEMA_VERSION})")
     return data["records"]

@@ -8,12 +8,13 @@ in ``results.json`` and are skipped; the job in progress resumes from ``DIR/chec
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .results import add_record, completed_keys
+from .results import RESULTS_FILE, add_record, load_results, record_key
 from .suite import Job, Settings, plan
 from .train import distributed_context, set_threads, train
 
@@ -49,13 +50,11 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
     hooks = hooks or _Silent()
     safe = job.label.replace("/", "__").replace("+", "_")
     checkpoint = out / "checkpoints" / f"{safe}.pt" if out is not None else None
-    began = time.perf_counter()
     result = train(job.model, job.task, job.train, checkpoint=checkpoint, on_step=hooks.step)
+    began = time.perf_counter()
     fields = job.evaluate(result.model, job)
-    wall = time.perf_counter() - began
-    config = {"model": dataclasses.asdict(job.model), "train": dataclasses.asdict(job.train), "task": job.task.name,
-              "eval_positions": "0..s-1" if job.train.randomized_max_position is None or job.task.kind == "lm"
-              else f"randomized below {job.train.randomized_max_position}"}
+    wall = result.wall_time_s + time.perf_counter() - began  # training (over every resumed run) and evaluation
+    config = job_config(job)
     rank, _ = distributed_context()
     records = []
     for variant, values in fields.items():
@@ -69,6 +68,47 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
     if checkpoint is not None and rank == 0 and checkpoint.exists():
         checkpoint.unlink()  # its records are stored: nothing left to resume
     return records
+
+
+def job_config(job: Job) -> dict[str, Any]:
+    """What a record stores as its ``config``: the model, the training and the evaluation positions."""
+    return _jsonable({"model": dataclasses.asdict(job.model), "train": dataclasses.asdict(job.train),
+                      "task": job.task.name,
+                      "eval_positions": "0..s-1" if job.train.randomized_max_position is None or job.task.kind == "lm"
+                      else f"randomized below {job.train.randomized_max_position}"})
+
+
+#: Config entries that do not change what a run measures: a record made with other values still counts.
+_IRRELEVANT = {("train", "device"), ("train", "checkpoint_every")}
+
+
+def _differences(stored: Any, wanted: Any, path: tuple = ()) -> list[str]:
+    """``"train.steps: 700 stored, 50 asked"`` for each entry where two configs differ."""
+    if path[:2] in _IRRELEVANT:
+        return []
+    if isinstance(stored, dict) and isinstance(wanted, dict):
+        return [d for k in sorted(set(stored) | set(wanted), key=str)
+                for d in _differences(stored.get(k), wanted.get(k), (*path, k))]
+    if stored != wanted:
+        return [f"{'.'.join(map(str, path))}: {stored!r} stored, {wanted!r} asked"]
+    return []
+
+
+def _check_stored(jobs: list[Job], records: list[dict[str, Any]], out: Path) -> None:
+    """A ValueError, before anything trains, when ``results.json`` already holds a job's records
+    made with another configuration (other steps, model or task sizes): skipping the job would
+    report the old run under the new settings."""
+    stored = {record_key(r): r for r in records}
+    for job in jobs:
+        wanted = json.loads(json.dumps(job_config(job)))  # as it reads back from the file
+        for key in _keys(job):
+            if key in stored:
+                diff = _differences(stored[key].get("config"), wanted)
+                if diff:
+                    raise ValueError(
+                        f"{out / RESULTS_FILE} already holds {job.label} [{key[3]}] made with another configuration "
+                        f"({'; '.join(diff[:4])}{'; ...' if len(diff) > 4 else ''}); give another --out, or move "
+                        "that results.json away to train again")
 
 
 def _jsonable(value: Any) -> Any:
@@ -87,7 +127,9 @@ def run_experiment(name: str, out: Path | str, settings: Settings | None = None,
     set_threads(threads)
     out = Path(out)
     hooks = hooks or _Silent()
-    done = completed_keys(out)
+    records_before = load_results(out)
+    _check_stored(jobs, records_before, out)
+    done = {record_key(r) for r in records_before}
     records: list[dict[str, Any]] = []
     for index, job in enumerate(jobs):
         if all(key in done for key in _keys(job)):

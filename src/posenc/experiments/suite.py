@@ -188,7 +188,14 @@ def _plan_learned_vs_sinusoidal(s: Settings) -> list[Job]:
 
 
 def _plan_add_vs_concat(s: Settings) -> list[Job]:
+    from ..schemes.base import available, config_fields, scheme_class
+
     schemes = s.schemes or ("sinusoidal", "learned")
+    absolute = [n for n in available() if "combine" in config_fields(scheme_class(n))]
+    wrong = [spec for spec in schemes if parse_scheme(spec)[0] not in absolute]
+    if wrong:  # before anything trains: the concat half of each job would fail after the add half
+        raise ValueError(f"add-vs-concat adds or concatenates an absolute code; {wrong} cannot be concatenated "
+                         f"(schemes that can: {', '.join(absolute)})")
     seeds = s.seeds or (0,)
     jobs = []
     for t in s.tasks or ("text",):

@@ -65,7 +65,7 @@ class TrainConfig:
 class TrainResult:
     model: TinyTransformer
     losses: list[float] = field(default_factory=list)  # global mean training loss per step
-    wall_time_s: float = 0.0  # time spent training in this process (resumed runs: this call only)
+    wall_time_s: float = 0.0  # time spent training, over every run a resumed run continues
     resumed_from: int = 0  # step the run restarted from (0: fresh)
 
 
@@ -158,6 +158,21 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
+    """A checkpoint written by :func:`save_checkpoint`, loaded with ``weights_only=True`` (tensors and
+    plain containers only: nothing in it executes); a ValueError naming the file when it is not one."""
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except Exception as err:  # pickle, zip and torch errors alike: the file is not a checkpoint of ours
+        raise ValueError(f"checkpoint {path} is unreadable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+                         "delete it to start over") from None
+    needed = ("config", "model", "optimizer", "step", "losses")
+    if not isinstance(state, dict) or any(k not in state for k in needed):
+        raise ValueError(f"checkpoint {path} is not a posenc training checkpoint (it needs {', '.join(needed)}); "
+                         "delete it to start over")
+    return state
+
+
 def train(
     model_config: ModelConfig,
     task: Task,
@@ -181,13 +196,19 @@ def train(
     meta = _config_dict(model_config, config, task)
     result, start = TrainResult(model), 0
     path = Path(checkpoint) if checkpoint is not None else None
+    earlier = 0.0  # training time of the runs this one resumes
     if path is not None and path.exists():
-        state = torch.load(path, map_location=device, weights_only=True)
+        state = load_checkpoint(path, device)
         if state["config"] != meta:
             raise ValueError(f"checkpoint {path} was written by a different configuration; delete it to start over")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise ValueError(f"checkpoint {path} does not fit this model ({str(err).splitlines()[0]}); "
+                             "delete it to start over") from None
         start, result.losses, result.resumed_from = state["step"], list(state["losses"]), state["step"]
+        earlier = float(state.get("wall_time_s", 0.0))
     trained: nn.Module = model
     if world > 1:
         trained = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -217,10 +238,11 @@ def train(
         done = step + 1
         if path is not None and rank == 0 and (done % config.checkpoint_every == 0 or done == config.steps):
             save_checkpoint(path, {"config": meta, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                   "step": done, "losses": result.losses})
+                                   "step": done, "losses": result.losses,
+                                   "wall_time_s": earlier + time.perf_counter() - began})
         if on_step is not None:
             elapsed = time.perf_counter() - began
             on_step(done, config.steps, result.losses[-1], (done - start) / elapsed if elapsed > 0 else 0.0)
-    result.wall_time_s = time.perf_counter() - began
+    result.wall_time_s = earlier + time.perf_counter() - began
     model.eval()
     return result

@@ -218,7 +218,8 @@ def build_report(
             progress("experiments' results", len(steps), len(steps))
         from .results import results_section
 
-        results_html, n_results = results_section(results_dir)
+        results_html, n_results, problems = results_section(results_dir)
+        errors += [f"results: {problem}" for problem in problems]  # unreadable files: in the page and the warnings
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.html"

@@ -100,8 +100,9 @@ def _summary_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
-def results_section(runs_dir: str | Path) -> tuple[str, int]:
-    """The HTML section with the results tables and plots, and the number of records shown."""
+def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
+    """The HTML section with the results tables and plots, the number of records shown, and the
+    problems met (unreadable files), which the page shows too."""
     from html import escape
 
     runs_dir = Path(runs_dir)
@@ -109,7 +110,7 @@ def results_section(runs_dir: str | Path) -> tuple[str, int]:
              f'<p class="meta">results read from <code>{escape(str(runs_dir))}</code></p>']
     if not runs_dir.is_dir():
         parts.append(f'<p class="note">No such folder: {escape(str(runs_dir))}; no results to show.</p></section>')
-        return "".join(parts), 0
+        return "".join(parts), 0, [f"no such folder: {runs_dir}"]
     found, problems = read_results(runs_dir)
     every = [r for _, records in found for r in records]
     if every:
@@ -138,4 +139,4 @@ def results_section(runs_dir: str | Path) -> tuple[str, int]:
             parts.append(figure_html(data, "png", str(plot.relative_to(runs_dir))))
         parts.append("</div>")
     parts.append("</section>")
-    return "".join(parts), total
+    return "".join(parts), total, problems

@@ -105,5 +105,34 @@ def test_attention_through_flex_equals_sdpa_with_bias(device, name):
             got = attn(x)
         finally:
             flex.set_mode("auto")
-    assert flex.available(), flex._error
+    assert flex.available(), flex.errors()
     torch.testing.assert_close(got, ref, atol=2e-5, rtol=0)
+
+
+def test_a_failed_compile_turns_flex_off_for_its_dtype_only(monkeypatch):
+    """A dtype the kernel refuses (float64 on the CPU) falls back to SDPA with the bias, exactly,
+    and is remembered for that device type and dtype only: float32 keeps FlexAttention."""
+    monkeypatch.setattr(flex, "_errors", {})
+    used = []
+
+    def fake(q, k, v, score_mod, mask):
+        if q.dtype == torch.float64:
+            raise RuntimeError("float64 is not supported")
+        used.append(q.dtype)
+        return torch.zeros_like(q)
+    monkeypatch.setattr(flex, "flex_attention", fake)
+    attn = posenc.Attention(16, 2, encoding="alibi", causal=True).eval()
+    x = torch.randn(1, 5, 16)
+    flex.set_mode("always")
+    try:
+        with torch.no_grad():
+            got = attn.double()(x.double())
+            flex.set_mode("never")
+            want = attn(x.double())
+            flex.set_mode("always")
+            attn.float()(x)
+    finally:
+        flex.set_mode("auto")
+    assert torch.equal(got, want) and used == [torch.float32]
+    assert not flex.available("cpu", torch.float64) and flex.available("cpu", torch.float32) and not flex.available()
+    assert list(flex.errors()) == [("cpu", torch.float64)]

@@ -98,6 +98,102 @@ def test_inference_mode_then_no_grad_then_training(name: str) -> None:
     assert xx.grad is not None and bool(torch.isfinite(xx.grad).all()) and float(xx.grad.abs().sum()) > 0
 
 
+@pytest.mark.parametrize("name", ["alibi", "t5", "t5-frozen"])
+def test_bias_cached_under_inference_mode_then_training_without_a_causal_mask(name: str) -> None:
+    """Without a causal mask or key mask the cached bias is SDPA's mask as it is: one made under
+    inference mode must not reach autograd later ("Inference tensors cannot be saved for
+    backward"). Was a bug: the bias cache ignored the mode (found by fuzzing)."""
+    a = attention(name.removesuffix("-frozen"), causal=False).eval()
+    if name.endswith("-frozen"):
+        a.encoding.requires_grad_(False)  # a frozen table: its bias is cached in training too
+    x = torch.randn(2, 6, DIM)
+    with torch.inference_mode():
+        first = a(x)
+    xx = x.clone().requires_grad_()
+    out = a(xx)
+    torch.testing.assert_close(out.detach(), first, atol=1e-6, rtol=0)
+    out.square().sum().backward()
+    assert xx.grad is not None and float(xx.grad.abs().sum()) > 0
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+def test_bias_cache_follows_edits_through_data(name: str) -> None:
+    """``param.data.add_(...)`` (Hugging Face-style initialisation) leaves the version counter alone;
+    the cached bias must still follow the new values (it is compared by value). Was a bug."""
+    enc = posenc.create(name, num_heads=2)
+    p = enc.slopes if name == "alibi" else enc.relative_attention_bias.weight
+    q = torch.arange(4)
+    with torch.no_grad():
+        before = enc.bias(q, q).clone()
+        p.data.mul_(2.0)
+        after = enc.bias(q, q)
+    if name == "alibi":
+        want = F.alibi_bias(p.detach().float(), q, q)
+    else:
+        want = p.detach()[enc.buckets(q, q)].movedim(-1, -3)
+    torch.testing.assert_close(after, want, atol=0, rtol=0)
+    assert not torch.equal(after, before)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "shaw"])
+def test_kv_cache_takes_positions_of_any_accepted_shape_in_turn(name: str) -> None:
+    """Positions [s], [1, s] and [b, s] may follow each other while decoding, as Attention accepts
+    each; the result equals one forward over the whole sequence. Mixing [1, s] with [b, s] was a
+    bug (a bare cat error); so was reusing a cache for another batch size (now a clear error)."""
+    torch.manual_seed(0)
+    a = attention(name).eval()
+    x = torch.randn(2, 6, DIM)
+    with torch.no_grad():
+        full = a(x)
+        cache = posenc.KVCache()
+        parts = [a(x[:, :3], torch.arange(3).expand(2, 3), cache=cache),  # [b, s]
+                 a(x[:, 3:4], torch.tensor([[3]]), cache=cache),  # [1, s]
+                 a(x[:, 4:5], torch.tensor([4]), cache=cache),  # [s]
+                 a(x[:, 5:], torch.tensor([[5], [5]]), cache=cache)]  # [b, s]
+        torch.testing.assert_close(torch.cat(parts, 1), full, atol=1e-5, rtol=0)
+        assert cache.positions.shape == (2, 6)
+        other = posenc.KVCache()
+        a(x[:, :2], torch.tensor([[0, 1]]), cache=other)  # [1, s] then [1, s]: stays unbatched
+        a(x[:, 2:3], torch.tensor([[2]]), cache=other)
+        assert other.positions.shape == (2, 3)
+        with pytest.raises(ValueError, match=r"this KVCache holds keys \[b, h, sk, hd\] = \[2, 3, 6, 4\].*use a new KVCache"):
+            a(x[:1, :1], cache=cache)  # another batch size
+        with pytest.raises(TypeError, match="cache must be a posenc.KVCache or None, got int"):
+            a(x, cache=3)
+
+
+def test_alibi_bias_puts_heads_where_t5_does_for_more_leading_dims() -> None:
+    """Positions [..., s] give [..., h, sq, sk] for ALiBi as for T5 (ALiBi used to drop the head
+    axis for 3-D positions, mixing heads with a batch dim)."""
+    alibi, t5 = posenc.create("alibi", num_heads=3), posenc.create("t5", num_heads=3)
+    p = torch.randint(0, 50, (4, 2, 5))
+    got = alibi.bias(p, p)
+    assert got.shape == t5.bias(p, p).shape == (4, 2, 3, 5, 5)
+    for i, j in ((0, 0), (3, 1)):
+        torch.testing.assert_close(got[i, j], alibi.bias(p[i, j], p[i, j]), atol=0, rtol=0)
+
+
+def test_bias_functions_name_bad_arguments() -> None:
+    slopes, table = F.alibi_slopes(4), torch.randn(32, 4)
+    assert F.alibi_bias_range(slopes, 0, 0).shape == (4, 0, 0) == F.alibi_bias(slopes, torch.arange(0), torch.arange(0)).shape
+    assert F.t5_bias_range(table, 0, 3).shape == (4, 0, 3) and F.toeplitz(torch.zeros(4, 0), 2, 0).shape == (4, 2, 0)
+    torch.testing.assert_close(F.alibi_bias(slopes, [0, 1, 2], [0, 1, 2]), F.alibi_bias_range(slopes, 3, 3))  # lists
+    for call, error, message in (
+            (lambda: F.alibi_bias_range(slopes, -1, 3), ValueError, "sq and sk must be non-negative integers, got sq=-1"),
+            (lambda: F.toeplitz(torch.zeros(4, 3), 2, 2.0), ValueError, "sq and sk must be non-negative integers"),
+            (lambda: F.t5_bias_range(torch.randn(8, 4), 3, 3), ValueError, r"weight must be the table \[num_buckets, h\] "
+                                                                           r"with num_buckets=32 rows, got \(8, 4\)"),
+            (lambda: F.alibi_bias_range(slopes[:, None], 3, 3), ValueError, r"slopes must be a 1-D tensor \[h\], got \(4, 1\)"),
+            (lambda: F.alibi_bias(slopes[None], torch.arange(3), torch.arange(3)), ValueError, "slopes must be a 1-D tensor"),
+            (lambda: F.relative_positions(torch.tensor(3), torch.arange(3)), ValueError,
+             r"query positions must be \[s\] or \[b, s\], got a 0-d tensor \(3\)"),
+            (lambda: posenc.create("alibi", num_heads=2).bias(torch.arange(3), torch.tensor(1)), ValueError,
+             "key positions must be"),
+            (lambda: posenc.create("shaw", dim=4).index(torch.tensor(0), torch.arange(2)), ValueError, "0-d tensor")):
+        with pytest.raises(error, match=message):
+            call()
+
+
 # -- empty sequences and batches -------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", SCHEMES)

@@ -45,16 +45,25 @@ class KVCache:
         return self._tokens
 
     def append(self, k: Tensor, v: Tensor, positions: Tensor, *, seq_dim: int = -1) -> tuple[Tensor, Tensor, Tensor]:
-        """Add keys, values and their positions; ``seq_dim=-2`` for coordinates ``[..., s, n]``."""
+        """Add keys, values and their positions; ``seq_dim=-2`` for coordinates ``[..., s, n]``.
+
+        Positions ``[s]``, ``[1, s]`` and ``[b, s]`` may follow each other: once one is batched, the
+        cache holds ``[b, sk]``."""
         if self.k is None:
             self.k, self.v, self.positions = k, v, positions
         else:
+            if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or k.dtype != self.k.dtype \
+                    or k.device != self.k.device:
+                raise ValueError(f"this KVCache holds keys [b, h, sk, hd] = {list(self.k.shape)} ({self.k.dtype}, "
+                                 f"{self.k.device}); new keys {list(k.shape)} ({k.dtype}, {k.device}) do not continue "
+                                 "them: use a new KVCache for another batch or model")
             self.k = torch.cat((self.k, k), dim=-2)  # [b, h, sk + s, hd]
             self.v = torch.cat((self.v, v), dim=-2)  # [b, h, sk + s, hd]
             old, new = self.positions, positions
-            if old.dim() != new.dim():  # one of them batched: broadcast the other
+            core = -seq_dim  # the dims of one row's positions: [s] or coordinates [s, n]
+            if old.dim() > core or new.dim() > core:  # one of them batched ([1, s] or [b, s]): broadcast both
                 b = k.shape[0]
-                old, new = old.expand(b, *old.shape[seq_dim:]), new.expand(b, *new.shape[seq_dim:])
+                old, new = old.expand(b, *old.shape[-core:]), new.expand(b, *new.shape[-core:])
             self.positions = torch.cat((old, new), dim=seq_dim)  # [..., sk + s(, n)]
         self._tokens += k.shape[-2]
         return self.k, self.v, self.positions
@@ -130,6 +139,8 @@ class Attention(nn.Module):
 
         Schemes with ``n_axes > 1`` (``rope_axial``, ``sinusoidal_nd``) take coordinates ``[s, n_axes]``
         or ``[b, s, n_axes]``; 1-D positions given to them are read as axis 0 (other coordinates 0).
+        Their default with a cache is ``past .. past + s - 1`` along axis 0 (``past`` = cached
+        tokens): a grid has no "next" coordinate, so pass coordinates when decoding one.
 
         ``key_mask [b, sk]`` (bool, True = attend) masks padding keys, cached ones included.
         """
@@ -138,7 +149,12 @@ class Attention(nn.Module):
             raise TypeError(f"Attention expects floating-point embeddings x [b, s, {self.dim}], got {what}")
         if x.dim() != 3 or x.shape[-1] != self.dim:
             raise ValueError(f"Attention expects x of shape [b, s, {self.dim}], got {tuple(x.shape)}")
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a posenc.KVCache or None, got {type(cache).__name__}")
         b, s, _ = x.shape
+        if cache is not None and cache.k is not None and cache.k.shape[0] != b:
+            raise ValueError(f"this KVCache holds keys [b, h, sk, hd] = {list(cache.k.shape)}; x {list(x.shape)} has "
+                             f"batch {b}: use a new KVCache for another batch")
         past = cache.length if cache is not None else 0
         default = positions is None and past == 0  # 0..s-1: the schemes' own default, from their caches
         if positions is None and past and cache.positions is not None and self.encoding.n_axes == 1:

@@ -50,6 +50,7 @@ __all__ = [
     "flex_attention",
     "attend",
     "set_mode",
+    "errors",
     "get_mode",
     "available",
     "warmup",
@@ -63,7 +64,7 @@ MIN_BIAS_BYTES = 256 << 20
 _MODES = ("auto", "always", "never")
 _mode = "auto"
 _compiled = None
-_error: str | None = None
+_errors: dict[tuple[str, torch.dtype], str] = {}  # why compiling failed, per device type and dtype
 
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
@@ -80,13 +81,23 @@ def get_mode() -> str:
     return _mode
 
 
-def available() -> bool:
-    """True when this torch has FlexAttention and compiling it has not failed in this process."""
+def available(device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> bool:
+    """True when this torch has FlexAttention and compiling it has not failed in this process: for
+    ``device``'s type and ``dtype`` when given (a float64 input the CPU kernel refuses does not
+    turn it off for float32), for any of them when not."""
     try:
         import torch.nn.attention.flex_attention  # noqa: F401
     except ImportError:
         return False
-    return _error is None
+    if device is None and dtype is None:
+        return not _errors
+    kind = None if device is None else torch.device(device).type
+    return not any((kind is None or k == kind) and (dtype is None or d == dtype) for k, d in _errors)
+
+
+def errors() -> dict[tuple[str, torch.dtype], str]:
+    """Why compiling FlexAttention failed in this process, per (device type, dtype)."""
+    return dict(_errors)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,7 +211,7 @@ def flex_attention(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None, 
 
 
 def _wanted(encoding: Any, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, dropout_p: float) -> bool:
-    if _mode == "never" or key_mask is not None or dropout_p > 0 or not available():
+    if _mode == "never" or key_mask is not None or dropout_p > 0 or not available(q.device, q.dtype):
         return False
     if getattr(encoding, "uses_query_terms", False) or torch.compiler.is_compiling():
         return False
@@ -219,7 +230,6 @@ def attend(
     causal: bool, past: int = 0, key_mask: Tensor | None = None, dropout_p: float = 0.0,
 ) -> Tensor | None:
     """Attention ``[b, h, sq, hd]`` through FlexAttention when it applies (see module doc), else None."""
-    global _error
     if not _wanted(encoding, q, k, v, key_mask, dropout_p):
         return None
     q0, k0 = _range_start(q_positions), _range_start(k_positions)
@@ -231,8 +241,8 @@ def attend(
     mask = block_mask(q.shape[-2], k.shape[-2], causal=causal, q_offset=past, device=q.device)
     try:
         return flex_attention(q, k, v, score_mod, mask)
-    except Exception as err:  # no compiler here: SDPA with a bias is exact, fall back to it
-        _error = f"{type(err).__name__}: {err}"
+    except Exception as err:  # no compiler here, or a dtype the kernel refuses: SDPA with a bias is exact
+        _errors[(q.device.type, q.dtype)] = f"{type(err).__name__}: {err}"
         return None
 
 

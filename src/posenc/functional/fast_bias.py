@@ -14,7 +14,7 @@ docs/performance.md for the timings).
 
 :func:`cached_bias` is what the schemes call: for 1-D positions that are contiguous ranges it
 returns the bias from a per-module cache keyed by lengths, offsets, dtype, device and the
-parameters' version counters; anything else (batched or scattered positions, gradients wanted
+parameters' values (compared at each call: they are small); anything else (batched or scattered positions, gradients wanted
 for T5's table, ``torch.compile``) returns None and the scheme computes the reference formula.
 """
 
@@ -34,13 +34,26 @@ __all__ = ["toeplitz", "relative_range", "alibi_bias_range", "t5_bias_range", "c
 #: lower it to trade speed for memory.
 CACHE_MAX_BYTES = 1 << 30
 
-_caches: weakref.WeakKeyDictionary[nn.Module, tuple[tuple, Tensor]] = weakref.WeakKeyDictionary()
+_caches: weakref.WeakKeyDictionary[nn.Module, tuple[tuple, Tensor, Tensor]] = weakref.WeakKeyDictionary()
+
+
+def _lengths(sq: object, sk: object) -> tuple[int, int]:
+    """``sq, sk`` as non-negative ints, else a ValueError naming them."""
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in (sq, sk)):
+        raise ValueError(f"sq and sk must be non-negative integers, got sq={sq!r}, sk={sk!r}")
+    return sq, sk
+
+
+def _width(sq: int, sk: int) -> int:
+    """``w``: how many distinct ``k - q`` there are (none when either side is empty)."""
+    return sq + sk - 1 if sq and sk else 0
 
 
 def relative_range(sq: int, sk: int, *, q_offset: int = 0, k_offset: int = 0, device: torch.device | str | None = None) -> Tensor:
     """Every ``k - q`` for queries ``q_offset + [0, sq)`` and keys ``k_offset + [0, sk)``, ascending: ``[w]``."""
+    sq, sk = _lengths(sq, sk)
     low = k_offset - (q_offset + sq - 1)
-    return torch.arange(low, low + sq + sk - 1, device=device)
+    return torch.arange(low, low + _width(sq, sk), device=device)
 
 
 def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> Tensor:
@@ -49,8 +62,10 @@ def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> 
     Per head, one ``index_select`` of whole rows from the overlapping Hankel view
     ``values[h, i' + j]`` with rows reversed (``i' = sq - 1 - i``); ``out`` may be preallocated.
     """
-    if values.dim() != 2 or values.shape[-1] != sq + sk - 1:
-        raise ValueError(f"values must be [h, sq + sk - 1] = [h, {sq + sk - 1}], got {tuple(values.shape)}")
+    sq, sk = _lengths(sq, sk)
+    if values.dim() != 2 or values.shape[-1] != _width(sq, sk):
+        raise ValueError(f"values must be [h, sq + sk - 1] = [h, {_width(sq, sk)}] (no columns when sq or sk is 0), "
+                         f"got {tuple(values.shape)}")
     values = values.contiguous()
     h = values.shape[0]
     if out is None:
@@ -58,6 +73,8 @@ def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> 
     elif out.shape != (h, sq, sk) or out.dtype != values.dtype or out.device != values.device:
         raise ValueError(f"out must be [{h}, {sq}, {sk}] of dtype {values.dtype} on {values.device}, "
                          f"got {tuple(out.shape)} {out.dtype} {out.device}")
+    if out.numel() == 0:
+        return out
     rows = torch.arange(sq - 1, -1, -1, device=values.device)  # [sq] reversed
     for head in range(h):  # per head, index_select copies whole rows (memcpy); over [h, sq, sk] it is ~10x slower
         hankel = values[head].as_strided((sq, sk), (1, 1))  # [sq, sk], hankel[i', j] = values[head, i' + j]
@@ -74,6 +91,9 @@ def alibi_bias_range(
     ``-slope * (q - k)`` (causal) or ``-slope * |q - k|`` (Press et al. 2022, section 3), evaluated
     on the ``w`` distances and expanded by :func:`toeplitz`.
     """
+    if not isinstance(slopes, Tensor) or slopes.dim() != 1:
+        raise ValueError(f"slopes must be a 1-D tensor [h], got "
+                         f"{tuple(slopes.shape) if isinstance(slopes, Tensor) else type(slopes).__name__}")
     rel = relative_range(sq, sk, q_offset=q_offset, k_offset=k_offset, device=slopes.device).to(slopes.dtype)  # [w]
     distance = rel.abs() if bidirectional else -rel
     values = -slopes[:, None] * distance  # [h, w]
@@ -89,6 +109,9 @@ def t5_bias_range(
     Raffel et al. 2020, section 2.1; the buckets are :func:`~posenc.functional.t5_relative_bucket`
     (HF ``T5Attention._relative_position_bucket``) of the ``w`` distinct distances.
     """
+    if not isinstance(weight, Tensor) or weight.dim() != 2 or weight.shape[0] < num_buckets:
+        raise ValueError(f"weight must be the table [num_buckets, h] with num_buckets={num_buckets} rows, got "
+                         f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}")
     rel = relative_range(sq, sk, q_offset=q_offset, k_offset=k_offset, device=weight.device)  # [w]
     buckets = t5_relative_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
     values = weight[buckets].t()  # [w, h] -> [h, w]
@@ -126,11 +149,14 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
         params = module.relative_attention_bias.weight
         if torch.is_grad_enabled() and params.requires_grad:
             return None  # training: the reference path carries the gradient to the table
-    key = (name, sq, sk, q0, k0, params.device, params.dtype, params.data_ptr(), params._version,
-           getattr(config, "bidirectional", None))
+    key = (name, sq, sk, q0, k0, params.device, params.dtype, tuple(params.shape), getattr(config, "bidirectional", None),
+           getattr(config, "num_buckets", None), getattr(config, "max_distance", None))
     hit = _caches.get(module)
-    if hit is not None and hit[0] == key:
-        return hit[1]
+    # the parameters are compared by value: an edit through ``param.data`` (HF-style initialisation)
+    # leaves the version counter alone. A bias made under inference mode cannot enter autograd outside it.
+    if hit is not None and hit[0] == key and torch.equal(hit[1], params.detach()) \
+            and not (hit[2].is_inference() and not torch.is_inference_mode_enabled()):
+        return hit[2]
     if name == "alibi":
         bias = alibi_bias_range(params.float(), sq, sk, q_offset=q0, k_offset=k0, bidirectional=config.bidirectional)
     else:
@@ -138,5 +164,5 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
             bias = t5_bias_range(params, sq, sk, q_offset=q0, k_offset=k0, bidirectional=config.bidirectional,
                                  num_buckets=config.num_buckets, max_distance=config.max_distance)
     if bias.numel() * bias.element_size() <= CACHE_MAX_BYTES:
-        _caches[module] = (key, bias)
+        _caches[module] = (key, params.detach().clone(), bias)
     return bias

@@ -20,7 +20,13 @@ def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
     """``k - q`` for every (query, key) pair: ``[..., sq]`` and ``[..., sk]`` give ``[..., sq, sk]``.
 
     Integer positions are subtracted in int64: uint8 would wrap ``3 - 5`` to 254 and int16 overflow.
+    Lists and other sequences are taken as tensors.
     """
+    q_positions, k_positions = (p if isinstance(p, Tensor) else torch.as_tensor(p) for p in (q_positions, k_positions))
+    for name, p in (("query", q_positions), ("key", k_positions)):
+        if p.dim() == 0:
+            raise ValueError(f"{name} positions must be [s] or [b, s], got a 0-d tensor ({p.item()!r}); "
+                             "wrap a single position as [p]")
     try:
         torch.broadcast_shapes(q_positions.shape[:-1], k_positions.shape[:-1])
     except RuntimeError:
@@ -108,16 +114,17 @@ def alibi_bias(
     causal mask (keys after the query get positive values that the mask removes). Symmetric form
     for encoders: ``-slope * |q - k|`` (as x-transformers' ``AlibiPositionalBias`` and the
     bidirectional ALiBi of e.g. MosaicBERT). Computed in float32 or wider (the promoted dtype of
-    ``slopes`` and float32), never in half precision.
+    ``slopes`` and float32), never in half precision. Positions with more leading dims ``[..., s]``
+    give ``[..., h, sq, sk]``, as T5's bias does.
     """
+    if not isinstance(slopes, Tensor) or slopes.dim() != 1:
+        raise ValueError(f"slopes must be a 1-D tensor [h], got {tuple(slopes.shape) if isinstance(slopes, Tensor) else type(slopes).__name__}")
     # at least float32: bf16 would round distances past 256 (and slopes) before the product
     dtype = torch.promote_types(slopes.dtype, torch.float32)
     rel = relative_positions(q_positions, k_positions).to(dtype)  # [..., sq, sk]
     distance = rel.abs() if bidirectional else -rel
     slopes = slopes.to(dtype).view(-1, 1, 1)  # [h, 1, 1]
-    if distance.dim() == 3:
-        distance = distance[:, None]  # [b, 1, sq, sk]
-    return -slopes * distance
+    return -slopes * distance.unsqueeze(-3)  # [..., 1, sq, sk] -> [..., h, sq, sk]
 
 
 def clipped_relative_index(q_positions: Tensor, k_positions: Tensor, max_relative_position: int) -> Tensor:

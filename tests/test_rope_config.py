@@ -237,3 +237,24 @@ def test_bad_configs(tmp_path):
         posenc.rope_from_config({**PYTHIA_70M, "rotary_pct": 1.5})
     with pytest.raises(ValueError, match=r"unknown layout 'diagonal'"):
         posenc.rope_from_config(PYTHIA_70M, layout="diagonal")
+
+
+def test_partial_rotary_factor_only_where_the_family_reads_it():
+    """transformers' Llama rotates the whole head whatever ``partial_rotary_factor`` says (its code
+    never reads it); Phi and GPT-NeoX rotate the given fraction. posenc follows each family: scores
+    of q and k equal transformers' for a Llama dict carrying the factor (it used to rotate half)."""
+    cfg = {"model_type": "llama", "hidden_size": 128, "num_attention_heads": 2, "partial_rotary_factor": 0.5,
+           "max_position_embeddings": 64, "rope_theta": 10000.0}
+    rope = posenc.rope_from_config(cfg)
+    assert rope.config.rotary_width == 64
+    hf = llama.LlamaRotaryEmbedding(CONFIG_MAPPING["llama"](**cfg))
+    q, k = torch.randn(2, 1, 2, 7, 64).unbind(0)
+    positions = torch.arange(7)[None] + 5
+    cos, sin = hf(q, positions)
+    eq, ek = llama.apply_rotary_pos_emb(q, k, cos, sin)
+    gq, gk = rope.rotate(q, k, positions[0], positions[0])
+    torch.testing.assert_close(gq, eq, atol=2e-5, rtol=0)
+    torch.testing.assert_close(gk, ek, atol=2e-5, rtol=0)
+    phi = posenc.rope_from_config({"model_type": "phi", "hidden_size": 128, "num_attention_heads": 2,
+                                   "partial_rotary_factor": 0.5})
+    assert phi.config.rotary_width == 32

@@ -97,8 +97,19 @@ def _head_dim(config: Mapping[str, Any]) -> int:
     return int(hidden) // int(heads)
 
 
+#: Model types whose transformers code rotates the whole head and never reads
+#: ``partial_rotary_factor`` (their modeling and configuration files do not name it; transformers
+#: 5.23): a factor in such a config is ignored here too, as there. Families that read it (GPT-NeoX,
+#: Phi, Phi-3, StableLM, Persimmon, GLM, Nemotron, ...) and unknown types honour it.
+_WHOLE_HEAD_TYPES = frozenset({
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3",
+    "gemma3_text", "olmo", "olmo2", "starcoder2", "cohere", "cohere2", "falcon", "granite", "granitemoe", "phimoe",
+    "exaone4", "smollm3",
+})
+
+
 def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: int) -> int:
-    if "qk_rope_head_dim" in config:
+    if "qk_rope_head_dim" in config or config.get("model_type") in _WHOLE_HEAD_TYPES:
         return head_dim
     if config.get("rotary_dim") is not None and params.get("partial_rotary_factor") is None:  # GPT-J, CodeGen
         return int(config["rotary_dim"])

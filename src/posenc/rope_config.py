@@ -9,7 +9,9 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
 * base: ``rope_theta`` (inside ``rope_parameters`` in transformers >= 5, top-level before),
   GPT-NeoX's ``rotary_emb_base``; 10000 when absent (HF ``default_theta``);
 * partial rotary: ``partial_rotary_factor`` (GPT-NeoX ``rotary_pct``, default 0.25 there as in HF;
-  GPT-J / CodeGen ``rotary_dim``) gives ``rotary_dim = int(head_dim * factor)``;
+  GPT-J / CodeGen ``rotary_dim``) gives ``rotary_dim = int(head_dim * factor)``, except for the
+  model types whose transformers code rotates the whole head and never reads it (Llama, Mistral,
+  Qwen2/3, Gemma, ...: ``_WHOLE_HEAD_TYPES``), where it is ignored as there;
 * scaling: ``rope_scaling`` / ``rope_parameters`` as written, completed as HF completes it
   (``RotaryEmbeddingConfigMixin.standardize_rope_params`` and the rope functions): ``llama3``,
   ``yarn`` and ``longrope`` take ``original_max_position_embeddings`` from the top level (which

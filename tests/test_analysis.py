@@ -159,6 +159,21 @@ def test_unique_finds_the_first_collision_and_bias_schemes_are_relative() -> Non
     assert not alibi.passed and alibi.value == 511.5 and alibi.data["grows"]
 
 
+def test_bounded_measures_both_sides_of_a_rotation() -> None:
+    """xPos scales the query by ζ^(m/B) and the key by ζ^(−n/B): the key grows along the sequence,
+    so xPos is not bounded (the check used to look at the shrinking query only and passed it).
+    Plain RoPE rotates unit vectors on both sides: bounded by 1."""
+    xpos = A.check_bounded("xpos", n=1024, dim=64)
+    ref = posenc.create("xpos", dim=64)
+    u = torch.zeros(1, 1, 1024, 64)
+    u[..., 0] = 1.0
+    _, k = ref.rotate(u, u, torch.arange(1024), torch.arange(1024))
+    assert not xpos.passed and xpos.data["grows"] and xpos.value > 10
+    assert xpos.value == pytest.approx(float(k.abs().max()), rel=1e-5)  # the largest key entry
+    rope = A.check_bounded("rope", n=1024, dim=64)
+    assert rope.passed and rope.value == pytest.approx(1.0, abs=1e-12)
+
+
 def test_check_result_fields() -> None:
     r = A.check_linear_offset_map("sinusoidal", offsets=(1, 3))
     d = r.as_dict()

@@ -41,6 +41,11 @@ def test_plot_writes_the_format_of_the_suffix(tmp_path, suffix, magic):
         (("check", "bogus"), "unknown scheme 'bogus'"),
         (("report", "--scheme", "bogus"), "unknown scheme 'bogus'"),
         (("report", "--results", "/nonexistent/runs"), "is not a folder"),
+        (("plot", "sinusoidal", "--kind", "dot", "--positions", "40000", "--out", "x.png"),
+         "positions must be at most 8192 for a figure, got 40000"),
+        (("plot", "sinusoidal", "--kind", "cosine", "--positions", "1", "--out", "x.png"), "positions must be at least 2"),
+        (("plot", "sinusoidal", "--kind", "dot", "--out", "/proc/posenc/x.png"), "--out: cannot write '/proc/posenc/x.png'"),
+        (("report", "--out", "/proc/posenc/atlas", "--scheme", "none"), "--out: cannot create the folder '/proc/posenc/atlas'"),
     ],
 )
 def test_bad_input_exits_2_with_the_choices(tmp_path, args, message):
@@ -122,6 +127,12 @@ def test_report_with_results_and_selected_schemes(tmp_path):
     assert "<td>0.920 (0.910–0.930)</td>" in html  # mean over the two seeds, with the range
     assert "broken/results.json: unreadable" in html
     assert "warning: results: broken/results.json: unreadable" in result.output  # and on the terminal
+    again = _run("report", "--out", str(out), "--results", str(tmp_path / "runs" / "broken" / "none"), "--scheme", "alibi")
+    assert again.exit_code == 2 and "is not a folder" in again.output
+    (tmp_path / "empty").mkdir()
+    empty = _run("report", "--out", str(out), "--results", str(tmp_path / "empty"), "--scheme", "alibi", "--scheme", "alibi")
+    assert empty.exit_code == 0 and "warning: results: no results.json found under this folder" in empty.output
+    assert (out / "index.html").read_text().count('id="scheme-alibi"') == 1  # a repeated --scheme: one section
 
 
 def test_results_are_read_defensively(tmp_path):

@@ -117,18 +117,23 @@ def check_unique(scheme: str | PositionalEncoding, *, n: int = 512, atol: float 
 def check_bounded(scheme: str | PositionalEncoding, *, n: int = 1024, threshold: float = 1.0, seed: int = 0,
                   **config: Any) -> CheckResult:
     """Largest ``|value|`` of any code at positions ``0..n-1``; passes when it is at most ``threshold``
-    (the articles' "bounded between -1 and 1"). ``data``: ``largest``, ``largest_half`` (the same over
-    a separate build of ``n/2`` positions: a sequence half as long), ``grows`` (whether doubling the
-    length raised the largest value by more than 1%), ``n``.
+    (the articles' "bounded between -1 and 1"). Rotary schemes are measured on both the rotated
+    unit query and key: xPos shrinks one and grows the other. ``data``: ``largest``, ``largest_half``
+    (the same over a separate build of ``n/2`` positions: a sequence half as long), ``grows``
+    (whether doubling the length raised the largest value by more than 1%), ``n``.
     """
-    E = _matrix(scheme, n, seed, config)  # [n, d]
-    half = max(E.shape[0] // 2, 1)
-    largest, largest_half = float(E.abs().max()), float(_matrix(scheme, half, seed, config).abs().max())
+    def largest_of(length: int) -> tuple[float, int]:
+        Q, K = _query_key_codes(scheme, _max_positions(scheme, length, config), seed, config)  # [n, d] each
+        return (max(float(Q.abs().max()), float(K.abs().max())) if Q.numel() else 0.0), Q.shape[0]
+
+    largest, count = largest_of(n)
+    half = max(count // 2, 1)
+    largest_half = largest_of(half)[0]
     grows = largest > largest_half * 1.01 + 1e-12  # more than 1%: (n-1)/n creeping towards 1 is not growth
     passed = largest <= threshold + 1e-12
     trend = "grows with the length" if grows else "does not grow with the length"
-    detail = f"largest |value| {largest:.4g} over {E.shape[0]} positions ({largest_half:.4g} over {half}): it {trend}"
-    data = {"largest": largest, "largest_half": largest_half, "grows": grows, "n": E.shape[0]}
+    detail = f"largest |value| {largest:.4g} over {count} positions ({largest_half:.4g} over {half}): it {trend}"
+    data = {"largest": largest, "largest_half": largest_half, "grows": grows, "n": count}
     return CheckResult("bounded", largest, threshold, passed, detail, "<=", scheme_label(scheme), data)
 
 
@@ -287,5 +292,7 @@ def check_distance_monotone(scheme: str | PositionalEncoding, *, n: int = 256, s
         detail = f"the cosine distance from position {start} grows up to the last offset tested ({reach})"
     else:
         detail = f"the cosine distance from position {start} grows up to offset {reach}, then falls back by more than {tol}"
+    if reach:  # the verdict is a threshold on that offset: say which, so a pass beside "falls back" reads right
+        detail += f" ({'at least' if passed else 'short of'} the {min_offset} offsets asked for; it depends on the width and base)"
     return CheckResult("distance_monotone", float(reach), float(min_offset), passed, detail, ">=", scheme_label(scheme),
                        {"distances": d, "first_drop": first_drop, "start": start})

@@ -79,6 +79,8 @@ def register(app: Any) -> None:
             path = save_figure(figure, out, dpi=dpi)
         except (ValueError, TypeError, ImportError) as err:
             _fail(str(err))
+        except OSError as err:
+            _fail(f"--out: cannot write {str(out)!r} ({err.strerror or err})")
         typer.echo(f"wrote {path}")
 
     @app.command("check")
@@ -138,8 +140,15 @@ def register(app: Any) -> None:
 
         if results is not None and not results.is_dir():
             _fail(f"--results {str(results)!r} is not a folder; give the runs folder of `posenc experiment`")
-        for name in scheme or []:
+        scheme = list(dict.fromkeys(scheme or []))  # each section once
+        for name in scheme:
             _check_scheme(name)
+        if out.exists() and not out.is_dir():
+            _fail(f"--out {str(out)!r} is a file; give a folder (index.html is written into it)")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            _fail(f"--out: cannot create the folder {str(out)!r} ({err.strerror or err})")
         with Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), transient=False) as bar:
             task = bar.add_task("atlas", total=None)

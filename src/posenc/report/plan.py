@@ -53,7 +53,8 @@ _PLAN: dict[str, list[FigureSpec]] = {
         _spec("heatmap", "The rotated and decayed unit query: RoPE's waves scaled by ζ^(m/B).", positions=50),
     ],
     "alibi": [
-        _spec("slopes", "One slope per head, a geometric sequence (Press et al. 2022, §3).", heads=8),
+        _spec("slopes", "One slope per head: for 8 heads the geometric sequence 2^(−h), h = 1 … 8; other head "
+              "counts interleave two such sequences (Press et al. 2022, §3 and footnote).", heads=8),
         _spec("logits", "The bias is a straight line −m_h·t per head: no learned parameters, any length.", heads=8, positions=256),
         _spec("heatmap", "Bias from a query at position p to the key at 0, per head: −m_h·p.", positions=50),
     ],

@@ -126,6 +126,7 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
         parts.append(table_html([*COLUMNS, "per length"], rows))
     if not found:
         parts.append('<p class="note">No results.json found under this folder yet.</p>')
+        problems = [*problems, "no results.json found under this folder"]
     for problem in problems:
         parts.append(f'<p class="note">{escape(problem)}</p>')
     plots = [p for p in sorted(runs_dir.rglob("*.png")) if p.stat().st_size <= _MAX_PLOT_BYTES][:_MAX_PLOTS]

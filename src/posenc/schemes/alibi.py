@@ -34,7 +34,7 @@ class ALiBiConfig:
 class ALiBi(PositionalEncoding):
     name = "alibi"
     family = "bias"
-    formula = "logit(i, j) += −m_h · (i − j),  m_h = 2^(−8h/H)"
+    formula = "logit(i, j) += −m_h · (i − j),  m_h = 2^(−8h/H), h = 1 … H (H a power of two)"
     citation = "Press et al. 2022, Train Short, Test Long (ALiBi), section 3"
     Config = ALiBiConfig
 

@@ -33,6 +33,12 @@ def new_figure(width: float, height: float, **kwargs: Any) -> Any:
     return Figure(figsize=(width, height), layout="constrained", **kwargs)
 
 
+def integer_ticks(ax: Any) -> None:
+    """Tick only whole numbers on both axes (positions, heads, features: no 2.5 or -0.5)."""
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+
+
 def as_array(values: Any, name: str = "values", ndim: int | None = None) -> Any:
     """A float64 numpy array from a tensor, array or sequence; checks the number of dimensions."""
     import numpy as np

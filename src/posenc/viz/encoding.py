@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._mpl import as_array, new_figure
+from ._mpl import as_array, integer_ticks, new_figure
 
 __all__ = ["encoding_heatmap", "clock_view", "bits_vs_bands", "word_plus_position"]
 
@@ -42,6 +42,7 @@ def encoding_heatmap(
         code, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest",
         extent=(-0.5, d - 0.5, first_position + p - 0.5, first_position - 0.5),
     )
+    integer_ticks(ax)
     ax.set_xlabel(f"head (0 … {d - 1})" if columns == "heads" else f"feature (dimension 0 … {d - 1})")
     ax.set_ylabel("position")
     ax.set_title(f"{title}: {p} positions × {d} {columns}")
@@ -113,6 +114,7 @@ def bits_vs_bands(bits: Any, code: Any, *, title: str = "Binary counter vs sinus
     left, right = figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2]})
     image = left.imshow(bits, aspect="auto", cmap="Greys", vmin=0, vmax=1, interpolation="nearest",
                         extent=(-0.5, bits.shape[1] - 0.5, p - 0.5, -0.5))
+    integer_ticks(left)
     left.set_xlabel("bit (0 = lowest, flips every position)")
     left.set_ylabel("position")
     left.set_title(f"binary digits of the position ({bits.shape[1]} bits)")
@@ -120,6 +122,7 @@ def bits_vs_bands(bits: Any, code: Any, *, title: str = "Binary counter vs sinus
     limit = _symmetric_limit(code)
     image = right.imshow(code, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest",
                          extent=(-0.5, code.shape[1] - 0.5, p - 0.5, -0.5))
+    integer_ticks(right)
     right.set_xlabel("feature (fast waves on the left)")
     right.set_ylabel("position")
     right.set_title(f"sinusoidal code, d = {code.shape[1]}")

@@ -13,6 +13,11 @@ import torch
 __all__ = ["PlotOptions", "scheme_names", "family_of", "scheme_config", "code_matrix"]
 
 
+#: The largest values a figure takes (a distance or dot-product figure of 40000 positions would need
+#: a 12.8 GB matrix, and nobody could read it).
+_LIMITS = {"dim": 8192, "positions": 8192, "heads": 1024}
+
+
 @dataclass(frozen=True)
 class PlotOptions:
     """Settings a figure may use; None means the kind's default (then the atlas's)."""
@@ -29,6 +34,10 @@ class PlotOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if value is not None and value > _LIMITS[name]:  # figures hold n x n matrices: 8192 -> 512 MiB
+                raise ValueError(f"{name} must be at most {_LIMITS[name]} for a figure, got {value}")
+        if self.positions == 1:
+            raise ValueError("positions must be at least 2: a figure compares positions")
         if self.base is not None and not (isinstance(self.base, (int, float)) and self.base > 1):
             raise ValueError(f"base must be a number greater than 1, got {self.base!r}")
 

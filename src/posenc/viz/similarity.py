@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._mpl import as_array, new_figure
+from ._mpl import as_array, integer_ticks, new_figure
 
 __all__ = ["position_matrix", "distance_from_position", "projection_2d", "grid_distance"]
 
@@ -27,6 +27,7 @@ def position_matrix(
     image = ax.imshow(matrix, cmap=cmap, interpolation="nearest", aspect="equal",
                       extent=(first_position - 0.5, first_position + q - 0.5,
                               first_position + p - 0.5, first_position - 0.5))
+    integer_ticks(ax)
     ax.set_xlabel("position j")
     ax.set_ylabel("position i")
     ax.set_title(title)
@@ -91,8 +92,7 @@ def grid_distance(maps: Any, cells: list[tuple[int, int]], *, title: str, colorb
     for ax, distance, (row, col) in zip(axes, maps, cells):
         image = ax.imshow(distance, cmap="viridis", vmin=0.0, vmax=high, interpolation="nearest")
         ax.scatter([col], [row], marker="x", color="crimson", s=60)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.yaxis.get_major_locator().set_params(integer=True)
+        integer_ticks(ax)
         ax.set_xlabel("column (axis 1)")
         ax.set_ylabel("row (axis 0)")
         ax.set_title(f"from cell ({row}, {col})")

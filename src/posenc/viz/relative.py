@@ -37,12 +37,15 @@ def logits_vs_distance(
 
     cmap = colormaps["viridis"]
     n = len(curves)
+    every = -(-n // 12)  # at most ~12 legend entries: 64 heads would squash the axes into a strip
     for j, (label, values) in enumerate(curves.items()):
         values = as_array(values, f"curve {label!r}", ndim=1)  # [r]
         if values.shape != distances.shape:
             raise ValueError(f"curve {label!r} has {values.shape[0]} values for {distances.shape[0]} distances")
         colour = cmap(0.9 * j / max(n - 1, 1)) if n > 1 else "C0"
-        ax.plot(distances, values, label=label, color=colour, lw=1.6, drawstyle="steps-mid" if steps else "default")
+        shown = j % every == 0 or j == n - 1
+        ax.plot(distances, values, label=label if shown else "_nolegend_", color=colour, lw=1.6,
+                drawstyle="steps-mid" if steps else "default")
     ax.axhline(0, color="0.6", lw=0.8)
     if mark is not None:
         ax.axvline(mark, color="crimson", ls=":", lw=1.2, label=mark_label or None)

@@ -576,3 +576,63 @@ def test_cuda_equals_cpu(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     m.to_empty(device="cuda")
     m.load_state_dict(a.state_dict())
     torch.testing.assert_close(m(x.cuda()).cpu(), expected, atol=1e-5, rtol=1e-5)
+
+
+# -- found by an audit of the public API (this session) --------------------------------------------
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_meta_device_forward_gives_shapes(name: str) -> None:
+    """On the meta device (shapes only) a forward must give the output's shape: the caches and range
+    checks that read position values on the host are skipped there (5 schemes raised
+    "Tensor.item() cannot be called on meta tensors")."""
+    with torch.device("meta"):
+        a = attention(name)
+        y = a(torch.randn(2, 5, DIM))
+    assert y.device.type == "meta" and y.shape == (2, 5, DIM)
+
+
+@pytest.mark.slow
+def test_sinusoids_compile_with_dynamic_shapes_in_one_graph() -> None:
+    """torch.compile(dynamic=True, fullgraph=True) of the sinusoid and of an Attention with
+    sinusoidal_nd: the base check used to run math.isfinite on a symbolic float (Unsupported)."""
+    f = torch.compile(lambda p: F.sinusoidal(p, 16), fullgraph=True, dynamic=True)
+    for n in (7, 9):
+        torch.testing.assert_close(f(torch.arange(n)), F.sinusoidal(torch.arange(n), 16))
+    a = posenc.Attention(32, 4, encoding="sinusoidal_nd").eval()
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(a, fullgraph=True, dynamic=True)(x), a(x), atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_compiled_learned_table_names_a_position_past_its_end() -> None:
+    a = posenc.Attention(16, 2, encoding=posenc.create("learned", dim=16, max_len=8))
+    compiled = torch.compile(a)
+    x = torch.randn(1, 6, 16)
+    torch.testing.assert_close(compiled(x), a(x), atol=1e-5, rtol=0)
+    with pytest.raises(RuntimeError, match=r"a position is outside the learned table \(max_len=8"):
+        compiled(torch.randn(1, 12, 16))  # used to be Inductor's "index out of bounds: tmp2 < 8L"
+
+
+@pytest.mark.parametrize(("make", "error", "message"), [
+    (lambda: posenc.create("alibi", num_heads=2, bidirectional="false"), TypeError,
+     "bidirectional must be True or False, got 'false'"),
+    (lambda: posenc.create("t5", num_heads=2, bidirectional=1), TypeError, "bidirectional must be True or False"),
+    (lambda: posenc.create("shaw", dim=4, values="no"), TypeError, "values must be True or False"),
+    (lambda: posenc.create("sinusoidal", dim=4, learned_scale=None), TypeError, "learned_scale must be True or False"),
+    (lambda: posenc.Attention(8, 2, causal="False"), TypeError, "causal must be True or False, got 'False'"),
+    (lambda: posenc.Attention(8, 2, dropout=None), TypeError, r"dropout must be a probability in \[0, 1\], got None"),
+    (lambda: posenc.create("t5", num_heads=2, init_std=-1), ValueError, "init_std must be a finite number >= 0, got -1"),
+    (lambda: posenc.create("shaw", dim=4, init_std="0.02"), TypeError, "init_std must be a finite number"),
+    (lambda: posenc.create("learned", dim=4, init_std=float("inf")), ValueError, "init_std must be a finite number >= 0"),
+    (lambda: posenc.create("xpos", dim=8, scale_base=None), TypeError, "scale_base must be a finite number, got None"),
+    (lambda: posenc.create("xpos", dim=8, gamma=float("inf")), ValueError, "gamma must be a positive finite number"),
+    (lambda: posenc.create("xpos", dim=8, center=True), TypeError, "center must be a finite number, got True"),
+    (lambda: posenc.Attention(30, 6, encoding="rope"), ValueError,
+     r"encoding 'rope' cannot serve Attention\(dim=30, num_heads=6\), heads of width 5: dim must be a positive even"),
+])
+def test_config_values_of_the_wrong_kind_are_named(make, error, message) -> None:
+    """A string "false" from a config file used to be read by truthiness (the other form, silently);
+    None, strings or infinities for numbers failed inside torch or later, without the name."""
+    with pytest.raises(error, match=message):
+        make()

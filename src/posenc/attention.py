@@ -17,6 +17,7 @@ cached ones, keys are cached after rotation, and the causal mask is by index in 
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -24,7 +25,7 @@ import torch.nn.functional as nnf
 from torch import Tensor, nn
 
 from . import flex
-from .functional._checks import check_positive_int
+from .functional._checks import check_bool, check_positive_int
 from .functional.multidim import as_coordinates
 from .schemes.base import PositionalEncoding, create, default_positions, scheme_class
 
@@ -75,7 +76,11 @@ def _build_encoding(encoding: PositionalEncoding | str | None, head_dim: int, nu
         return create("none")
     if isinstance(encoding, str):
         cls = scheme_class(encoding)
-        return create(encoding, **cls.attention_defaults(head_dim, num_heads, dim, causal))
+        try:
+            return create(encoding, **cls.attention_defaults(head_dim, num_heads, dim, causal))
+        except ValueError as err:  # say which Attention sizes the scheme's value came from
+            raise ValueError(f"encoding {encoding!r} cannot serve Attention(dim={dim}, num_heads={num_heads}), "
+                             f"heads of width {head_dim}: {err}") from None
     if isinstance(encoding, PositionalEncoding):
         return encoding
     raise TypeError(f"encoding must be a scheme name, a PositionalEncoding or None, got {type(encoding).__name__}")
@@ -100,9 +105,13 @@ class Attention(nn.Module):
         if dim % num_heads:
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
-        self.causal, self.dropout = bool(causal), float(dropout)
-        if not 0.0 <= self.dropout <= 1.0:
+        self.causal = check_bool("causal", causal)
+        check_bool("qkv_bias", qkv_bias)
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
+            raise TypeError(f"dropout must be a probability in [0, 1], got {dropout!r}")
+        if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"dropout must be a probability in [0, 1], got {dropout!r}")
+        self.dropout = float(dropout)
         self.encoding = _build_encoding(encoding, self.head_dim, num_heads, dim, self.causal)
         self._check_encoding()
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)

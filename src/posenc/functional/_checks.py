@@ -16,12 +16,15 @@ from torch import Tensor
 
 __all__ = [
     "check_base",
+    "check_bool",
+    "check_number",
     "check_choice",
     "check_even_dim",
     "check_positive_int",
     "check_finite_positions",
     "check_integer_positions",
     "as_positions",
+    "has_values",
 ]
 
 
@@ -43,8 +46,31 @@ def check_positive_int(name: str, value: object) -> int:
     return number
 
 
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is True or False, else raise TypeError: a string such as ``"false"``
+    from a config file would otherwise be read by its truthiness, as True."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_number(name: str, value: object, *, low: float = -math.inf, positive: bool = False) -> float:
+    """Return ``value`` as a float if it is a finite real number (not a bool) at least ``low`` (above
+    0 when ``positive``), else raise naming ``name`` and what is accepted."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a finite number, got {value!r}")
+    if not math.isfinite(value) or value < low or (positive and not value > 0):
+        what = "a positive finite number" if positive else f"a finite number >= {low:g}" if low > -math.inf else "a finite number"
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return float(value)
+
+
 def check_base(value: object, name: str = "base") -> float:
-    """Return ``value`` as a float if it is a finite real number greater than 1, else raise ValueError."""
+    """Return ``value`` as a float if it is a finite real number greater than 1, else raise ValueError.
+    While compiling it is passed through unchecked: under ``dynamic=True`` a float is symbolic, and
+    the module's config was checked when it was built."""
+    if torch.compiler.is_compiling():
+        return value  # type: ignore[return-value]
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not value > 1:
         raise ValueError(f"{name} must be a finite number greater than 1, got {value!r}")
     return float(value)
@@ -68,6 +94,12 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
 
 def _is_compiling() -> bool:
     return torch.compiler.is_compiling()
+
+
+def has_values(t: Tensor) -> bool:
+    """Whether ``t``'s values can be read on the host now: not while compiling (a graph break, or
+    a symbolic value) and not on the ``meta`` device (shapes only)."""
+    return not torch.compiler.is_compiling() and t.device.type != "meta"
 
 
 def check_finite_positions(positions: Tensor) -> None:

@@ -120,7 +120,8 @@ def t5_bias_range(
 
 def _range_start(positions: Tensor) -> int | None:
     """``p0`` if ``positions`` is the 1-D integer range ``p0, p0 + 1, ...``, else None."""
-    if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool or positions.numel() == 0:
+    if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool or positions.numel() == 0 \
+            or positions.device.type == "meta":
         return None
     start = int(positions[0])
     expected = torch.arange(start, start + positions.numel(), device=positions.device)

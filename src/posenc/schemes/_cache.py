@@ -17,6 +17,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from ..functional._checks import has_values
+
 __all__ = ["cached_rows", "cached_range", "MAX_ROWS", "GROWTH"]
 
 MAX_ROWS = 1 << 14  # a cache may always grow to this many rows
@@ -38,7 +40,7 @@ def cached_rows(
     module: nn.Module, name: str, positions: Tensor, build: Callable[[Tensor], Tensor], *, dtype: torch.dtype
 ) -> Tensor:
     """``build(positions)``, served from the cache buffer ``module.<name>`` where possible."""
-    if positions.is_floating_point() or positions.numel() == 0 or torch.compiler.is_compiling():
+    if positions.is_floating_point() or positions.numel() == 0 or not has_values(positions):
         return build(positions)
     table = getattr(module, name, None)
     low, high = int(positions.min()), int(positions.max())

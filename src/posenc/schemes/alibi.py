@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from .. import functional as F
-from ..functional._checks import check_positive_int
+from ..functional._checks import check_bool, check_positive_int
 from ..functional.fast_bias import cached_bias
 from .base import PositionalEncoding, register
 
@@ -28,6 +28,7 @@ class ALiBiConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_heads", check_positive_int("num_heads", self.num_heads))  # 8.0 -> 8
+        check_bool("bidirectional", self.bidirectional)
 
 
 @register

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as F
-from ..functional._checks import check_integer_positions, check_positive_int
+from ..functional._checks import check_integer_positions, check_number, check_positive_int, has_values
 from .absolute import AbsoluteEncoding, check_combine
 from .base import register
 
@@ -31,8 +31,7 @@ class LearnedConfig:
         object.__setattr__(self, "dim", check_positive_int("dim", self.dim))  # 8.0 -> 8
         object.__setattr__(self, "max_len", check_positive_int("max_len", self.max_len))
         check_combine(self.combine)
-        if not self.init_std >= 0:
-            raise ValueError(f"init_std must be >= 0, got {self.init_std!r}")
+        check_number("init_std", self.init_std, low=0.0)
 
 
 @register
@@ -50,7 +49,7 @@ class Learned(AbsoluteEncoding):
     def encode(self, positions: Tensor | int) -> Tensor:
         positions = F.as_positions(positions, device=self.table.weight.device)
         positions = check_integer_positions(positions, "a learned position table")
-        if not torch.compiler.is_compiling() and positions.numel():
+        if has_values(positions) and positions.numel():
             low, high = int(positions.min()), int(positions.max())
             if low < 0 or high >= self.config.max_len:
                 bad = high if high >= self.config.max_len else low
@@ -58,4 +57,8 @@ class Learned(AbsoluteEncoding):
                     f"position {bad} is outside the learned table (max_len={self.config.max_len}: "
                     f"positions 0..{self.config.max_len - 1}); build it with a larger max_len"
                 )
+        elif torch.compiler.is_compiling() and positions.numel():  # no host read in a graph: checked on the device
+            torch._assert_async(((positions >= 0) & (positions < self.config.max_len)).all(),
+                                f"a position is outside the learned table (max_len={self.config.max_len}: positions "
+                                f"0..{self.config.max_len - 1}); build it with a larger max_len")
         return self.table(positions)  # [*p, dim]

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as F
-from ..functional._checks import check_positive_int
+from ..functional._checks import check_bool, check_number, check_positive_int
 from .base import PositionalEncoding, check_head_width, register
 
 __all__ = ["Shaw", "ShawConfig"]
@@ -36,6 +36,8 @@ class ShawConfig:
         object.__setattr__(self, "dim", check_positive_int("dim", self.dim))  # 8.0 -> 8
         object.__setattr__(self, "max_relative_position",
                            check_positive_int("max_relative_position", self.max_relative_position))
+        check_bool("values", self.values)
+        check_number("init_std", self.init_std, low=0.0)
 
 
 @register

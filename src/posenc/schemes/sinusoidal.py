@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as F
-from ..functional._checks import check_choice, check_even_dim
+from ..functional._checks import check_bool, check_choice, check_even_dim
 from ..functional.sinusoidal import sinusoidal_table
 from ._cache import cached_rows
 from .absolute import AbsoluteEncoding, check_combine
@@ -36,6 +36,7 @@ class SinusoidalConfig:
         check_choice("layout", self.layout, F.LAYOUTS)
         check_choice("frequencies", self.frequencies, F.SINUSOID_FREQUENCIES)
         check_combine(self.combine)
+        check_bool("learned_scale", self.learned_scale)
         F.sinusoidal_inv_freq(self.dim, base=self.base, frequencies=self.frequencies)  # validates base
 
 

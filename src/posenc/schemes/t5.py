@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as F
-from ..functional._checks import check_integer_positions, check_positive_int
+from ..functional._checks import check_bool, check_integer_positions, check_number, check_positive_int
 from ..functional.fast_bias import cached_bias
 from .base import PositionalEncoding, register
 
@@ -35,6 +35,8 @@ class T5Config:
         object.__setattr__(self, "num_heads", check_positive_int("num_heads", self.num_heads))  # 8.0 -> 8
         object.__setattr__(self, "num_buckets", check_positive_int("num_buckets", self.num_buckets))
         object.__setattr__(self, "max_distance", check_positive_int("max_distance", self.max_distance))
+        check_bool("bidirectional", self.bidirectional)
+        check_number("init_std", self.init_std, low=0.0)
         F.t5_relative_bucket(torch.zeros(1, dtype=torch.long), bidirectional=self.bidirectional,
                              num_buckets=self.num_buckets, max_distance=self.max_distance)  # validates
 

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from .. import functional as F
-from ..functional._checks import check_choice, check_even_dim
+from ..functional._checks import check_choice, check_even_dim, check_number, has_values
 from .base import check_head_width, default_positions, register
 from .rope import Rope
 
@@ -55,12 +55,9 @@ class XPosConfig:
     def __post_init__(self) -> None:
         check_even_dim("dim", self.dim)
         check_choice("layout", self.layout, F.ROPE_LAYOUTS)
-        if not self.scale_base > 0:
-            raise ValueError(f"scale_base must be positive, got {self.scale_base!r}")
-        if not self.gamma > 0:
-            raise ValueError(f"gamma must be positive, got {self.gamma!r}")
-        if not math.isfinite(self.center):
-            raise ValueError(f"center must be a finite number, got {self.center!r}")
+        check_number("scale_base", self.scale_base, positive=True)
+        check_number("gamma", self.gamma, positive=True)
+        check_number("center", self.center)
 
     scaling = None  # read by Rope: xPos rotates unscaled, over the whole head
     rotary_dim = None
@@ -97,7 +94,7 @@ class XPos(Rope):
 
     def _check_range(self, positions: Tensor, dtype: torch.dtype) -> None:
         """Refuse positions whose decay factors overflow or underflow ``dtype`` (skipped when compiling)."""
-        if torch.compiler.is_compiling() or positions.numel() == 0:
+        if not has_values(positions) or positions.numel() == 0:
             return
         c = self.config
         distance = float((positions.to(torch.float64) - c.center).abs().max())

@@ -154,6 +154,9 @@ def test_kv_cache_takes_positions_of_any_accepted_shape_in_turn(name: str) -> No
         assert cache.positions.shape == (2, 6)
         other = posenc.KVCache()
         a(x[:, :2], torch.tensor([[0, 1]]), cache=other)  # [1, s] then [1, s]: stays unbatched
+        # the first keys and values are stored as tensors of their own, not views that would keep
+        # the whole qkv projection alive (and give compiled decoding a second layout)
+        assert other.k._base is None and other.v._base is None and other.k.is_contiguous()
         a(x[:, 2:3], torch.tensor([[2]]), cache=other)
         assert other.positions.shape == (2, 3)
         with pytest.raises(ValueError, match=r"this KVCache holds keys \[b, h, sk, hd\] = \[2, 3, 6, 4\].*use a new KVCache"):

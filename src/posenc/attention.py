@@ -50,8 +50,9 @@ class KVCache:
 
         Positions ``[s]``, ``[1, s]`` and ``[b, s]`` may follow each other: once one is batched, the
         cache holds ``[b, sk]``."""
-        if self.k is None:
-            self.k, self.v, self.positions = k, v, positions
+        if self.k is None:  # copies of their own: views would keep the whole qkv projection alive (and
+            # give compiled decoding a second layout to specialise on at the next step)
+            self.k, self.v, self.positions = k.contiguous(), v.contiguous(), positions
         else:
             if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or k.dtype != self.k.dtype \
                     or k.device != self.k.device:

@@ -45,10 +45,10 @@ class RopeConfig:
     rotary_dim: int | None = None  # rotate only the first rotary_dim features (partial rotary)
 
     def __post_init__(self) -> None:
-        check_even_dim("dim", self.dim)
+        object.__setattr__(self, "dim", check_even_dim("dim", self.dim))  # 8.0 -> 8
         check_choice("layout", self.layout, F.ROPE_LAYOUTS)
         if self.rotary_dim is not None:
-            check_even_dim("rotary_dim", self.rotary_dim)
+            object.__setattr__(self, "rotary_dim", check_even_dim("rotary_dim", self.rotary_dim))
             if self.rotary_dim > self.dim:
                 raise ValueError(f"rotary_dim must be at most dim={self.dim}, got {self.rotary_dim}")
         F.rope_inv_freq(self.rotary_width, base=self.base, scaling=self.scaling)  # validates base and scaling

@@ -53,7 +53,7 @@ class XPosConfig:
     center: float = 0.0  # position c at which q and k are unscaled
 
     def __post_init__(self) -> None:
-        check_even_dim("dim", self.dim)
+        object.__setattr__(self, "dim", check_even_dim("dim", self.dim))  # 8.0 -> 8
         check_choice("layout", self.layout, F.ROPE_LAYOUTS)
         check_number("scale_base", self.scale_base, positive=True)
         check_number("gamma", self.gamma, positive=True)

@@ -14,12 +14,14 @@ docs/performance.md for the timings).
 
 :func:`cached_bias` is what the schemes call: for 1-D positions that are contiguous ranges it
 returns the bias from a per-module cache keyed by lengths, offsets, dtype, device and the
-parameters' values (compared at each call: they are small); anything else (batched or scattered positions, gradients wanted
-for T5's table, ``torch.compile``) returns None and the scheme computes the reference formula.
+parameters' values (compared at each call: they are small); anything else (batched or scattered
+positions, gradients wanted for T5's table, ``torch.compile``) returns None and the scheme
+computes the reference formula.
 """
 
 from __future__ import annotations
 
+import operator
 import weakref
 
 import torch
@@ -38,10 +40,16 @@ _caches: weakref.WeakKeyDictionary[nn.Module, tuple[tuple, Tensor, Tensor]] = we
 
 
 def _lengths(sq: object, sk: object) -> tuple[int, int]:
-    """``sq, sk`` as non-negative ints, else a ValueError naming them."""
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in (sq, sk)):
+    """``sq, sk`` as non-negative ints (numpy and 0-d tensor integers too), else a ValueError naming them."""
+    try:
+        if isinstance(sq, bool) or isinstance(sk, bool):
+            raise TypeError
+        lengths = operator.index(sq), operator.index(sk)
+    except TypeError:
+        lengths = (-1, -1)
+    if min(lengths) < 0:
         raise ValueError(f"sq and sk must be non-negative integers, got sq={sq!r}, sk={sk!r}")
-    return sq, sk
+    return lengths
 
 
 def _width(sq: int, sk: int) -> int:

@@ -147,7 +147,7 @@ def _num(v: float) -> str:
     v = float(v)
     if v != v or v == 0:
         return f"{v:.0f}" if v == 0 else "nan"
-    for bound, digits in ((100, 0), (10, 1), (1, 2), (0.1, 2), (0.01, 3), (0.001, 4)):
+    for bound, digits in ((100, 0), (10, 1), (0.1, 2), (0.01, 3), (0.001, 4)):
         if abs(v) >= bound:
             return f"{v:.{digits}f}"
     return f"{v:.1e}"

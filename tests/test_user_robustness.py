@@ -639,3 +639,14 @@ def test_config_values_of_the_wrong_kind_are_named(make, error, message) -> None
     None, strings or infinities for numbers failed inside torch or later, without the name."""
     with pytest.raises(error, match=message):
         make()
+
+
+@pytest.mark.parametrize(("name", "saved", "here", "shapes"), [
+    ("learned", dict(dim=16, max_len=64), dict(dim=16, max_len=32), r"\(64, 16\) does not fit this learned scheme's \(32, 16\)"),
+    ("t5", dict(num_heads=2, num_buckets=16), dict(num_heads=2), r"\(16, 2\) does not fit this t5 scheme's \(32, 2\)"),
+    ("shaw", dict(dim=8, max_relative_position=4), dict(dim=8), r"\(9, 8\) does not fit this shaw scheme's \(33, 8\)"),
+])
+def test_state_dict_of_another_table_size_names_the_config(name, saved, here, shapes) -> None:
+    """torch alone says "size mismatch"; the message now also names the scheme and its config."""
+    with pytest.raises(RuntimeError, match=shapes + r"; it was saved from another configuration \(this one: "):
+        posenc.create(name, **here).load_state_dict(posenc.create(name, **saved).state_dict())

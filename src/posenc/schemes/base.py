@@ -114,6 +114,17 @@ class PositionalEncoding(nn.Module):
             return self.bias(*args, **kwargs)
         return self.embed(*args, **kwargs)
 
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        """Name the config behind a table of another shape (torch alone says "size mismatch")."""
+        error_msgs = args[-1]
+        for name, param in self.named_parameters():
+            saved = state_dict.get(prefix + name)
+            if isinstance(saved, Tensor) and saved.shape != param.shape:
+                error_msgs.append(f"{prefix + name}: the checkpoint's {tuple(saved.shape)} does not fit this {self.name} "
+                                  f"scheme's {tuple(param.shape)}; it was saved from another configuration (this one: "
+                                  f"{self.config})")
+        super()._load_from_state_dict(state_dict, prefix, *args)
+
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> PositionalEncoding:
         """Module-wide casts move float64 buffers to the new device but keep them float64.
 

@@ -631,6 +631,8 @@ def test_compiled_learned_table_names_a_position_past_its_end() -> None:
     (lambda: posenc.create("xpos", dim=8, scale_base=None), TypeError, "scale_base must be a finite number, got None"),
     (lambda: posenc.create("xpos", dim=8, gamma=float("inf")), ValueError, "gamma must be a positive finite number"),
     (lambda: posenc.create("xpos", dim=8, center=True), TypeError, "center must be a finite number, got True"),
+    (lambda: posenc.create("learned", dim=1e30), ValueError, r"dim must be at most 2\*\*31 - 1, got 1e\+30"),
+    (lambda: posenc.create("shaw", dim=8, max_relative_position=2**40), ValueError, "max_relative_position must be at most"),
     (lambda: posenc.Attention(30, 6, encoding="rope"), ValueError,
      r"encoding 'rope' cannot serve Attention\(dim=30, num_heads=6\), heads of width 5: dim must be a positive even"),
 ])

@@ -28,6 +28,9 @@ __all__ = [
 ]
 
 
+_LARGEST = 2**31 - 1
+
+
 def check_positive_int(name: str, value: object) -> int:
     """Return ``value`` as an int if it is a positive whole number, else raise.
 
@@ -43,6 +46,8 @@ def check_positive_int(name: str, value: object) -> int:
         number = int(value)
     if number <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if number > _LARGEST:  # sizes and counts: torch could not allocate or index past this
+        raise ValueError(f"{name} must be at most 2**31 - 1, got {value!r}")
     return number
 
 

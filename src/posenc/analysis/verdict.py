@@ -69,10 +69,10 @@ WHY: dict[tuple[str, str], str] = {
     ("rope", "offset_similarity"): "rotations by m·θ and n·θ leave q·k depending on m − n alone",
     ("xpos", "offset_similarity"): "the query decay ζ^(m/B) and key decay ζ^(−n/B) combine to ζ^((m−n)/B)",
     ("alibi", "bounded"): "the penalty −m·distance grows linearly by design: it is a logit bias, not an input",
-    ("t5", "unique"): "past the exact buckets, log-spaced buckets each hold several distances (all past "
+    ("t5", "unique"): "by design, past the exact buckets each log-spaced bucket holds several distances (all past "
                       "max_distance share the last)",
     ("xpos", "bounded"): "the key's scale ζ^(−n/B) grows without limit along the sequence (the query's shrinks)",
-    ("shaw", "unique"): "distances past max_relative_position share the edge embedding",
+    ("shaw", "unique"): "by design, distances past max_relative_position share the edge embedding",
     ("none", "unique"): "no position code: every position looks the same",
 }
 

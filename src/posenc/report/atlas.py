@@ -93,7 +93,10 @@ def _comparison_table(rows: list[dict[str, Any]]) -> str:
         failed = [f"<i>{escape(c)}</i>: {escape(row['reasons'][c])}" for c in CRITERIA if row["verdict"][c] == "fail"]
         if failed:
             reasons.append(f"<li><b>{escape(row['scheme'])}</b> — " + "; ".join(failed) + "</li>")
-    why = '<h3>Why they fail</h3><ul class="why">' + "".join(reasons) + "</ul>" if reasons else ""
+    why = ('<h3>Why they fail</h3><p class="note">A fail states what was measured against the criterion, not always a '
+           "defect: for a bias or a relative table some are the design (a penalty that grows with distance, far "
+           'distances sharing one value), as the reasons say.</p><ul class="why">' + "".join(reasons) + "</ul>"
+           if reasons else "")
     return table_html(["scheme", "family", *CRITERIA], body) + why
 
 

@@ -9,6 +9,7 @@ a sinusoidal one; a run stopped mid-way and resumed equals the uninterrupted run
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from dataclasses import replace
 
@@ -284,6 +285,22 @@ def test_probe_finds_no_position_in_a_bidirectional_model_without_encoding():
     assert len(none) == 2 and all(layer["r2"] < 0.05 for layer in none)
     sinusoidal = probe_positions(TinyTransformer(_tiny(task, "sinusoidal")), task, 32, samples=32)
     assert sinusoidal[0]["r2"] > 0.99
+
+
+@pytest.mark.parametrize("name", ["text", "text-mlm"])
+def test_loss_per_position_averages_over_the_scored_targets_only(name):
+    """A model with all-zero logits scores ln(vocab) on every target it is scored on. text-mlm scores
+    ~15% of the bytes: the unmasked ones used to count as loss 0 and the sum was divided by every
+    sample, reporting ~1/7 of the loss."""
+    task = get_task(name)
+    model = TinyTransformer(_tiny(task, "none"))
+    with torch.no_grad():
+        model.head.weight.zero_()
+        model.head.bias.zero_()
+    losses = loss_per_position(model, task, 24, samples=8)
+    present = [v for v in losses if v is not None]
+    assert len(present) >= (24 if name == "text" else 8)  # 8 samples x 15%: some positions may go unscored
+    assert all(v == pytest.approx(math.log(task.vocab_size), rel=1e-6) for v in present)
 
 
 @pytest.mark.slow

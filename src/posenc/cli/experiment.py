@@ -141,7 +141,8 @@ def experiment(
             try:
                 run_experiment(name, folder, settings, threads=threads, hooks=_Progress(progress) if rank == 0 else None)
             except ValueError as err:
-                console.print(f"[red]error:[/red] {err}")
+                if rank == 0:  # under torchrun every rank meets it; one says so
+                    console.print(f"[red]error:[/red] {err}")
                 raise typer.Exit(1) from None
     import torch.distributed as dist
 

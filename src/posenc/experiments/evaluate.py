@@ -70,7 +70,9 @@ def evaluate_lengths(model: TinyTransformer, task: Task, lengths: list[int], *, 
 @torch.no_grad()
 def loss_per_position(model: TinyTransformer, task: Text, length: int, *, samples: int = 64, seed: int = 12345,
                       batch_size: int = 16) -> list[float] | str:
-    """Mean held-out cross-entropy (nats) at each position ``0..length-1``, or the reason it is unavailable."""
+    """Mean held-out cross-entropy (nats) at each position ``0..length-1`` over the targets scored
+    there (all of them for a causal LM; the masked bytes only for ``text-mlm``; None where no
+    sample scored that position), or the reason it is unavailable."""
     reason = unavailable_reason(model, task, length)
     if reason is not None:
         return reason
@@ -78,9 +80,12 @@ def loss_per_position(model: TinyTransformer, task: Text, length: int, *, sample
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     total = torch.zeros(length, dtype=torch.float64)
+    count = torch.zeros(length, dtype=torch.float64)
     for start in range(0, samples, batch_size):
         batch = task.sample(min(batch_size, samples - start), length, generator, held_out=True).to(device)
         logits = model(batch.inputs)  # [b, s, v]
-        loss = nnf.cross_entropy(logits.transpose(1, 2), batch.targets, reduction="none")  # [b, s]
+        loss = nnf.cross_entropy(logits.transpose(1, 2), batch.targets, reduction="none",
+                                 ignore_index=IGNORE)  # [b, s]; 0 where ignored
         total += loss.double().sum(0).cpu()
-    return (total / samples).tolist()
+        count += (batch.targets != IGNORE).sum(0).double().cpu()
+    return [t / c if c else None for t, c in zip(total.tolist(), count.tolist())]

@@ -91,9 +91,14 @@ def plot_results(results: Path | str, out: Path | str | None = None) -> list[Pat
                 ax.set(xlabel="position", ylabel="held-out loss (nats/byte)")
             elif "per_layer" in m:
                 layers = [p["layer"] for p in m["per_layer"]]
-                ax.plot(layers, [max(p["r2"], -0.1) for p in m["per_layer"]], marker="o",
-                        label=f"{_label(r)} [{r['task']}]" + seed)
+                r2 = [p["r2"] for p in m["per_layer"]]
+                line, = ax.plot(layers, [max(v, -0.1) for v in r2], marker="o", label=f"{_label(r)} [{r['task']}]" + seed)
+                for layer, v in zip(layers, r2):  # below the axis: drawn at its floor, hollow, with the value
+                    if v < -0.1:
+                        ax.plot([layer], [-0.1], marker="v", mfc="white", color=line.get_color())
+                        ax.annotate(f"{v:.2f}", (layer, -0.1), textcoords="offset points", xytext=(3, 3), fontsize=6)
                 ax.set(xlabel="layer (0 = input)", ylabel="probe R² (position)", ylim=(-0.12, 1.02))
+                ax.xaxis.get_major_locator().set_params(integer=True)
         if experiment != "probe":
             ax.axvline(L if "per_length" in rs[0]["metrics"] else L - 0.5, color="grey", ls=":", lw=1)
         ax.set_title(f"{experiment}: {task} (trained at L = {L})")

@@ -78,8 +78,10 @@ def parse_scheme(spec: str) -> tuple[str, bool]:
 
 
 # -- summaries -------------------------------------------------------------------------------
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _mean(values: list[float | None]) -> float | None:
+    """The mean of the values that exist (a position no sample scored is None)."""
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
 
 
 def _split_summary(per_length: dict[str, dict[str, Any]], train_length: int, key: str) -> tuple[Any, Any]:

@@ -132,8 +132,10 @@ def batch_for_step(task: Task, config: TrainConfig, step: int) -> tuple[Batch, T
     return batch, positions
 
 
-def loss_fn(logits: Tensor, targets: Tensor) -> Tensor:
-    return nnf.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)  # [b*s, v] vs [b*s]
+def loss_fn(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
+    """Cross-entropy over the scored targets (``IGNORE`` elsewhere): their mean, or their sum."""
+    return nnf.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE,
+                             reduction=reduction)  # [b*s, v] vs [b*s]
 
 
 def _config_dict(model_config: ModelConfig, config: TrainConfig, task: Task) -> dict[str, Any]:
@@ -223,16 +225,21 @@ def train(
             positions = positions[rows].to(device)  # [b/world, s]
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, config)
-        loss = loss_fn(trained(inputs, positions), targets)
+        if world > 1:  # the mean over the global batch's scored tokens, which ranks may hold unequally (text-mlm)
+            import torch.distributed as dist
+
+            scored = (targets != IGNORE).sum().to(torch.float64)
+            dist.all_reduce(scored)
+            loss = loss_fn(trained(inputs, positions), targets, reduction="sum") * (world / scored.clamp(min=1)).float()
+        else:
+            loss = loss_fn(trained(inputs, positions), targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), config.clip)
         optimizer.step()
         value = loss.detach()
         if world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(value)
+            dist.all_reduce(value)  # ranks' shares of the global mean: their sum is it
             value = value / world
         result.losses.append(float(value))
         done = step + 1

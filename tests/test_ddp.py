@@ -49,9 +49,12 @@ def test_two_cpu_processes_train_the_single_process_model(tmp_path, task_name, l
     script = tmp_path / "train_ddp.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-               "--master-port", str(_free_port()), str(script), str(tmp_path), task_name, str(length)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+    for attempt in range(3):  # the free port may be taken between the probe and torchrun's bind
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                   "--master-port", str(_free_port()), str(script), str(tmp_path), task_name, str(length)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+        if done.returncode == 0 or "address already in use" not in done.stderr.lower():
+            break
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
     assert ranks[0]["world"] == ranks[1]["world"] == 2

@@ -36,7 +36,9 @@ def test_eager_equals_reference(layout, dtype, rotary_dim):
     x = torch.randn(2, 3, 40, 32).to(dtype)  # [b, h, s, hd]
     cos, sin = _tables(torch.arange(7, 47), rotary_dim, layout, torch.float64 if dtype == torch.float64 else torch.float32)
     ref = F.apply_rope(x, cos, sin, layout=layout)
-    tol = {"atol": 1e-6, "rtol": 0} if dtype != torch.bfloat16 else {"atol": 0, "rtol": 0}  # bf16: same single rounding
+    # bf16: the same single rounding; addcmul's fused multiply-add can flip one result in ~60,000
+    # by one unit (none in this seeded input: pinned exactly, so a second rounding would show)
+    tol = {"atol": 1e-6, "rtol": 0} if dtype != torch.bfloat16 else {"atol": 0, "rtol": 0}
     torch.testing.assert_close(fast_apply_rope(x, cos, sin, layout=layout, compile=False), ref, **tol)
     out = torch.full_like(x, float("nan"))
     assert fast_apply_rope(x, cos, sin, layout=layout, out=out, compile=False) is out
@@ -1008,3 +1010,17 @@ def test_call_plans_switch_off_sends_every_call_through_the_dispatch(monkeypatch
         torch.testing.assert_close(fast_apply_rope(x, cos, sin, out=torch.empty_like(x), compile=True),
                                    F.apply_rope(x, cos, sin), atol=0, rtol=0)
     assert not fast_rope._call_plans and not fast_rope._call_seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_bf16_with_float64_tables_compiles_and_keeps_the_compiler(layout, monkeypatch):
+    """bfloat16 x with float64 tables: the int32-word kernels (float32 tables only) are not used;
+    the result equals the reference, and compiling stays available for later calls. It used to
+    fail inside the word kernel and turn compiling off for the whole process."""
+    monkeypatch.setattr(fast_rope, "_compile_error", None)
+    x = torch.randn(1, 4, 512, 64).bfloat16()
+    cos, sin = _tables(torch.arange(512), 64, layout, torch.float64)
+    got = fast_apply_rope(x, cos, sin, layout=layout, compile=True)
+    assert torch.equal(got, F.apply_rope(x, cos, sin, layout=layout))
+    assert fast_rope.compile_available() and not fast_rope._failed

@@ -652,3 +652,28 @@ def test_state_dict_of_another_table_size_names_the_config(name, saved, here, sh
     """torch alone says "size mismatch"; the message now also names the scheme and its config."""
     with pytest.raises(RuntimeError, match=shapes + r"; it was saved from another configuration \(this one: "):
         posenc.create(name, **here).load_state_dict(posenc.create(name, **saved).state_dict())
+
+
+@pytest.mark.parametrize("name", ["rope", "xpos", "sinusoidal"])
+def test_row_caches_follow_casts_and_frequency_edits(name: str) -> None:
+    """The cos/sin and sinusoid row caches equal a fresh module's rows after a cast down and back
+    (``.bfloat16().float()`` used to leave them rounded to 16 bits: up to 1e-2 off) and after the
+    frequencies are edited in place or replaced (they used to serve the old rows)."""
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, 300, 16)
+
+    def run(m):
+        return m.rotate(q, q)[0] if name != "sinusoidal" else m.embed(torch.zeros(1, 300, 16))
+
+    m = posenc.create(name, dim=16)
+    run(m)
+    m.bfloat16().float()
+    assert torch.equal(run(m), run(posenc.create(name, dim=16)))
+    edited = posenc.create(name, dim=16)
+    with torch.no_grad():
+        m.inv_freq.mul_(2)
+        edited.inv_freq.mul_(2)
+    torch.testing.assert_close(run(m), run(edited), atol=0, rtol=0)
+    assert not torch.equal(run(m), run(posenc.create(name, dim=16)))
+    m.inv_freq = m.inv_freq * 0.5
+    assert torch.equal(run(m), run(posenc.create(name, dim=16)))

@@ -127,7 +127,8 @@ def _eager_half(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
     """Half pairs in cache-sized steps of rows of one head: three ATen passes per step,
     ``out = x * [cos, cos]``, ``out[:n] -= x[n:] * sin``, ``out[n:] += x[:n] * sin``, straight into
     ``out`` when it has the compute dtype (the promotion of ``x``'s and the tables'; bfloat16 is
-    widened into a float32 scratch, rotated into another and rounded once on the way out). In
+    widened into a float32 scratch, rotated into another and rounded once on the way out; within
+    one unit in the last place of the reference: see :func:`_eager_whole` on ``addcmul``). In
     place, each step's input is copied to a scratch first. False (nothing written) when the views
     this needs do not exist.
 
@@ -310,7 +311,9 @@ def _eager_whole(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
     kernel: the CPU's head-by-head steps cost 200-300x the copy floor on an H100), and on the CPU
     for half pairs that fit the cache whole. The rotation is computed in the promoted dtype (float32 for 16-bit ``x``) in a
     temporary from the caching allocator and rounded once into ``out``, as the reference does;
-    in place, the input is copied first (the pairs read each other)."""
+    in place, the input is copied first (the pairs read each other). ``addcmul`` is a fused
+    multiply-add, so the float32 value can differ from the reference's (a product and a sum, each
+    rounded) by one unit in the last place, and a 16-bit result by one unit about once in 60,000."""
     n = cos_h.shape[-1]
     r = 2 * n
     wide = torch.promote_types(x.dtype, cos_h.dtype)
@@ -339,7 +342,7 @@ def _eager_chunked(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout:
     dtype of ``x`` and the tables (the reference's), rotated there (complex multiply for
     interleaved pairs, ``mul``/``addcmul`` for half pairs) and stored once, so main memory sees one
     read and one write, and a bf16 input is rotated in float32 and rounded once, as the reference
-    does."""
+    does (within one unit in the last place: see :func:`_eager_whole` on ``addcmul``)."""
     n, s = cos_h.shape[-1], x.shape[-2]
     if s == 0 or x.numel() == 0:
         return  # an empty sequence or batch: nothing to rotate

@@ -100,6 +100,7 @@ COMPILE_MIN_NUMEL = 1 << 20
 
 _compiled: dict[tuple, object] = {}  # the torch.compile'd kernel variants, built on first use
 _compile_error: str | None = None  # why compiling failed, if it did
+_failed: dict[tuple, str] = {}  # variants that failed where others compiled: the eager path serves them
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,7 +284,8 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
         x, out, cos_h, sin_h = _group_views(x, g), _group_views(out, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)
     n = cos_h.shape[-1]
     w, wout = _int32_pairs(x), _int32_pairs(out)
-    words = w is not None and wout is not None
+    # the word kernels read float32 tables (a float64 product would not round to 16-bit words)
+    words = w is not None and wout is not None and cos_h.dtype == sin_h.dtype == torch.float32
     if words and layout == "interleaved":
         cos_c, sin_c = (cos_h, sin_h) if cos_h.stride(-1) == sin_h.stride(-1) == 1 else _paired_tables(cos_h, sin_h)
         if out.data_ptr() == x.data_ptr():
@@ -322,6 +324,8 @@ def _invoke(kind: str, g: int, dtype: torch.dtype, layout: str, inverse: bool, a
     signature = (dtype, tensors[0].device.type, layout, inverse,
                  *((t.dim(), _static_shape(t, seq), t.stride(-1) == 1) for t in tensors))
     key = (kind, g > 1, signature)
+    if key in _failed:
+        return None
     fn = _compiled.get(key)
     try:
         if fn is not None:
@@ -342,7 +346,11 @@ def _invoke(kind: str, g: int, dtype: torch.dtype, layout: str, inverse: bool, a
             cfg.automatic_dynamic_shapes = saved
     except Exception as err:  # compilers missing or broken: the eager path is exact, use it
         _compiled.pop(key, None)
-        _compile_failed(err)
+        if _compiled:  # other variants compiled here: this input's variant failed, not the compiler
+            _failed[key] = f"{type(err).__name__}: {err}"
+            log.info("posenc: this compiled RoPE variant failed, using the eager path for it (%s)", _failed[key])
+        else:
+            _compile_failed(err)
         return None
     return fn
 

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ..functional._checks import has_values
 
-__all__ = ["cached_rows", "cached_range", "MAX_ROWS", "GROWTH"]
+__all__ = ["cached_rows", "cached_range", "forget", "MAX_ROWS", "GROWTH"]
 
 MAX_ROWS = 1 << 14  # a cache may always grow to this many rows
 GROWTH = 2  # beyond it, to at most this many times the rows of the request that grows it
@@ -36,6 +36,37 @@ def _stale_inference(table: Tensor) -> bool:
     return table.is_inference() and not torch.is_inference_mode_enabled()
 
 
+def _sources(module: nn.Module) -> list[Tensor]:
+    """The float64 buffers the caches are built from (frequencies, decay rates)."""
+    caches = module.__dict__.get("_cache_names", ())
+    return [b for n, b in module._buffers.items() if b is not None and n not in caches and b.dtype == torch.float64]
+
+
+def _stale_source(module: nn.Module, name: str) -> bool:
+    """Whether the frequencies changed since cache ``name`` was built (an in-place edit of
+    ``inv_freq``, or a new tensor assigned to it): compared by value, they are small."""
+    snapshot = module.__dict__.get("_cache_sources", {}).get(name)
+    now = _sources(module)
+    return snapshot is None or len(snapshot) != len(now) or any(
+        a.shape != b.shape or a.device != b.device or a.is_meta or not torch.equal(a, b) for a, b in zip(snapshot, now))
+
+
+def _store(module: nn.Module, name: str, table: Tensor) -> None:
+    """Keep ``table`` as cache ``name``, with a copy of the frequencies it was built from."""
+    module.register_buffer(name, table, persistent=False)
+    module.__dict__.setdefault("_cache_names", set()).add(name)
+    module.__dict__.setdefault("_cache_sources", {})[name] = [b.detach().clone() for b in _sources(module)]
+
+
+def forget(module: nn.Module) -> None:
+    """Drop every cache of ``module`` (they are rebuilt on use): a cast must not leave a table
+    rounded to 16 bits behind a float32 dtype (``.bfloat16().float()``)."""
+    for name in module.__dict__.get("_cache_names", ()):
+        if name in module._buffers:
+            module._buffers[name] = None
+    module.__dict__.pop("_cache_sources", None)
+
+
 def cached_rows(
     module: nn.Module, name: str, positions: Tensor, build: Callable[[Tensor], Tensor], *, dtype: torch.dtype
 ) -> Tensor:
@@ -47,12 +78,12 @@ def cached_rows(
     if low < 0:
         return build(positions)
     if table is None or high >= table.shape[0] or table.device != positions.device or table.dtype != dtype \
-            or _stale_inference(table):
+            or _stale_inference(table) or _stale_source(module, name):
         rows = _grown_rows(high + 1, positions.numel())
         if rows is None:
             return build(positions)
         table = build(torch.arange(rows, device=positions.device))
-        module.register_buffer(name, table, persistent=False)
+        _store(module, name, table)
     return table[positions.long()]  # int8/int16 cannot index, and uint8 would index as a mask
 
 
@@ -67,10 +98,10 @@ def cached_range(
             return table[start:end]
         return build(torch.arange(start, end, device=device))
     if table is None or end > table.shape[0] or table.device != device or table.dtype != dtype \
-            or _stale_inference(table):
+            or _stale_inference(table) or device.type == "meta" or _stale_source(module, name):
         rows = _grown_rows(end, length)
         if rows is None:
             return build(torch.arange(start, end, device=device))
         table = build(torch.arange(rows, device=device))
-        module.register_buffer(name, table, persistent=False)
+        _store(module, name, table)
     return table[start:end]

@@ -126,12 +126,16 @@ class PositionalEncoding(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args)
 
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> PositionalEncoding:
-        """Module-wide casts move float64 buffers to the new device but keep them float64.
+        """Module-wide casts move float64 buffers to the new device but keep them float64, and
+        empty the row caches (rebuilt on use).
 
         Frequencies, slopes and decay rates are float64 by the precision policy (DESIGN.md): a
         ``model.to(torch.bfloat16)`` must not round the numbers positions are multiplied by
         (bf16 holds ~3 significant digits). Parameters and other buffers follow the cast as usual.
         """
+        from ._cache import forget
+
+        forget(self)  # caches are rebuilt on use: a cast down and back must not leave them rounded
         exact = {name: buf for name, buf in self._buffers.items() if buf is not None and buf.dtype == torch.float64}
         on_meta = [name for name, buf in self._buffers.items() if buf is not None and buf.is_meta]
         super()._apply(fn, recurse)

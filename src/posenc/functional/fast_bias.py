@@ -14,7 +14,8 @@ docs/performance.md for the timings).
 
 :func:`cached_bias` is what the schemes call: for 1-D positions that are contiguous ranges it
 returns the bias from a per-module cache keyed by lengths, offsets, dtype, device and the
-parameters' values (compared at each call: they are small); anything else (batched or scattered
+parameters (their values on the CPU, where comparing them costs ~1 us; their address and version
+counter on accelerators, where it would synchronise); anything else (batched or scattered
 positions, gradients wanted for T5's table, ``torch.compile``) returns None and the scheme
 computes the reference formula.
 """
@@ -136,6 +137,19 @@ def _range_start(positions: Tensor) -> int | None:
     return start if torch.equal(positions.long(), expected) else None
 
 
+def _params_key(params: Tensor) -> Tensor | tuple:
+    """What :func:`_same_params` compares: a copy of the values on the CPU, else address and version."""
+    if params.device.type == "cpu":
+        return params.detach().clone()
+    return (params.data_ptr(), params._version)
+
+
+def _same_params(seen: Tensor | tuple, params: Tensor) -> bool:
+    if isinstance(seen, Tensor):
+        return params.device.type == "cpu" and torch.equal(seen, params.detach())
+    return seen == (params.data_ptr(), params._version)
+
+
 def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
     """The bias of an ``alibi`` or ``t5`` scheme via the Toeplitz build and a per-module cache.
 
@@ -161,9 +175,11 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
     key = (name, sq, sk, q0, k0, params.device, params.dtype, tuple(params.shape), getattr(config, "bidirectional", None),
            getattr(config, "num_buckets", None), getattr(config, "max_distance", None))
     hit = _caches.get(module)
-    # the parameters are compared by value: an edit through ``param.data`` (HF-style initialisation)
-    # leaves the version counter alone. A bias made under inference mode cannot enter autograd outside it.
-    if hit is not None and hit[0] == key and torch.equal(hit[1], params.detach()) \
+    # On the CPU the parameters are compared by value (an edit through ``param.data``, as in HF-style
+    # initialisation, leaves the version counter alone); on an accelerator by address and version
+    # counter, since reading values would synchronise the device at every call. A bias made under
+    # inference mode cannot enter autograd outside it.
+    if hit is not None and hit[0] == key and _same_params(hit[1], params) \
             and not (hit[2].is_inference() and not torch.is_inference_mode_enabled()):
         return hit[2]
     if name == "alibi":
@@ -173,5 +189,5 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
             bias = t5_bias_range(params, sq, sk, q_offset=q0, k_offset=k0, bidirectional=config.bidirectional,
                                  num_buckets=config.num_buckets, max_distance=config.max_distance)
     if bias.numel() * bias.element_size() <= CACHE_MAX_BYTES:
-        _caches[module] = (key, params.detach().clone(), bias)
+        _caches[module] = (key, _params_key(params), bias)
     return bias

@@ -42,20 +42,23 @@ def _sources(module: nn.Module) -> list[Tensor]:
     return [b for n, b in module._buffers.items() if b is not None and n not in caches and b.dtype == torch.float64]
 
 
+def _source_key(module: nn.Module) -> list[tuple]:
+    """Address, version counter and shape of each source: an in-place edit of ``inv_freq`` bumps
+    its version, a new tensor assigned to it has another address. No values are read, so no
+    device synchronises (this runs at every call)."""
+    return [(b.data_ptr(), b._version, tuple(b.shape), b.device) for b in _sources(module)]
+
+
 def _stale_source(module: nn.Module, name: str) -> bool:
-    """Whether the frequencies changed since cache ``name`` was built (an in-place edit of
-    ``inv_freq``, or a new tensor assigned to it): compared by value, they are small."""
-    snapshot = module.__dict__.get("_cache_sources", {}).get(name)
-    now = _sources(module)
-    return snapshot is None or len(snapshot) != len(now) or any(
-        a.shape != b.shape or a.device != b.device or a.is_meta or not torch.equal(a, b) for a, b in zip(snapshot, now))
+    """Whether the frequencies changed since cache ``name`` was built."""
+    return module.__dict__.get("_cache_sources", {}).get(name) != _source_key(module)
 
 
 def _store(module: nn.Module, name: str, table: Tensor) -> None:
-    """Keep ``table`` as cache ``name``, with a copy of the frequencies it was built from."""
+    """Keep ``table`` as cache ``name``, with the key of the frequencies it was built from."""
     module.register_buffer(name, table, persistent=False)
     module.__dict__.setdefault("_cache_names", set()).add(name)
-    module.__dict__.setdefault("_cache_sources", {})[name] = [b.detach().clone() for b in _sources(module)]
+    module.__dict__.setdefault("_cache_sources", {})[name] = _source_key(module)
 
 
 def forget(module: nn.Module) -> None:
@@ -98,7 +101,7 @@ def cached_range(
             return table[start:end]
         return build(torch.arange(start, end, device=device))
     if table is None or end > table.shape[0] or table.device != device or table.dtype != dtype \
-            or _stale_inference(table) or device.type == "meta" or _stale_source(module, name):
+            or _stale_inference(table) or _stale_source(module, name):
         rows = _grown_rows(end, length)
         if rows is None:
             return build(torch.arange(start, end, device=device))

@@ -49,11 +49,15 @@ def test_two_cpu_processes_train_the_single_process_model(tmp_path, task_name, l
     script = tmp_path / "train_ddp.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
-    for attempt in range(3):  # the free port may be taken between the probe and torchrun's bind
+    # Retried: the free port may be taken between the probe and torchrun's bind, and gloo's
+    # threads now and then abort a rank at exit ("terminate called without an active exception",
+    # about 1 run in 10 on this machine, after training has finished)
+    for attempt in range(3):
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
                    "--master-port", str(_free_port()), str(script), str(tmp_path), task_name, str(length)]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
-        if done.returncode == 0 or "address already in use" not in done.stderr.lower():
+        flaky = ("address already in use", "terminate called without an active exception")
+        if done.returncode == 0 or not any(text in done.stderr.lower() for text in flaky):
             break
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]

@@ -815,7 +815,7 @@ def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: T
             or _on_triton(both):  # on a GPU: a Triton launch per tensor beats eager kernels over both
         return fast_apply_rope(q, cos, sin, layout=layout), fast_apply_rope(k, cos, sin, layout=layout)
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
-    cos_h, sin_h = _half_tables(*_check(both, cos, sin, layout), layout)
+    cos_h, sin_h = _half_tables(cos, sin, layout)  # aligned to q above: they broadcast against [2, *q.shape]
     if grad:
         return RopePairFunction.apply(q, k, both, cos_h, sin_h, layout)
     out = torch.empty_like(both)

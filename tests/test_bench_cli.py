@@ -215,3 +215,17 @@ def test_rope_host_time_rows_and_the_plans_switch(monkeypatch):
     assert all(r["plans_us"] > 0 and r["no_plans_us"] > 0 and r["copy_us"] > 0 for r in rows)
     assert seen.count(True) == seen.count(False) == 2 * 2 * (3 + 2)  # calls, both cases, rounds
     assert fast_rope.CALL_PLANS is True
+
+
+def test_markdown_names_the_path_auto_takes_on_each_device():
+    """The RoPE table shows the path compile="auto" takes: on the CPU the complex multiply (eager)
+    for float32 interleaved pairs, on CUDA the Triton kernel (compiled) for every dtype and layout."""
+    from posenc.bench.report import markdown
+
+    def row(case, ms):
+        return {"kind": "steady", "L": 2048, "dtype": "float32", "layout": "interleaved", "case": case,
+                "median_ms": ms, "x_floor": ms / 0.05, "x_floor_best": ms / 0.05}
+    rope = [row("floor", 0.05), row("posenc out= (compiled)", 0.06), row("posenc out= (eager)", 0.11)]
+    for device, shown in (("cpu", "2.20 (2.20) (eager)"), ("cuda: NVIDIA H100 80GB HBM3", "1.20 (1.20) (compiled)")):
+        text = markdown({"meta": {"device": device}, "rope": rope})
+        assert f"| 2048 | float32 | interleaved | 0.050 | {shown} |" in text, text

@@ -10,6 +10,8 @@ place of the reference (both round the same float32 value once, give or take tha
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -72,7 +74,7 @@ def test_fast_rope_on_cuda_equals_reference(layout, dtype, rotary_dim, compile, 
     fast_apply_rope(xg, cos, sin, layout=layout, compile=compile).backward(g)
     exact = F.apply_rope(g.double(), cos.double(), -sin.double(), layout=layout)  # R(-angle) g
     _close(xg.grad, exact.to(dtype))
-    if compile and not (layout == "interleaved" and dtype == torch.float32):  # that one: complex multiply
+    if compile:  # float32 interleaved pairs too (as int64 words, or split in registers for partial rotary)
         assert launched and all(p is not None for p in launched), "the Triton kernel did not take the compiled path"
 
 
@@ -111,6 +113,18 @@ def test_triton_kernel_bit_exact_on_cuda(layout, dtype, tables):
         y = x.clone()
         assert _rope_triton.rotate(y, cos_h, sin_h, y, layout, inverse)
         assert torch.equal(y, ref)
+        # q and k of the projection in one pair launch, twice (the second through the kernel's runner)
+        k = qkv.permute(2, 0, 3, 1, 4)[1]
+        ref_k = F.apply_rope(k, cos, -sin if inverse else sin, layout=layout)
+        plan = None
+        for _ in range(2):
+            oq, ok = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+            plan = plan or _rope_triton.launch(x, cos_h, sin_h, oq, layout, inverse, k, ok)
+            assert plan is not None and plan.pair and plan(x, oq, k, ok)
+            assert torch.equal(oq, ref) and torch.equal(ok, ref_k)
+        y, z = x.clone(), k.clone()  # in place, and the words of float32/16-bit interleaved pairs
+        assert _rope_triton.launch(y, cos_h, sin_h, y, layout, inverse, z, z)(y, y, z, z)
+        assert torch.equal(y, ref) and torch.equal(z, ref_k)
 
 
 def test_rope_warmup_compiles_for_cuda():
@@ -204,9 +218,9 @@ def test_bench_harness_on_cuda():
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_small_inputs_take_the_triton_kernel_on_cuda(layout, dtype, monkeypatch):
-    """Training-size heads under compile="auto" take one Triton launch per tensor on a GPU (not
-    several eager kernels): forward and backward through autograd, q and k of one projection,
-    out=; repeated calls replay their plan; all equal the reference (float32 to 1e-5, 16-bit to one
+    """Training-size heads under compile="auto" take the Triton kernel on a GPU (not several eager
+    kernels), q and k of one projection in one launch forward and backward; out=; repeated calls
+    replay their plan; all equal the reference (float32 to 1e-5, 16-bit to one
     unit in the last place) and so do the gradients."""
     launched = []
     launch = _rope_triton.launch
@@ -223,14 +237,14 @@ def test_small_inputs_take_the_triton_kernel_on_cuda(layout, dtype, monkeypatch)
         _close(rq, ref_q)
         _close(rk, ref_k)
         g = torch.randn_like(rq)
-        (rq * g).sum().backward()
+        (rq * g + rk * g.flip(0)).sum().backward()  # gradients for q and k: one launch back
         exact = F.apply_rope(g.double(), cos.double(), -sin.double(), layout=layout).to(dtype)
         _close(qkv.grad[:, :, 0].transpose(1, 2), exact)
         out = torch.full_like(ref_q, float("nan"))
         _close(fast_apply_rope(q.detach(), cos, sin, layout=layout, out=out), ref_q)
-    if not (layout == "interleaved" and dtype == torch.float32):  # that one: the complex multiply
-        assert launched and all(p is not None for p in launched)
-        assert any(v is not None for v in fast_rope._call_plans.values())
+    assert launched and all(p is not None for p in launched)
+    assert any(p.pair for p in launched)  # q and k in one launch, forward and backward
+    assert any(v is not None for v in fast_rope._call_plans.values())
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
@@ -250,7 +264,7 @@ def test_triton_launch_runner_serves_new_inputs_of_its_layout(layout, dtype):
         out = torch.full_like(x, float("nan"))
         assert plan(x, out)
         _close(out, F.apply_rope(x, cos, sin, layout=layout))
-    assert _rope_triton._direct_ok is True and plan.runner is not None and plan.align == (True, True)
+    assert _rope_triton._direct_ok is True and plan.runner is not None and plan.align == (True,) * 4
     y = torch.randn_like(x0)
     ref = F.apply_rope(y, cos, sin, layout=layout)
     assert plan(y, y)
@@ -260,3 +274,24 @@ def test_triton_launch_runner_serves_new_inputs_of_its_layout(layout, dtype):
     out = torch.full_like(x, float("nan"))
     assert plan(x, out)
     _close(out, F.apply_rope(x, cos, sin, layout=layout))
+
+
+@pytest.mark.parametrize("scheme", ["rope", "t5", "alibi", "sinusoidal", "none"])
+def test_attention_training_step_never_synchronises(scheme):
+    """A training forward and backward of posenc.Attention queues its kernels without waiting for
+    the GPU (a launch-bound step stalls at every sync): the default positions are known ranges
+    (no read-back to check them), T5's buckets are cached, RoPE is one launch each way.
+    ``torch.cuda.set_sync_debug_mode("error")`` raises at any synchronising call."""
+    attn = posenc.Attention(64, 4, encoding=scheme, causal=True).to(CUDA)
+    x = torch.randn(8, 32, 64, device=CUDA, requires_grad=True)
+    for _ in range(2):  # the first call builds caches and compiles
+        attn(x).sum().backward()
+    torch.cuda.synchronize()
+    try:
+        with warnings.catch_warnings():  # "a prototype feature": it may miss syncs, it does not invent them
+            warnings.simplefilter("ignore", UserWarning)
+            torch.cuda.set_sync_debug_mode("error")
+        for _ in range(2):
+            attn(x).sum().backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

@@ -651,6 +651,17 @@ for layout, dtype, (rd, inverse), inplace, tables, view in itertools.product(
         out2 = x2 if inplace else torch.full_like(x, float("nan"))
         ref2 = F.apply_rope(x2, cos, -sin if inverse else sin, layout=layout)
         assert launch(x2, out2) and torch.equal(out2, ref2), ("launch", layout, dtype, rd, inverse, inplace, view)
+    if tables == "shared" and view == "qkv" and not inplace:  # q and k of one projection in one pair launch
+        k = x.new_empty(0).set_(x.untyped_storage(), x.storage_offset() + h * hd, x.shape, x.stride())  # the k slice
+        ref_k = F.apply_rope(k, cos, -sin if inverse else sin, layout=layout)
+        oq, ok = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+        launch = _rope_triton.launch(x, *fast_rope._half_tables(cos, sin, layout), oq, layout, inverse, k, ok)
+        assert launch.pair and launch(x, oq, k, ok)
+        for got, want in ((oq, ref), (ok, ref_k)):
+            if dtype == torch.bfloat16:
+                torch.testing.assert_close(got.float(), want.float(), atol=1e-6, rtol=2 ** -7)
+            else:
+                assert torch.equal(got, want), ("pair", layout, dtype, rd, inverse)
 empty = torch.empty(2, 3, 0, 32)  # no rows: nothing launched, nothing to fail on
 cos, sin = F.rope_cos_sin(torch.arange(0), F.rope_inv_freq(32)[0])
 assert _rope_triton.rotate(empty, *fast_rope._half_tables(cos, sin, "half"), torch.empty_like(empty), "half", False)
@@ -662,9 +673,10 @@ print("ok")
 def test_triton_kernel_in_the_interpreter():
     """The GPU kernel (:mod:`posenc.functional._rope_triton`) run by Triton's interpreter on the
     CPU: both layouts, three dtypes, forward and inverse, partial rotary, out= and in place, shared,
-    per-batch and per-head tables, q as a strided view; equal to the reference bit for bit
-    (float32, float16) or within the interpreter's truncation (bfloat16); a prepared launch made
-    for one input serves another of the same layout (the call plans). Skipped without Triton."""
+    per-batch and per-head tables, q as a strided view, q and k of one projection in one pair
+    launch; equal to the reference bit for bit (float32, float16) or within the interpreter's
+    truncation (bfloat16); a prepared launch made for one input serves another of the same layout
+    (the call plans). Skipped without Triton."""
     import os
     import subprocess
     import sys
@@ -1024,3 +1036,33 @@ def test_bf16_with_float64_tables_compiles_and_keeps_the_compiler(layout, monkey
     got = fast_apply_rope(x, cos, sin, layout=layout, compile=True)
     assert torch.equal(got, F.apply_rope(x, cos, sin, layout=layout))
     assert fast_rope.compile_available() and not fast_rope._failed
+
+
+def test_t5_training_bias_uses_cached_buckets_equal_to_bucketing_each_pair():
+    """With a table that needs gradients (training), T5's bias gathers the table at buckets cached
+    per lengths and offsets (built from the distinct distances): the same values and the same
+    table gradient as bucketing every pair; positions that are no range, or a range edited in
+    place after it was made, take the reference buckets."""
+    from posenc.functional import fast_bias
+    from posenc.schemes.base import default_positions
+
+    for bidirectional in (True, False):
+        t5 = posenc.create("t5", num_heads=3, bidirectional=bidirectional, num_buckets=12, max_distance=30)
+        for sq, sk, q0 in ((40, 40, 0), (5, 60, 55), (1, 1, 0)):
+            qp, kp = default_positions(None, sq, "cpu", offset=q0), default_positions(None, sk, "cpu")
+            got = t5.bias(qp, kp)
+            assert got.requires_grad
+            ref = t5.relative_attention_bias(t5.buckets(qp, kp)).movedim(-1, -3)  # bucket of every pair
+            assert torch.equal(got, ref)
+            g = torch.randn_like(got)
+            (grad_got,) = torch.autograd.grad(got, t5.relative_attention_bias.weight, g)
+            (grad_ref,) = torch.autograd.grad(ref, t5.relative_attention_bias.weight, g)
+            assert torch.equal(grad_got, grad_ref)
+            assert fast_bias.cached_t5_buckets(t5, qp, kp, torch.device("cpu")) is \
+                fast_bias.cached_t5_buckets(t5, qp, kp, torch.device("cpu"))  # cached
+    qp = default_positions(None, 6, "cpu")
+    assert fast_bias._range_start(qp) == 0
+    qp[3] = 40  # no longer a range: read again, not trusted from its record
+    assert fast_bias._range_start(qp) is None
+    assert fast_bias.cached_t5_buckets(t5, qp, qp, torch.device("cpu")) is None
+    assert torch.equal(t5.bias(qp, qp), t5.relative_attention_bias(t5.buckets(qp, qp)).movedim(-1, -3))

@@ -135,10 +135,11 @@ def one_time_rows(rows: list[dict]) -> list[list[str]]:
             for row in rows if row.get("kind") == "one-time"]
 
 
-def _default_path(layout: str, dtype: str = "float32") -> str:
-    """The path ``compile="auto"`` takes for large inputs (see posenc.functional.fast_rope):
-    compiled for half pairs and bfloat16 interleaved pairs, eager (complex multiply) otherwise."""
-    return "compiled" if layout == "half" or dtype == "bfloat16" else "eager"
+def _default_path(layout: str, dtype: str = "float32", device: str = "cpu") -> str:
+    """The path ``compile="auto"`` takes for large inputs (see posenc.functional.fast_rope): on
+    the CPU compiled for half pairs and bfloat16 interleaved pairs, eager (complex multiply)
+    otherwise; on CUDA the Triton kernel (the compiled path) for all."""
+    return "compiled" if layout == "half" or dtype == "bfloat16" or device.startswith("cuda") else "eager"
 
 
 def _num(v: float) -> str:
@@ -172,7 +173,7 @@ def markdown(result: dict) -> str:
         for r in rope:
             groups.setdefault((r["L"], r["dtype"], r["layout"]), {})[r["case"]] = r
         for (L, dtype, layout), cases in groups.items():
-            path = _default_path(layout, dtype)
+            path = _default_path(layout, dtype, str(meta.get("device", "cpu")))
 
             def x(name: str) -> str:
                 if name not in cases:

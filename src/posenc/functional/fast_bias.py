@@ -30,7 +30,8 @@ from torch import Tensor, nn
 
 from .relative import t5_relative_bucket
 
-__all__ = ["toeplitz", "relative_range", "alibi_bias_range", "t5_bias_range", "cached_bias", "CACHE_MAX_BYTES"]
+__all__ = ["toeplitz", "relative_range", "alibi_bias_range", "t5_bias_range", "cached_bias", "cached_t5_buckets",
+           "mark_range", "CACHE_MAX_BYTES"]
 
 #: A bias larger than this is built on each call but not kept (32 heads: 512 MiB at L = 2048, 8.6 GB
 #: at L = 8192). Rebuilding means a fresh allocation, whose page faults cost ~3x the build itself;
@@ -38,6 +39,7 @@ __all__ = ["toeplitz", "relative_range", "alibi_bias_range", "t5_bias_range", "c
 CACHE_MAX_BYTES = 1 << 30
 
 _caches: weakref.WeakKeyDictionary[nn.Module, tuple[tuple, Tensor, Tensor]] = weakref.WeakKeyDictionary()
+_bucket_caches: weakref.WeakKeyDictionary[nn.Module, tuple[tuple, Tensor]] = weakref.WeakKeyDictionary()
 
 
 def _lengths(sq: object, sk: object) -> tuple[int, int]:
@@ -69,7 +71,8 @@ def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> 
     """``out[h, i, j] = values[h, j - i + sq - 1]``: ``values [h, sq + sk - 1]`` -> ``[h, sq, sk]``.
 
     Per head, one ``index_select`` of whole rows from the overlapping Hankel view
-    ``values[h, i' + j]`` with rows reversed (``i' = sq - 1 - i``); ``out`` may be preallocated.
+    ``values[h, i' + j]`` with rows reversed (``i' = sq - 1 - i``); on accelerators one
+    ``index_select`` over all heads. ``out`` may be preallocated.
     """
     sq, sk = _lengths(sq, sk)
     if values.dim() != 2 or values.shape[-1] != _width(sq, sk):
@@ -85,6 +88,11 @@ def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> 
     if out.numel() == 0:
         return out
     rows = torch.arange(sq - 1, -1, -1, device=values.device)  # [sq] reversed
+    if values.device.type != "cpu":
+        # one kernel for all heads: a launch per head would cost more than the copy (GPU: 32 heads,
+        # L = 2048, 0.71 ms against a 0.17 ms fill, all of it host time)
+        hankel = values.as_strided((h, sq, sk), (values.shape[-1], 1, 1))  # [h, sq, sk]
+        return torch.index_select(hankel, 1, rows, out=out)
     for head in range(h):  # per head, index_select copies whole rows (memcpy); over [h, sq, sk] it is ~10x slower
         hankel = values[head].as_strided((sq, sk), (1, 1))  # [sq, sk], hankel[i', j] = values[head, i' + j]
         torch.index_select(hankel, 0, rows, out=out[head])
@@ -127,11 +135,33 @@ def t5_bias_range(
     return toeplitz(values, sq, sk, out=out)
 
 
+def mark_range(positions: Tensor, start: int) -> Tensor:
+    """Record on ``positions`` (just made by ``torch.arange(start, ...)``) that it is that range, so
+    that :func:`_range_start` need not read it: on an accelerator that read synchronises the host
+    with the device (two syncs per call, which stall a launch-bound training step). An in-place
+    edit later bumps the version counter and the record no longer applies. Returns ``positions``."""
+    if not torch.compiler.is_compiling() and not positions.is_inference():
+        positions._posenc_range = (start, positions._version)
+    return positions
+
+
+def known_range(positions: Tensor) -> int | None:
+    """The start of the range :func:`mark_range` recorded on ``positions``, while unedited; None
+    otherwise (nothing is read from the tensor's values)."""
+    known = None if torch.compiler.is_compiling() else getattr(positions, "_posenc_range", None)
+    if known is not None and known[1] == positions._version:
+        return known[0]
+    return None
+
+
 def _range_start(positions: Tensor) -> int | None:
     """``p0`` if ``positions`` is the 1-D integer range ``p0, p0 + 1, ...``, else None."""
     if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool or positions.numel() == 0 \
             or positions.device.type == "meta":
         return None
+    known = known_range(positions)
+    if known is not None:
+        return known
     start = int(positions[0])
     expected = torch.arange(start, start + positions.numel(), device=positions.device)
     return start if torch.equal(positions.long(), expected) else None
@@ -191,3 +221,33 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
     if bias.numel() * bias.element_size() <= CACHE_MAX_BYTES:
         _caches[module] = (key, _params_key(params), bias)
     return bias
+
+
+def cached_t5_buckets(module: nn.Module, q_positions: Tensor, k_positions: Tensor, device: torch.device) -> Tensor | None:
+    """T5's bucket of every (query, key) pair ``[sq, sk]`` on ``device`` for 1-D contiguous ranges of
+    positions, from a per-module cache keyed by lengths, offsets, the bucket settings and the device; None
+    for other positions or inside ``torch.compile``.
+
+    For training, where the table needs gradients and the bias cannot be cached: the reference
+    path then costs one gather of the table (and its backward) per call, where bucketing every
+    pair anew took ~15 kernels and, on an accelerator, synchronising checks of the positions.
+    The buckets come from the ``w`` distinct distances (:func:`t5_relative_bucket`) expanded by
+    :func:`toeplitz`, the same numbers as bucketing each pair."""
+    if torch.compiler.is_compiling() or not isinstance(q_positions, Tensor) or not isinstance(k_positions, Tensor):
+        return None
+    q0, k0 = _range_start(q_positions), _range_start(k_positions)
+    if q0 is None or k0 is None:
+        return None
+    c = module.config
+    sq, sk = q_positions.numel(), k_positions.numel()
+    key = (sq, sk, q0, k0, c.bidirectional, c.num_buckets, c.max_distance, device)
+    hit = _bucket_caches.get(module)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    rel = relative_range(sq, sk, q_offset=q0, k_offset=k0, device=device)  # [w]
+    values = t5_relative_bucket(rel, bidirectional=c.bidirectional, num_buckets=c.num_buckets,
+                                max_distance=c.max_distance)  # [w]
+    buckets = toeplitz(values[None], sq, sk)[0]  # [sq, sk]
+    if buckets.numel() * buckets.element_size() <= CACHE_MAX_BYTES:
+        _bucket_caches[module] = (key, buckets)
+    return buckets

@@ -29,8 +29,10 @@ changes is how often memory is touched:
   directly (:mod:`posenc.functional._rope_triton`), bit for bit the reference; ``torch.compile``'s
   per-call host cost (Dynamo's guards, Inductor's wrapper: ~150 us on an H100 machine) exceeded the
   kernel's own time up to q/k of ``[1, 32, 8192, 128]``. The Inductor pass stays the fallback.
+  It takes float32 interleaved pairs as well (read as int64 words; the complex multiply below is
+  several kernels), and q and k of one projection in one launch (:func:`_pair_kernel`).
 * **eager** (:mod:`posenc.functional._rope_eager`; no compiler, float32/float64 interleaved
-  pairs, or ``compile=False``): for float32/float64 interleaved pairs a complex multiply into the output
+  pairs off the GPU kernel, or ``compile=False``): for float32/float64 interleaved pairs a complex multiply into the output
   (``view_as_complex``, as Meta's Llama ``apply_rotary_emb``), the complex table cached per table
   tensor, whatever ``compile`` says (it is at the floor; Inductor is not); on the CPU half pairs
   head by head in cache-sized steps, three ATen passes each, otherwise cache-sized chunks rotated in
@@ -646,11 +648,14 @@ def _rotate(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, i
     made, None when it took another path (eager, chunks through a scratch, split heads)."""
     use_compiled = _wants_compile(compile, x)
     pairs32 = layout == "interleaved" and _int32_pairs(x) is not None and _int32_pairs(out) is not None
-    if layout == "interleaved" and not pairs32 and (compile == "auto" or _complexable(x, out, cos_h, layout)):
+    if layout == "interleaved" and not pairs32 and (compile == "auto" or _complexable(x, out, cos_h, layout)) \
+            and not (_on_triton(x) and x.dtype == torch.float32):
         # Inductor (torch 2.13, CPU) vectorises the size-2 pair axis poorly (2-20x the floor, see
         # docs/performance.md); the complex multiply serves float32/float64 interleaved pairs
         # better (at the floor), even when compile=True asks for the compiler.
         # bfloat16 pairs read as int32 words (_rope_kernel_bf16_pairs) do vectorise: compiled.
+        # On a GPU the Triton kernel reads float32 pairs as int64 words: one launch against the
+        # complex multiply's several kernels (host-bound up to q/k [1, 32, 2048, 128] on an H100)
         use_compiled = False
     if use_compiled and x.device.type != "cpu":
         # GPUs: one direct Triton launch (torch.compile's per-call cost exceeds the kernel's); the
@@ -728,18 +733,57 @@ class RopePairFunction(torch.autograd.Function):
     def forward(ctx, q: Tensor, k: Tensor, both: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str) -> tuple[Tensor, Tensor]:
         ctx.save_for_backward(cos_h, sin_h)
         ctx.layout = layout
-        out = torch.empty_like(both)
-        _eager(both, cos_h, sin_h, out, layout, False)  # what _rotate_into does with compile=False
-        return _aliases(out)
+        if _on_triton(q):  # two outputs of their own for the one launch: no [2, ...] buffer to alias
+            outs = tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k))
+            if _pair_kernel(q, k, *outs, cos_h, sin_h, layout, False):
+                return outs
+        return _aliases(_rotate_both(q, k, both, cos_h, sin_h, layout))
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_q: Tensor, grad_k: Tensor) -> tuple[Tensor | None, ...]:
         cos_h, sin_h = ctx.saved_tensors
         grads = tuple(torch.empty_like(g) for g in (grad_q, grad_k))
-        for g, out in zip((grad_q, grad_k), grads):
-            _eager(g, cos_h, sin_h, out, ctx.layout, True)
+        if not _pair_kernel(grad_q, grad_k, *grads, cos_h, sin_h, ctx.layout, True):
+            compile = "auto" if _on_triton(grad_q) else False  # a GPU: a Triton launch each
+            for g, out in zip((grad_q, grad_k), grads):
+                _rotate_into(g, cos_h, sin_h, out, ctx.layout, True, compile)
         return *grads, None, None, None, None
+
+
+def _rotate_both(q: Tensor, k: Tensor, both: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str) -> Tensor:
+    """q and k rotated into a new ``[2, *q.shape]`` tensor: on a GPU with Triton one launch for
+    both (:func:`_pair_kernel`), else the eager pass over ``both`` (what :func:`_rotate_into`
+    does with ``compile=False``)."""
+    out = torch.empty_like(both)
+    if not _pair_kernel(q, k, out[0], out[1], cos_h, sin_h, layout, False):
+        _eager(both, cos_h, sin_h, out, layout, False)
+    return out
+
+
+def _pair_kernel(q: Tensor, k: Tensor, out_q: Tensor, out_k: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str,
+                 inverse: bool) -> bool:
+    """Rotate ``q`` into ``out_q`` and ``k`` into ``out_k`` (same layouts, the same tables) in one
+    Triton launch, replayed from its plan when the layout and tables repeat; False (nothing written)
+    where the kernel does not apply: no GPU with Triton, float64, or q and k of other layouts.
+
+    For training-size heads on a GPU the launch, not the bytes, is the cost: ~15-30 us of host time
+    each, against a kernel of a few microseconds."""
+    if not _on_triton(q):
+        return False
+    key = _plan_key(q, cos_h, sin_h, out_q, layout, inverse, "pair")
+    if key is not None:
+        key = (*key, *_layout_key(k, out_k))
+        plan = _call_plans.get(key)
+        if plan:
+            return plan[0](q, out_q, k, out_k)
+    tables = (cos_h, sin_h) if cos_h.stride(-1) == 1 else _paired_tables(cos_h, sin_h)
+    launch = _rope_triton.launch(q, *tables, out_q, layout, inverse, k, out_k)
+    if launch is None or not launch(q, out_q, k, out_k):
+        return False
+    if key is not None:
+        _remember(_call_plans, key, (launch, cos_h, sin_h), _PLANS)
+    return True
 
 
 def _no_autograd(x: Tensor, what: str) -> None:
@@ -810,16 +854,16 @@ def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: T
     """
     _check_pair(q, k, both)
     cos, sin = _check(q, cos, sin, layout)  # aligned to q's dims: [b, s, r] -> [b, 1, s, r]
-    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)) \
-            or (layout == "interleaved" and both.element_size() < 4) or both.numel() >= COMPILE_MIN_NUMEL \
-            or _on_triton(both):  # on a GPU: a Triton launch per tensor beats eager kernels over both
+    # on a GPU with Triton one launch rotates both, at any size and dtype it takes (_pair_kernel)
+    eager = not _on_triton(both) and ((layout == "interleaved" and both.element_size() < 4)
+                                      or both.numel() >= COMPILE_MIN_NUMEL)
+    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)) or eager:
         return fast_apply_rope(q, cos, sin, layout=layout), fast_apply_rope(k, cos, sin, layout=layout)
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
     cos_h, sin_h = _half_tables(cos, sin, layout)  # aligned to q above: they broadcast against [2, *q.shape]
     if grad:
         return RopePairFunction.apply(q, k, both, cos_h, sin_h, layout)
-    out = torch.empty_like(both)
-    _eager(both, cos_h, sin_h, out, layout, False)
+    out = _rotate_both(q, k, both, cos_h, sin_h, layout)
     return out[0], out[1]
 
 

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ..functional._checks import has_values
+from ..functional.fast_bias import known_range
 
 __all__ = ["cached_rows", "cached_range", "forget", "MAX_ROWS", "GROWTH"]
 
@@ -76,6 +77,9 @@ def cached_rows(
     """``build(positions)``, served from the cache buffer ``module.<name>`` where possible."""
     if positions.is_floating_point() or positions.numel() == 0 or not has_values(positions):
         return build(positions)
+    start = known_range(positions)
+    if start is not None and start >= 0:  # a range made by default_positions: a slice, nothing read back
+        return cached_range(module, name, start, positions.numel(), build, dtype=dtype, device=positions.device)
     table = getattr(module, name, None)
     low, high = int(positions.min()), int(positions.max())
     if low < 0:

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from ..functional._checks import as_positions
+from ..functional.fast_bias import mark_range
 
 __all__ = ["PositionalEncoding", "register", "available", "create", "scheme_class", "default_positions", "check_head_width"]
 
@@ -43,9 +44,11 @@ def check_head_width(scheme: str, dim: int, *heads: Tensor) -> None:
 
 
 def default_positions(positions: Tensor | int | None, length: int, device: torch.device, *, offset: int = 0) -> Tensor:
-    """``positions`` checked, or ``offset .. offset + length - 1`` when None."""
+    """``positions`` checked, or ``offset .. offset + length - 1`` when None (marked as that range,
+    see :func:`~posenc.functional.fast_bias.mark_range`, so the bias paths need not read it back
+    from an accelerator)."""
     if positions is None:
-        return torch.arange(offset, offset + length, device=device)
+        return mark_range(torch.arange(offset, offset + length, device=device), offset)
     return as_positions(positions, device=device)
 
 

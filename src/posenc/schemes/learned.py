@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from .. import functional as F
 from ..functional._checks import check_integer_positions, check_number, check_positive_int, has_values
+from ..functional.fast_bias import known_range
 from .absolute import AbsoluteEncoding, check_combine
 from .base import register
 
@@ -50,7 +51,8 @@ class Learned(AbsoluteEncoding):
         positions = F.as_positions(positions, device=self.table.weight.device)
         positions = check_integer_positions(positions, "a learned position table")
         if has_values(positions) and positions.numel():
-            low, high = int(positions.min()), int(positions.max())
+            start = known_range(positions)  # a range made by default_positions: its ends without a read-back
+            low, high = (int(positions.min()), int(positions.max())) if start is None else (start, start + positions.numel() - 1)
             if low < 0 or high >= self.config.max_len:
                 bad = high if high >= self.config.max_len else low
                 raise ValueError(

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from .. import functional as F
 from ..functional._checks import check_bool, check_integer_positions, check_number, check_positive_int
-from ..functional.fast_bias import cached_bias
+from ..functional.fast_bias import cached_bias, cached_t5_buckets
 from .base import PositionalEncoding, register
 
 __all__ = ["T5Bias", "T5Config"]
@@ -74,6 +74,8 @@ class T5Bias(PositionalEncoding):
         fast = cached_bias(self, q_positions, k_positions)  # contiguous ranges, no grad: Toeplitz build + cache
         if fast is not None:
             return fast
-        buckets = self.buckets(F.as_positions(q_positions, device=device), F.as_positions(k_positions, device=device))
+        buckets = cached_t5_buckets(self, q_positions, k_positions, device)  # contiguous ranges: [sq, sk], cached
+        if buckets is None:
+            buckets = self.buckets(F.as_positions(q_positions, device=device), F.as_positions(k_positions, device=device))
         values = self.relative_attention_bias(buckets)  # [..., sq, sk, h]
         return values.movedim(-1, -3)  # [..., h, sq, sk]

@@ -1066,3 +1066,29 @@ def test_t5_training_bias_uses_cached_buckets_equal_to_bucketing_each_pair():
     assert fast_bias._range_start(qp) is None
     assert fast_bias.cached_t5_buckets(t5, qp, qp, torch.device("cpu")) is None
     assert torch.equal(t5.bias(qp, qp), t5.relative_attention_bias(t5.buckets(qp, qp)).movedim(-1, -3))
+
+
+def test_t5_buckets_made_in_inference_mode_do_not_reach_training():
+    """Buckets cached under inference mode (with grad on) are not served to a later training step,
+    which would have to save them for backward."""
+    attn = posenc.Attention(32, 4, encoding="t5")
+    x = torch.randn(2, 6, 32)
+    with torch.inference_mode(), torch.enable_grad():
+        attn(x)
+    attn(x).sum().backward()
+    assert attn.encoding.relative_attention_bias.weight.grad is not None
+
+
+def test_word_views_need_aligned_addresses():
+    """The Triton kernel's word views (int32 for 16-bit pairs, int64 for float32) need the address
+    aligned to a pair, not only an even storage offset: memory shared through DLPack from a slice
+    begins mid-word at offset 0. Such a tensor takes the unit-by-unit path."""
+    from posenc.functional import _rope_triton
+
+    flat = torch.randn(65)
+    shared = torch.utils.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(flat[1:].view(1, 2, 4, 8)))
+    assert shared.storage_offset() == 0 and shared.data_ptr() % 8 == 4
+    assert _rope_triton._words(shared) is None
+    assert _rope_triton._words(torch.randn(1, 2, 4, 8)) is not None
+    a, b = fast_rope._layout_key(shared, shared), fast_rope._layout_key(flat[:64].view(1, 2, 4, 8), shared)
+    assert a != b  # the call plans tell the two apart

@@ -17,6 +17,10 @@ Triton launch costs a fraction of that. Each program rotates ``R`` rows (positio
 heads) of ``N`` pairs; in place is safe because every element is read and written by the same
 program. ``x``/``out`` may be any ``[b, h, s, hd]`` view with unit stride along ``hd`` (q, k sliced
 out of a fused qkv projection included); the tables broadcast over ``b`` and ``h`` by stride 0.
+Interleaved pairs are loaded and stored as one word each where the view allows (int32 for 16-bit
+floats, int64 for float32), so the pair never needs splitting in registers. A *pair launch* rotates
+a second tensor of the same layout (k beside q) with the same tables: the grid's second axis picks
+the tensor, one launch instead of two (for training-size heads the launch is the cost).
 """
 
 from __future__ import annotations
@@ -123,8 +127,8 @@ def _words(t: Tensor) -> Tensor | None:
     one pair per word, where the view exists (unit feature stride, even strides and offset, little-endian)."""
     if t.element_size() not in (2, 4) or sys.byteorder != "little" or t.stride(-1) != 1 or t.shape[-1] % 2:
         return None
-    if t.storage_offset() % 2 or any(st % 2 for st in t.stride()[:-1]):
-        return None
+    if t.storage_offset() % 2 or any(st % 2 for st in t.stride()[:-1]) or t.data_ptr() % (2 * t.element_size()):
+        return None  # the address too: memory shared through DLPack may begin mid-word at offset 0
     return t.view(_WORD[t.element_size()])
 
 

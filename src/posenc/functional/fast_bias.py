@@ -139,7 +139,8 @@ def mark_range(positions: Tensor, start: int) -> Tensor:
     """Record on ``positions`` (just made by ``torch.arange(start, ...)``) that it is that range, so
     that :func:`_range_start` need not read it: on an accelerator that read synchronises the host
     with the device (two syncs per call, which stall a launch-bound training step). An in-place
-    edit later bumps the version counter and the record no longer applies. Returns ``positions``."""
+    edit later bumps the version counter and the record no longer applies (an edit through
+    ``.data`` or a NumPy view does not: make new positions instead). Returns ``positions``."""
     if not torch.compiler.is_compiling() and not positions.is_inference():
         positions._posenc_range = (start, positions._version)
     return positions
@@ -242,7 +243,8 @@ def cached_t5_buckets(module: nn.Module, q_positions: Tensor, k_positions: Tenso
     sq, sk = q_positions.numel(), k_positions.numel()
     key = (sq, sk, q0, k0, c.bidirectional, c.num_buckets, c.max_distance, device)
     hit = _bucket_caches.get(module)
-    if hit is not None and hit[0] == key:
+    # buckets made under inference mode cannot be saved for a backward outside it
+    if hit is not None and hit[0] == key and not (hit[1].is_inference() and not torch.is_inference_mode_enabled()):
         return hit[1]
     rel = relative_range(sq, sk, q_offset=q0, k_offset=k0, device=device)  # [w]
     values = t5_relative_bucket(rel, bidirectional=c.bidirectional, num_buckets=c.num_buckets,

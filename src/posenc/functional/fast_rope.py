@@ -400,18 +400,20 @@ CALL_PLANS = True
 
 def _plan_key(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool,
               compile: CompileMode) -> tuple | None:
-    """What decides the path and the views of a call: shapes, strides, offsets' parity (int32
-    words), in place or not, dtype, device, layout, direction and the tables' identity. None for
-    inference tables (no version counter to key on)."""
+    """What decides the path and the views of a call: x's and out's layout (:func:`_layout_key`),
+    layout, direction and the tables' identity. None for inference tables (no version counter to
+    key on)."""
     if not CALL_PLANS or cos_h.is_inference() or sin_h.is_inference():
         return None
     return (*_layout_key(x, out), layout, inverse, compile, *_tables_key(cos_h, sin_h))
 
 
 def _layout_key(x: Tensor, out: Tensor) -> tuple:
-    """x's and out's layout as the dispatch reads it: shapes, strides, offsets' parity (int32
-    words), in place or not, dtype and device."""
+    """x's and out's layout as the dispatch reads it: shapes, strides, the parity of the offsets
+    and whether the addresses are aligned to a pair of elements (the word views), in place or not,
+    dtype and device."""
     return (tuple(x.shape), x.stride(), out.stride(), x.storage_offset() & 1, out.storage_offset() & 1,
+            (x.data_ptr() // x.element_size()) & 1, (out.data_ptr() // out.element_size()) & 1,
             x.data_ptr() == out.data_ptr(), x.dtype, x.device)
 
 
@@ -648,8 +650,8 @@ def _rotate(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, i
     made, None when it took another path (eager, chunks through a scratch, split heads)."""
     use_compiled = _wants_compile(compile, x)
     pairs32 = layout == "interleaved" and _int32_pairs(x) is not None and _int32_pairs(out) is not None
-    if layout == "interleaved" and not pairs32 and (compile == "auto" or _complexable(x, out, cos_h, layout)) \
-            and not (_on_triton(x) and x.dtype == torch.float32):
+    complex_first = layout == "interleaved" and not pairs32 and (compile == "auto" or _complexable(x, out, cos_h, layout))
+    if complex_first and not (_on_triton(x) and x.dtype == torch.float32):
         # Inductor (torch 2.13, CPU) vectorises the size-2 pair axis poorly (2-20x the floor, see
         # docs/performance.md); the complex multiply serves float32/float64 interleaved pairs
         # better (at the floor), even when compile=True asks for the compiler.
@@ -664,8 +666,10 @@ def _rotate(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, i
         launch = _rope_triton.launch(x, *tables, out, layout, inverse)
         if launch is not None and launch(x, out):
             return launch
-        if compile == "auto" and x.numel() < COMPILE_MIN_NUMEL:
-            use_compiled = False  # small and not for Triton (float64): not worth an Inductor compile
+        if complex_first or (compile == "auto" and x.numel() < COMPILE_MIN_NUMEL):
+            # declined by Triton: float32 interleaved pairs back to the complex multiply; small
+            # inputs (float64) are not worth an Inductor compile
+            use_compiled = False
     inplace = out.data_ptr() == x.data_ptr()
     if (use_compiled and x.dim() >= 3 and x.shape[-3] % 4 and x.shape[-3] > 4
             and _head_group(x[..., :4, :, :], out[..., :4, :, :], cos_h) == 4):
@@ -771,7 +775,7 @@ def _pair_kernel(q: Tensor, k: Tensor, out_q: Tensor, out_k: Tensor, cos_h: Tens
     each, against a kernel of a few microseconds."""
     if not _on_triton(q):
         return False
-    key = _plan_key(q, cos_h, sin_h, out_q, layout, inverse, "pair")
+    key = _plan_key(q, cos_h, sin_h, out_q, layout, inverse, "pair")  # "pair" in compile's place: apart from single calls
     if key is not None:
         key = (*key, *_layout_key(k, out_k))
         plan = _call_plans.get(key)
@@ -854,10 +858,11 @@ def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: T
     """
     _check_pair(q, k, both)
     cos, sin = _check(q, cos, sin, layout)  # aligned to q's dims: [b, s, r] -> [b, 1, s, r]
-    # on a GPU with Triton one launch rotates both, at any size and dtype it takes (_pair_kernel)
-    eager = not _on_triton(both) and ((layout == "interleaved" and both.element_size() < 4)
-                                      or both.numel() >= COMPILE_MIN_NUMEL)
-    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)) or eager:
+    # on a GPU with Triton one launch rotates both, at any size and dtype it takes (_pair_kernel); on
+    # the CPU 16-bit interleaved pairs and large inputs go through fast_apply_rope one by one
+    separate = not _on_triton(both) and ((layout == "interleaved" and both.element_size() < 4)
+                                         or both.numel() >= COMPILE_MIN_NUMEL)
+    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)) or separate:
         return fast_apply_rope(q, cos, sin, layout=layout), fast_apply_rope(k, cos, sin, layout=layout)
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
     cos_h, sin_h = _half_tables(cos, sin, layout)  # aligned to q above: they broadcast against [2, *q.shape]

@@ -151,3 +151,44 @@ def test_results_are_read_defensively(tmp_path):
                                                                   ("b", [{"scheme": "t5", "seed": 0}])]
     assert problems == ["a/results.json: skipped 1 entries that are not objects",
                         "c/results.json: not a list or object of results"]
+
+
+def test_rope_scaling_reaches_the_figures_and_the_checks(tmp_path):
+    """--scaling (an HF rope_scaling object as JSON, or a .json/.toml file) builds RoPE with that
+    context extension: YaRN's attention factor lifts the logit at distance 0 by mscale² =
+    (0.1 ln 4 + 1)² for factor 4, linear x8 turns the first pair eight times slower, and titles say
+    which scaling is drawn. Schemes without a scaling refuse it; bad values name what is accepted."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    from posenc.analysis import logits_vs_distance
+    from posenc.viz import PlotOptions, plot
+
+    yarn = {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 256}
+    plain, scaled = (logits_vs_distance("rope", max_distance=8, dim=64, **extra)["mean"] for extra in ({}, {"scaling": yarn}))
+    assert float(scaled[0] / plain[0]) == pytest.approx((0.1 * math.log(4) + 1) ** 2, rel=1e-5)
+    figure = plot("rope", "logits", PlotOptions(positions=64, scaling=yarn))
+    assert "rope, yarn ×4" in figure._suptitle.get_text()
+    plt.close(figure)
+
+    out = tmp_path / "lin.png"
+    (tmp_path / "lin.toml").write_text('rope_type = "linear"\nfactor = 8.0\n')
+    for scaling in ('{"rope_type": "linear", "factor": 8}', str(tmp_path / "lin.toml")):
+        result = _run("plot", "rope", "--kind", "heatmap", "--scaling", scaling, "--out", str(out))
+        assert result.exit_code == 0, result.output
+    linear = _run("check", "rope", "--scaling", '{"rope_type": "linear", "factor": 8}')
+    assert linear.exit_code == 0, linear.output
+    assert _verdicts(linear.output)["offset_similarity"] == "pass"  # still a rotation: relative
+
+    for scaling, message in (('{"rope_type": "bogus"}', "unknown rope scaling type 'bogus'; choose one of"),
+                             ('{"rope_type": "yarn", "factor": 4}', "needs ['original_max_position_embeddings']"),
+                             ("[1, 2]", "--scaling must be a JSON object"),
+                             ("{bad", "--scaling: the value is not valid JSON"),
+                             (str(tmp_path / "missing.json"), "--scaling: no file")):
+        for command in (("plot", "rope", "--kind", "heatmap", "--out", str(out)), ("check", "rope")):
+            result = _run(*command, "--scaling", scaling)
+            assert result.exit_code == 2 and message in " ".join(result.output.split()), (scaling, result.output)
+            assert "Traceback" not in result.output
+    refused = _run("check", "alibi", "--scaling", '{"rope_type": "linear", "factor": 2}')
+    assert refused.exit_code == 2 and "scheme 'alibi' has no 'scaling' (--scaling)" in refused.output

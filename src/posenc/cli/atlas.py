@@ -24,11 +24,56 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
-def _scheme_config(scheme: str, dim: Optional[int], base: Optional[float], heads: Optional[int]) -> dict[str, Any]:
+def _scheme_config(scheme: str, dim: Optional[int], base: Optional[float], heads: Optional[int],
+                   scaling: Optional[dict] = None) -> dict[str, Any]:
     """The config keys the user gave, checked against what ``scheme`` accepts."""
     from ..viz.options import PlotOptions, scheme_config
 
-    return scheme_config(scheme, PlotOptions(dim=dim, base=base, heads=heads))
+    return scheme_config(scheme, PlotOptions(dim=dim, base=base, heads=heads, scaling=scaling))
+
+
+_SCALING_HELP = ("RoPE context extension (rope only): a Hugging Face rope_scaling object as JSON, e.g. "
+                 "'{\"rope_type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 2048}', "
+                 "or a .json/.toml file holding one.")
+
+
+def _parse_scaling(text: Optional[str]) -> Optional[dict]:
+    """``--scaling``: a JSON object, or a .json/.toml file holding one (read as data, never run)."""
+    if text is None:
+        return None
+    path = Path(text)
+    if path.suffix.lower() in (".json", ".toml"):
+        if not path.is_file():
+            raise ValueError(f"--scaling: no file {text!r}")
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"--scaling: cannot read {text!r} ({err})") from None
+        if path.suffix.lower() == ".toml":
+            import tomllib
+
+            try:
+                value: Any = tomllib.loads(raw)
+            except tomllib.TOMLDecodeError as err:
+                raise ValueError(f"--scaling: {text!r} is not valid TOML ({err})") from None
+        else:
+            value = _json(raw, repr(text))
+    else:
+        value = _json(text, "the value")
+    if not isinstance(value, dict):
+        raise ValueError(f"--scaling must be a JSON object like {{\"rope_type\": \"linear\", \"factor\": 4}}, "
+                         f"got {type(value).__name__}")
+    return value
+
+
+def _json(text: str, what: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--scaling: {what} is not valid JSON ({err.msg} at character {err.pos}); give an object "
+                         f"like {{\"rope_type\": \"linear\", \"factor\": 4}} or a .json/.toml file") from None
 
 
 def _check_scheme(scheme: str) -> None:
@@ -56,6 +101,7 @@ def register(app: Any) -> None:
         positions: Optional[int] = typer.Option(None, help="Number of positions 0 .. N-1."),
         base: Optional[float] = typer.Option(None, help="Frequency base (sinusoids, rotary schemes)."),
         heads: Optional[int] = typer.Option(None, help="Number of heads (alibi, t5)."),
+        scaling: Optional[str] = typer.Option(None, help=_SCALING_HELP),
         method: str = typer.Option("pca", help="2D projection: pca, or umap when umap-learn is installed."),
         seed: int = typer.Option(0, help="Seed of random initialisations (learned, t5, shaw)."),
         dpi: int = typer.Option(120, help="Resolution of PNG output."),
@@ -74,7 +120,8 @@ def register(app: Any) -> None:
                 raise ValueError(f"unknown kind of figure {kind!r}; choose one of: {', '.join(KINDS)}")
             if method not in ("pca", "umap"):
                 raise ValueError(f"unknown projection method {method!r}; choose pca or umap")
-            options = PlotOptions(dim=dim, positions=positions, base=base, heads=heads, method=method, seed=seed)
+            options = PlotOptions(dim=dim, positions=positions, base=base, heads=heads, method=method, seed=seed,
+                                  scaling=_parse_scaling(scaling))
             figure = plot(scheme, kind, options)
             path = save_figure(figure, out, dpi=dpi)
         except (ValueError, TypeError, ImportError) as err:
@@ -89,6 +136,7 @@ def register(app: Any) -> None:
         dim: Optional[int] = typer.Option(None, help="Code width (head width for rope, xpos, shaw)."),
         base: Optional[float] = typer.Option(None, help="Frequency base (sinusoids, rotary schemes)."),
         heads: Optional[int] = typer.Option(None, help="Number of heads (alibi, t5)."),
+        scaling: Optional[str] = typer.Option(None, help=_SCALING_HELP),
         seed: int = typer.Option(0, help="Seed of random initialisations (learned, t5, shaw)."),
     ) -> None:
         """Measure the seed articles' criteria for one scheme and print the property table."""
@@ -101,8 +149,9 @@ def register(app: Any) -> None:
 
         _check_scheme(scheme)
         try:
-            PlotOptions(dim=dim, base=base, heads=heads)  # validates the values
-            config = _scheme_config(scheme, dim, base, heads)
+            rope_scaling = _parse_scaling(scaling)
+            PlotOptions(dim=dim, base=base, heads=heads, scaling=rope_scaling)  # validates the values
+            config = _scheme_config(scheme, dim, base, heads, rope_scaling)
             target: Any = scheme
             if config:
                 from ..analysis import build_scheme, is_reference

@@ -41,12 +41,22 @@ _ROWS = {  # what a row of the encoding matrix is, per family (see posenc.analys
 }
 
 
+def _label(scheme: str, options: PlotOptions) -> str:
+    """The scheme's name in a title, with its RoPE scaling when one is given (``rope, yarn x4``)."""
+    scaling = options.scaling
+    if not scaling:
+        return scheme
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    factor = scaling.get("factor")
+    return f"{scheme}, {kind}" + (f" ×{factor:g}" if isinstance(factor, (int, float)) and not isinstance(factor, bool) else "")
+
+
 def _heatmap(scheme: str, options: PlotOptions) -> Any:
     from .encoding import encoding_heatmap
 
     code = code_matrix(scheme, options.positions or 50, options)  # [n, d] ([n, h] for biases)
     family = family_of(scheme)
-    return encoding_heatmap(code, title=f"{scheme}: {_ROWS.get(family, 'code')}",
+    return encoding_heatmap(code, title=f"{_label(scheme, options)}: {_ROWS.get(family, 'code')}",
                             columns="heads" if family == "bias" else "dims")
 
 
@@ -74,7 +84,7 @@ def _clock(scheme: str, options: PlotOptions) -> Any:
     cos = code[:, [cos_cols[i] for i in pairs]]  # [len(shown), k]
     wavelengths = [2 * math.pi / float(inv_freq[i]) for i in pairs]
     return clock_view(sin, cos, shown, pairs, wavelengths=wavelengths,
-                      title=f"{scheme} (d = {code.shape[1]}): each pair is a clock hand")
+                      title=f"{_label(scheme, options)} (d = {code.shape[1]}): each pair is a clock hand")
 
 
 def _pair_columns(layout: str, n_pairs: int) -> tuple[list[int], list[int]]:
@@ -188,7 +198,7 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
     distances = data["distances"]
     if data["family"] == "rotary":
         return rotary_decay(distances, data["mean"], data.get("std"), data.get("bound"),
-                            title=f"{scheme}: the attention logit decays with distance")
+                            title=f"{_label(scheme, options)}: the attention logit decays with distance")
     labels = list(data["labels"])
     if "slopes" in data:  # ALiBi: name each line by its slope
         labels = [f"{label} (m = {float(m):.3g})" for label, m in zip(labels, data["slopes"])]

@@ -5,6 +5,7 @@ config (only the keys the scheme accepts; the atlas's defaults for the rest).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ class PlotOptions:
     heads: int | None = None  # heads of bias schemes
     method: str = "pca"  # 2D projection: "pca" or "umap" (needs the umap extra)
     seed: int = 0  # initialisation of learned tables
+    scaling: Mapping[str, Any] | None = None  # RoPE context extension: an HF ``rope_scaling`` dict
 
     def __post_init__(self) -> None:
         for name in ("dim", "positions", "heads"):
@@ -40,6 +42,9 @@ class PlotOptions:
             raise ValueError("positions must be at least 2: a figure compares positions")
         if self.base is not None and not (isinstance(self.base, (int, float)) and self.base > 1):
             raise ValueError(f"base must be a number greater than 1, got {self.base!r}")
+        if self.scaling is not None and not isinstance(self.scaling, Mapping):
+            raise ValueError("scaling must be a mapping like Hugging Face's rope_scaling, e.g. "
+                             f"{{'rope_type': 'linear', 'factor': 4.0}}, got {type(self.scaling).__name__}")
 
 
 def scheme_names() -> list[str]:
@@ -57,7 +62,7 @@ def scheme_config(scheme: str, options: PlotOptions, **defaults: Any) -> dict[st
     from ..schemes import scheme_class
 
     accepted = {"dim", "base"} if is_reference(scheme) else {f.name for f in dataclasses.fields(scheme_class(scheme).Config)}
-    given = {"dim": options.dim, "base": options.base, "num_heads": options.heads}
+    given = {"dim": options.dim, "base": options.base, "num_heads": options.heads, "scaling": options.scaling}
     if scheme not in ATLAS_DEFAULTS:  # a scheme registered after the atlas's table: fill what it needs
         width = 64 if family_of(scheme) in ("rotary", "relative") else 128
         defaults = {"dim": width, "num_heads": 8, **defaults}

@@ -355,3 +355,25 @@ def test_decoding_left_padded_batch(name: str) -> None:
         alone = attn(x[1:, 2:])  # the real tokens of row 1 on their own
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-10, rtol=0)
     torch.testing.assert_close(full[1, 2:], alone[0], atol=1e-10, rtol=0)
+
+
+def test_decoding_default_positions_stay_a_known_range():
+    """Decoding with default positions keeps the KVCache's positions a known range (marked, not read
+    back: on a GPU each read is a synchronisation), so each step's positions continue it without
+    reading the last one; outputs equal one causal pass. An in-place edit of the cached positions
+    voids the record, and the next step reads them."""
+    from posenc.functional.fast_bias import known_range
+
+    for scheme in ("rope", "t5", "alibi", "learned"):
+        torch.manual_seed(0)
+        attn = posenc.Attention(32, 4, encoding=scheme, causal=True).eval()
+        x = torch.randn(2, 9, 32)
+        with torch.no_grad():
+            full = attn(x)
+            cache = posenc.KVCache()
+            steps = [attn(x[:, :4], cache=cache)] + [attn(x[:, t:t + 1], cache=cache) for t in range(4, 7)]
+            assert known_range(cache.positions) == 0 and cache.positions.tolist() == list(range(7))
+            cache.positions.add_(10)  # positions 10..16 now: read back, continued at 17
+            steps.append(attn(x[:, 7:9], cache=cache))
+        torch.testing.assert_close(torch.cat(steps[:4], 1), full[:, :7], atol=1e-6, rtol=0)
+        assert known_range(cache.positions) is None and cache.positions[-2:].tolist() == [17, 18]

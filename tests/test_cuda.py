@@ -295,3 +295,24 @@ def test_attention_training_step_never_synchronises(scheme):
             attn(x).sum().backward()
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize("scheme", ["rope", "t5", "alibi", "learned"])
+def test_decoding_with_a_kv_cache_never_synchronises(scheme):
+    """Decoding steps with default positions continue the cache's known range: no read-back of the
+    last position, no check of the bias positions (see test_attention_training_step_never_synchronises)."""
+    attn = posenc.Attention(64, 4, encoding=scheme, causal=True).to(CUDA).eval()
+    x = torch.randn(2, 12, 64, device=CUDA)
+    with torch.no_grad():
+        cache = posenc.KVCache()
+        attn(x[:, :4], cache=cache)
+        attn(x[:, 4:5], cache=cache)  # the first step builds what later steps reuse
+        torch.cuda.synchronize()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                torch.cuda.set_sync_debug_mode("error")
+            for t in range(5, 8):
+                attn(x[:, t:t + 1], cache=cache)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")

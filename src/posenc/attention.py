@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from . import flex
 from .functional._checks import check_bool, check_positive_int
+from .functional.fast_bias import known_range, mark_range
 from .functional.multidim import as_coordinates
 from .schemes.base import PositionalEncoding, create, default_positions, scheme_class
 
@@ -67,6 +68,9 @@ class KVCache:
                 b = k.shape[0]
                 old, new = old.expand(b, *old.shape[-core:]), new.expand(b, *new.shape[-core:])
             self.positions = torch.cat((old, new), dim=seq_dim)  # [..., sk + s(, n)]
+            start = known_range(old) if old.dim() == 1 else None
+            if start is not None and known_range(new) == start + old.shape[0]:  # two ranges end to end: one range
+                mark_range(self.positions, start)
         self._tokens += k.shape[-2]
         return self.k, self.v, self.positions
 
@@ -168,8 +172,13 @@ class Attention(nn.Module):
         past = cache.length if cache is not None else 0
         default = positions is None and past == 0  # 0..s-1: the schemes' own default, from their caches
         if positions is None and past and cache.positions is not None and self.encoding.n_axes == 1:
-            # continue each row after its last cached position (left-padded rows start lower)
-            positions = cache.positions[..., -1:] + 1 + torch.arange(s, device=cache.positions.device)  # [s] or [b, s]
+            # continue each row after its last cached position (left-padded rows start lower); a cache
+            # of default positions holds a known range: continue it without reading the last one back
+            start = known_range(cache.positions)
+            if start is not None:
+                positions = default_positions(None, s, cache.positions.device, offset=start + cache.positions.shape[0])
+            else:
+                positions = cache.positions[..., -1:] + 1 + torch.arange(s, device=cache.positions.device)  # [s] or [b, s]
         positions = default_positions(positions, s, x.device, offset=past)
         n_axes = self.encoding.n_axes
         if n_axes > 1:

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from .relative import t5_relative_bucket
 
 __all__ = ["toeplitz", "relative_range", "alibi_bias_range", "t5_bias_range", "cached_bias", "cached_t5_buckets",
-           "mark_range", "CACHE_MAX_BYTES"]
+           "mark_range", "known_range", "CACHE_MAX_BYTES"]
 
 #: A bias larger than this is built on each call but not kept (32 heads: 512 MiB at L = 2048, 8.6 GB
 #: at L = 8192). Rebuilding means a fresh allocation, whose page faults cost ~3x the build itself;

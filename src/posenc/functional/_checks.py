@@ -107,6 +107,12 @@ def has_values(t: Tensor) -> bool:
     return not torch.compiler.is_compiling() and t.device.type != "meta"
 
 
+def stale_inference(cached: Tensor) -> bool:
+    """Whether a cached tensor made under ``torch.inference_mode`` is asked for outside it, where it
+    cannot be saved for backward: the caches rebuild it then."""
+    return cached.is_inference() and not torch.is_inference_mode_enabled()
+
+
 def check_finite_positions(positions: Tensor) -> None:
     """Reject NaN or infinite positions (skipped while compiling: it would need a host sync)."""
     if positions.is_floating_point() and not _is_compiling():

@@ -28,6 +28,7 @@ import weakref
 import torch
 from torch import Tensor, nn
 
+from ._checks import stale_inference
 from .relative import t5_relative_bucket
 
 __all__ = ["toeplitz", "relative_range", "alibi_bias_range", "t5_bias_range", "cached_bias", "cached_t5_buckets",
@@ -211,7 +212,7 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
     # counter, since reading values would synchronise the device at every call. A bias made under
     # inference mode cannot enter autograd outside it.
     if hit is not None and hit[0] == key and _same_params(hit[1], params) \
-            and not (hit[2].is_inference() and not torch.is_inference_mode_enabled()):
+            and not stale_inference(hit[2]):
         return hit[2]
     if name == "alibi":
         bias = alibi_bias_range(params.float(), sq, sk, q_offset=q0, k_offset=k0, bidirectional=config.bidirectional)
@@ -244,7 +245,7 @@ def cached_t5_buckets(module: nn.Module, q_positions: Tensor, k_positions: Tenso
     key = (sq, sk, q0, k0, c.bidirectional, c.num_buckets, c.max_distance, device)
     hit = _bucket_caches.get(module)
     # buckets made under inference mode cannot be saved for a backward outside it
-    if hit is not None and hit[0] == key and not (hit[1].is_inference() and not torch.is_inference_mode_enabled()):
+    if hit is not None and hit[0] == key and not stale_inference(hit[1]):
         return hit[1]
     rel = relative_range(sq, sk, q_offset=q0, k_offset=k0, device=device)  # [w]
     values = t5_relative_bucket(rel, bidirectional=c.bidirectional, num_buckets=c.num_buckets,

@@ -737,11 +737,8 @@ class RopePairFunction(torch.autograd.Function):
     def forward(ctx, q: Tensor, k: Tensor, both: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str) -> tuple[Tensor, Tensor]:
         ctx.save_for_backward(cos_h, sin_h)
         ctx.layout = layout
-        if _on_triton(q):  # two outputs of their own for the one launch: no [2, ...] buffer to alias
-            outs = tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k))
-            if _pair_kernel(q, k, *outs, cos_h, sin_h, layout, False):
-                return outs
-        return _aliases(_rotate_both(q, k, both, cos_h, sin_h, layout))
+        outs = _pair_launched(q, k, cos_h, sin_h, layout)
+        return outs if outs is not None else _aliases(_eager_both(both, cos_h, sin_h, layout))
 
     @staticmethod
     @once_differentiable
@@ -755,13 +752,20 @@ class RopePairFunction(torch.autograd.Function):
         return *grads, None, None, None, None
 
 
-def _rotate_both(q: Tensor, k: Tensor, both: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str) -> Tensor:
-    """q and k rotated into a new ``[2, *q.shape]`` tensor: on a GPU with Triton one launch for
-    both (:func:`_pair_kernel`), else the eager pass over ``both`` (what :func:`_rotate_into`
-    does with ``compile=False``)."""
+def _pair_launched(q: Tensor, k: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str) -> tuple[Tensor, Tensor] | None:
+    """q and k rotated into two new tensors by one Triton launch (:func:`_pair_kernel`); None where
+    that does not apply (no GPU with Triton, float64, ...)."""
+    if not _on_triton(q):
+        return None
+    outs = tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k))
+    return outs if _pair_kernel(q, k, *outs, cos_h, sin_h, layout, False) else None
+
+
+def _eager_both(both: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str) -> Tensor:
+    """``both``, the ``[2, *q.shape]`` view of q and k, rotated into a new tensor by the eager pass
+    (what :func:`_rotate_into` does with ``compile=False``)."""
     out = torch.empty_like(both)
-    if not _pair_kernel(q, k, out[0], out[1], cos_h, sin_h, layout, False):
-        _eager(both, cos_h, sin_h, out, layout, False)
+    _eager(both, cos_h, sin_h, out, layout, False)
     return out
 
 
@@ -868,8 +872,11 @@ def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: T
     cos_h, sin_h = _half_tables(cos, sin, layout)  # aligned to q above: they broadcast against [2, *q.shape]
     if grad:
         return RopePairFunction.apply(q, k, both, cos_h, sin_h, layout)
-    out = _rotate_both(q, k, both, cos_h, sin_h, layout)
-    return out[0], out[1]
+    outs = _pair_launched(q, k, cos_h, sin_h, layout)
+    if outs is None:
+        out = _eager_both(both, cos_h, sin_h, layout)
+        outs = (out[0], out[1])
+    return outs
 
 
 def _check_pair(q: Tensor, k: Tensor, both: Tensor) -> None:

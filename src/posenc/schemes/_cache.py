@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from ..functional._checks import has_values
+from ..functional._checks import has_values, stale_inference
 from ..functional.fast_bias import known_range
 
 __all__ = ["cached_rows", "cached_range", "forget", "MAX_ROWS", "GROWTH"]
@@ -30,11 +30,6 @@ def _grown_rows(needed: int, requested: int) -> int | None:
     """Rows of a regrown cache holding positions ``0..needed-1`` (a power of two), or None if too large."""
     rows = max(64, 1 << max(needed - 1, 0).bit_length())  # next power of two >= needed
     return rows if rows <= max(MAX_ROWS, GROWTH * requested) else None
-
-
-def _stale_inference(table: Tensor) -> bool:
-    """A table filled under ``torch.inference_mode`` cannot be saved for backward outside it: rebuild it."""
-    return table.is_inference() and not torch.is_inference_mode_enabled()
 
 
 def _sources(module: nn.Module) -> list[Tensor]:
@@ -85,7 +80,7 @@ def cached_rows(
     if low < 0:
         return build(positions)
     if table is None or high >= table.shape[0] or table.device != positions.device or table.dtype != dtype \
-            or _stale_inference(table) or _stale_source(module, name):
+            or stale_inference(table) or _stale_source(module, name):
         rows = _grown_rows(high + 1, positions.numel())
         if rows is None:
             return build(positions)
@@ -105,7 +100,7 @@ def cached_range(
             return table[start:end]
         return build(torch.arange(start, end, device=device))
     if table is None or end > table.shape[0] or table.device != device or table.dtype != dtype \
-            or _stale_inference(table) or _stale_source(module, name):
+            or stale_inference(table) or _stale_source(module, name):
         rows = _grown_rows(end, length)
         if rows is None:
             return build(torch.arange(start, end, device=device))

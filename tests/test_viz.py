@@ -87,6 +87,14 @@ def test_word_plus_position_puts_copies_on_the_unit_circle():
         assert radii.tolist() == pytest.approx([1.0] * 8, abs=1e-12)
 
 
+def test_word_plus_position_labels_only_the_first_turn_when_crowded():
+    figure = plot("sinusoidal", "word", PlotOptions(positions=100))
+    ax = _main_axes(figure)[0]
+    assert sorted(int(t.get_text()) for t in ax.texts) == sorted(list(range(8)) * 2)  # 2 words x positions 0-7
+    copies = [c.get_offsets().data for c in ax.collections if c.get_offsets().shape[0] == 100]
+    assert len(copies) == 2 and all(abs(float(((p - p.mean(0)) ** 2).sum(1).mean()) - 1.0) < 0.05 for p in copies)
+
+
 def test_alibi_slopes_and_lines_per_head():
     slopes = _main_axes(plot("alibi", "slopes", PlotOptions(heads=8)))[0]
     heights = [bar.get_height() for bar in slopes.patches]

@@ -131,6 +131,11 @@ def bits_vs_bands(bits: Any, code: Any, *, title: str = "Binary counter vs sinus
     return figure
 
 
+#: Only the first this many positions of :func:`word_plus_position` get a label and a spoke (a
+#: little over one turn of the circle: more labels overlap their neighbours a turn later).
+_WORD_LABELS = 8
+
+
 def word_plus_position(
     words: Any, points: Any, positions: Sequence[int], *, title: str = "The same word at different positions"
 ) -> Any:
@@ -152,15 +157,17 @@ def word_plus_position(
     ax = figure.add_subplot()
     circle = np.linspace(0, 2 * np.pi, 200)
     scatter = None
+    labelled = len(positions) <= _WORD_LABELS
     for i in range(w):
         radius = float(np.linalg.norm(points[i] - words[i], axis=1).mean()) if len(positions) else 1.0
         ax.plot(words[i, 0] + radius * np.cos(circle), words[i, 1] + radius * np.sin(circle),
                 color="0.8", ls="--", lw=1)
-        for (x, y), position in zip(points[i], positions):
+        for (x, y), position in list(zip(points[i], positions))[:_WORD_LABELS]:
             ax.plot([words[i, 0], x], [words[i, 1], y], color="0.85", lw=0.8, zorder=1)
             ax.annotate(f"{position}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
-        scatter = ax.scatter(points[i, :, 0], points[i, :, 1], c=list(positions), cmap="viridis", s=40, zorder=3,
-                             vmin=min(positions), vmax=max(positions))
+        # the last position drawn first, so that the labelled first ones stay on top
+        scatter = ax.scatter(points[i, ::-1, 0], points[i, ::-1, 1], c=list(positions)[::-1], cmap="viridis",
+                             s=40 if labelled else 18, zorder=3, vmin=min(positions), vmax=max(positions))
         ax.scatter([words[i, 0]], [words[i, 1]], marker="*", s=220, color="crimson", zorder=4,
                    label="word embeddings" if i == 0 else None)
     ax.set_aspect("equal", adjustable="datalim")
@@ -169,5 +176,7 @@ def word_plus_position(
     ax.set_title(title)
     ax.legend(loc="best", fontsize=8)
     if scatter is not None:
-        figure.colorbar(scatter, ax=ax, label="position (labels beside the points)", shrink=0.85)
+        first = f"the first {_WORD_LABELS} labelled"
+        figure.colorbar(scatter, ax=ax, label=f"position ({'labels beside the points' if labelled else first})",
+                        shrink=0.85)
     return figure

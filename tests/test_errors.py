@@ -36,7 +36,10 @@ def _raises(exc: type[Exception], *fragments: str):
     ],
     ids=["sinusoidal", "sinusoidal_inv_freq", "rope_inv_freq", "create-sinusoidal", "create-rope", "create-xpos"],
 )
-def test_odd_or_non_positive_dims(call, dim: int) -> None:
+def test_odd_or_non_positive_dims(request, call, dim: int) -> None:
+    if dim > 0 and request.node.callspec.id.startswith("rope_inv_freq"):
+        assert F.rope_inv_freq(dim)[0].shape == ((dim + 1) // 2,)  # an odd width is HF's GPT-NeoX reading
+        return
     accepted = "positive even number" if dim > 0 else "positive"
     with _raises(ValueError, f"got {dim}", accepted):
         call(dim)
@@ -50,10 +53,15 @@ def test_non_integer_dim() -> None:
 
 
 def test_rotary_dim_odd_or_too_wide() -> None:
-    with _raises(ValueError, "rotary_dim", "got 5", "even"):
-        posenc.create("rope", dim=16, rotary_dim=5)
+    rope = posenc.create("rope", dim=16, rotary_dim=5)  # HF GPT-NeoX's odd width: 3 pairs over base^(-2i/5)
+    assert rope.config.rotary_width == 6
+    torch.testing.assert_close(rope.inv_freq, 10000.0 ** (-torch.arange(0, 5, 2, dtype=torch.float64) / 5))
     with _raises(ValueError, "rotary_dim", "got 32", "at most dim=16"):
         posenc.create("rope", dim=16, rotary_dim=32)
+    with _raises(ValueError, "rotary_dim", "got 17", "at most dim=16", "rounded up to even"):
+        posenc.create("rope", dim=16, rotary_dim=17)
+    with _raises(ValueError, "rotary_dim", "got 0", "positive"):
+        posenc.create("rope", dim=16, rotary_dim=0)
 
 
 def test_odd_table_width_in_apply_rope() -> None:

@@ -20,8 +20,11 @@ import posenc
 transformers = pytest.importorskip("transformers")
 from transformers import CONFIG_MAPPING  # noqa: E402
 from transformers.models.deepseek_v3 import modeling_deepseek_v3 as deepseek_v3  # noqa: E402
+from transformers.models.gemma3 import modeling_gemma3 as gemma3  # noqa: E402
+from transformers.models.gemma4 import modeling_gemma4 as gemma4  # noqa: E402
 from transformers.models.gpt_neox import modeling_gpt_neox as gpt_neox  # noqa: E402
 from transformers.models.llama import modeling_llama as llama  # noqa: E402
+from transformers.models.phi import modeling_phi as phi  # noqa: E402
 from transformers.models.phi3 import modeling_phi3 as phi3  # noqa: E402
 from transformers.models.qwen2 import modeling_qwen2 as qwen2  # noqa: E402
 
@@ -233,7 +236,7 @@ def test_bad_configs(tmp_path):
         posenc.rope_from_config(tmp_path / "missing.json")
     with pytest.raises(TypeError, match=r"config must be a dict, a path to config.json or a transformers config, got int"):
         posenc.rope_from_config(3)
-    with pytest.raises(ValueError, match=r"partial_rotary_factor must be in \(0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"partial_rotary_factor \(rotary_pct\) must be a number in \(0, 1\], got 1.5"):
         posenc.rope_from_config({**PYTHIA_70M, "rotary_pct": 1.5})
     with pytest.raises(ValueError, match=r"unknown layout 'diagonal'"):
         posenc.rope_from_config(PYTHIA_70M, layout="diagonal")
@@ -258,3 +261,126 @@ def test_partial_rotary_factor_only_where_the_family_reads_it():
     phi = posenc.rope_from_config({"model_type": "phi", "hidden_size": 128, "num_attention_heads": 2,
                                    "partial_rotary_factor": 0.5})
     assert phi.config.rotary_width == 32
+
+
+def _rotated_like_transformers(rope, cos, sin, apply, positions, head_dim, tol):
+    """q and k rotated by ``rope`` equal ``apply`` with transformers' tables (``apply(x, cos, sin)``
+    for one tensor, or ``apply(q, k, cos, sin)``)."""
+    q, k = torch.randn(2, 1, 2, positions.shape[-1], head_dim).unbind(0)
+    try:
+        want_q, want_k = apply(q, k, cos, sin)
+    except TypeError:  # Gemma 4 rotates one tensor at a time
+        want_q, want_k = apply(q, cos, sin), apply(k, cos, sin)
+    got_q, got_k = rope.rotate(q, k, positions[0], positions[0])
+    torch.testing.assert_close(got_q, want_q, rtol=0, atol=tol)
+    torch.testing.assert_close(got_k, want_k, rtol=0, atol=tol)
+
+
+def test_rope_scaling_wins_over_rope_parameters_as_in_transformers():
+    """HF ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``; posenc used to take
+    ``rope_parameters`` (a max error of 6.9 against transformers for this config)."""
+    cfg = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 2048,
+           "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+           "rope_scaling": {"rope_type": "linear", "factor": 4.0}}
+    rope = posenc.rope_from_config(cfg)
+    assert rope.config.scaling == {"rope_type": "linear", "factor": 4.0}
+    hf = llama.LlamaRotaryEmbedding(CONFIG_MAPPING["llama"](**cfg))
+    positions = torch.arange(100, 116)[None]
+    cos, sin = hf(torch.zeros(1), positions)
+    _rotated_like_transformers(rope, cos, sin, llama.apply_rotary_pos_emb, positions, 64, 2e-5)
+
+
+@pytest.mark.parametrize("scaling", [None, {"rope_type": "linear", "factor": 3.0}, {"rope_type": "dynamic", "factor": 2.0},
+                                     {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 64}])
+def test_gpt_neox_odd_rotary_width_as_transformers_reads_it(scaling):
+    """rotary_pct 0.3 of 64 is 19 in transformers' GPT-NeoX: ten frequencies base^(-2i/19), rotating
+    20 features (its ``rotate_half`` splits ``cos.shape[-1]``). posenc refused it."""
+    cfg = {"model_type": "gpt_neox", "hidden_size": 256, "num_attention_heads": 4, "rotary_pct": 0.3,
+           "rotary_emb_base": 10000, "max_position_embeddings": 2048, "rope_scaling": scaling}
+    rope = posenc.rope_from_config(cfg)
+    assert (rope.config.rotary_dim, rope.config.frequency_dim, rope.config.rotary_width) == (19, 19, 20)
+    assert rope.inv_freq.shape == (10,)
+    if scaling is None or scaling["rope_type"] == "linear":
+        torch.testing.assert_close(rope.inv_freq[1], torch.tensor(10000.0 ** (-2 / 19), dtype=torch.float64)
+                                   / (3.0 if scaling else 1.0))
+    hf = gpt_neox.GPTNeoXRotaryEmbedding(CONFIG_MAPPING["gpt_neox"](**cfg))
+    positions = torch.arange(3000, 3016)[None]  # past max_position_embeddings: dynamic rescales
+    cos, sin = hf(torch.zeros(1), positions)
+    assert cos.shape[-1] == 20
+    _rotated_like_transformers(rope, cos, sin, gpt_neox.apply_rotary_pos_emb, positions, 64, 8 * (2e-6 + 1.5e-7 * 3016))
+
+
+def test_odd_widths_only_where_transformers_runs_them():
+    with pytest.raises(ValueError, match=r"rope scaling 'yarn' needs an even rotated width, got 19 .*an odd width "
+                                         r"works with: default, linear, ntk, dynamic, llama3"):
+        posenc.create("rope", dim=64, rotary_dim=19,
+                      scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})
+    with pytest.raises(ValueError, match=r"rotary_dim must be at most dim=64 \(rounded up to even when odd"):
+        posenc.create("rope", dim=64, rotary_dim=65)
+
+
+GEMMA3_FLAT = {  # google/gemma-3 text config.json in its flat (pre-transformers-5) form, small sizes
+    "model_type": "gemma3_text", "hidden_size": 256, "num_attention_heads": 4, "head_dim": 64, "num_hidden_layers": 6,
+    "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    "max_position_embeddings": 4096,
+}
+
+
+def test_gemma3_has_a_rope_per_layer_type():
+    """Sliding-window layers use ``rope_local_base_freq`` unscaled, full-attention layers
+    ``rope_theta`` with ``rope_scaling`` (HF ``Gemma3TextConfig``); posenc used to return only the
+    latter, silently."""
+    hf = gemma3.Gemma3RotaryEmbedding(CONFIG_MAPPING["gemma3_text"](**GEMMA3_FLAT))
+    positions = torch.arange(500, 532)[None]
+    expected = {"full_attention": (1e6, {"rope_type": "linear", "factor": 8.0}), "sliding_attention": (1e4, None)}
+    for layer_type, (base, scaling) in expected.items():
+        rope = posenc.rope_from_config(GEMMA3_FLAT, layer_type=layer_type)
+        assert (rope.config.base, rope.config.scaling, rope.config.layout) == (base, scaling, "half")
+        cos, sin = hf(torch.zeros(1), positions, layer_type)
+        _rotated_like_transformers(rope, cos, sin, gemma3.apply_rotary_pos_emb, positions, 64, 8 * (2e-6 + 1.5e-7 * 532))
+    with pytest.raises(ValueError, match=r"this config has a RoPE per layer type \(full_attention, sliding_attention\); "
+                                         r"pass layer_type= one of"):
+        posenc.rope_from_config(GEMMA3_FLAT)
+    with pytest.raises(ValueError, match=r"unknown layer_type 'global'; this config's RoPEs are for: full_attention, "
+                                         r"sliding_attention"):
+        posenc.rope_from_config(GEMMA3_FLAT, layer_type="global")
+    with pytest.raises(ValueError, match=r"layer_type='full_attention' picks one of a config's per-layer-type RoPEs, "
+                                         r"and this config has a single RoPE"):
+        posenc.rope_from_config(LLAMA_31_8B, layer_type="full_attention")
+
+
+@pytest.mark.parametrize("form", ["transformers", "hub"])
+def test_gemma4_proportional_rope_on_wider_full_attention_heads(form):
+    """Gemma 4: sliding layers plain RoPE (base 1e4, head 64 here), full-attention layers
+    ``proportional`` RoPE (a quarter of the frequencies non-zero over the whole head) on heads of
+    ``global_head_dim``; transformers' own dict keeps that width as a ``per_layer_config`` override."""
+    hf_config = CONFIG_MAPPING["gemma4_text"](hidden_size=256, num_attention_heads=4, head_dim=64, global_head_dim=128,
+                                              num_hidden_layers=6)
+    cfg = hf_config.to_dict()
+    if form == "hub":
+        cfg = {k: v for k, v in cfg.items() if k != "per_layer_config"} | {"global_head_dim": 128}
+    hf = gemma4.Gemma4TextRotaryEmbedding(hf_config)
+    positions = torch.arange(1000, 1016)[None]
+    for layer_type, head_dim, kind in (("full_attention", 128, "proportional"), ("sliding_attention", 64, "default")):
+        rope = posenc.rope_from_config(cfg, layer_type=layer_type)
+        assert (rope.config.dim, rope.config.rotary_width) == (head_dim, head_dim)
+        assert (rope.config.scaling or {"rope_type": "default"})["rope_type"] == kind
+        cos, sin = hf(torch.zeros(1), positions, layer_type)
+        _rotated_like_transformers(rope, cos, sin, gemma4.apply_rotary_pos_emb, positions, head_dim,
+                                   8 * (2e-6 + 1.5e-7 * 1016))  # HF's float32 angles
+    full = posenc.rope_from_config(cfg, layer_type="full_attention")
+    assert int((full.inv_freq > 0).sum()) == 16 and full.inv_freq.shape == (64,)  # 0.25 * 128 / 2 rotate
+
+
+def test_partial_rotary_defaults_of_each_family():
+    """A config.json without ``partial_rotary_factor`` gets the family's default, as transformers'
+    config classes set it (Phi 0.5, GPT-NeoX/StableLM 0.25), not 1."""
+    cfg = {"model_type": "phi", "hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 512}
+    rope = posenc.rope_from_config(cfg)
+    assert rope.config.rotary_width == 32
+    hf = phi.PhiRotaryEmbedding(CONFIG_MAPPING["phi"](**cfg))
+    positions = torch.arange(40)[None]
+    cos, sin = hf(torch.zeros(1), positions)
+    assert cos.shape[-1] == 32
+    assert posenc.rope_from_config({**cfg, "model_type": "stablelm"}).config.rotary_width == 16

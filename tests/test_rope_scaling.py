@@ -333,3 +333,17 @@ def test_integer_factor_is_fine():
     a, _ = F.rope_inv_freq(64, scaling={"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 2048})
     b, _ = F.rope_inv_freq(64, scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048})
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dim, base, params", [
+    (128, 1e6, {"partial_rotary_factor": 0.25}),
+    (256, 1e6, {"partial_rotary_factor": 0.3, "factor": 2.0}),
+    (64, 1e4, {}),
+])
+def test_proportional_matches_hf(dim, base, params):
+    """Gemma 4's proportional RoPE: the first int(p * dim // 2) frequencies of the whole head, the
+    rest 0, all divided by ``factor``."""
+    ours, _ = assert_matches_hf(dim, base, {"rope_type": "proportional", **params})
+    angles = int(params.get("partial_rotary_factor", 1.0) * dim // 2)
+    assert bool((ours[:angles] > 0).all()) and bool((ours[angles:] == 0).all())
+

@@ -8,11 +8,17 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
   slice is what the returned module acts on;
 * base: ``rope_theta`` (inside ``rope_parameters`` in transformers >= 5, top-level before),
   GPT-NeoX's ``rotary_emb_base``; 10000 when absent (HF ``default_theta``);
-* partial rotary: ``partial_rotary_factor`` (GPT-NeoX ``rotary_pct``, default 0.25 there as in HF;
-  GPT-J / CodeGen ``rotary_dim``) gives ``rotary_dim = int(head_dim * factor)``, except for the
-  model types whose transformers code rotates the whole head and never reads it (Llama, Mistral,
-  Qwen2/3, Gemma, ...: ``_WHOLE_HEAD_TYPES``), where it is ignored as there;
-* scaling: ``rope_scaling`` / ``rope_parameters`` as written, completed as HF completes it
+* partial rotary: ``partial_rotary_factor`` (GPT-NeoX ``rotary_pct``; when absent, the family's
+  default as HF's config classes set it: 0.25 for GPT-NeoX, StableLM and Qwen3-Next, 0.5 for Phi,
+  Persimmon, Nemotron and GLM, else 1; GPT-J / CodeGen ``rotary_dim``) gives
+  ``rotary_dim = int(head_dim * factor)``, odd or even as HF computes it, except for the model types
+  whose transformers code rotates the whole head and never reads it (Llama, Mistral, Qwen2/3,
+  Gemma, ...: ``_WHOLE_HEAD_TYPES``), where it is ignored as there;
+* which dict: ``rope_scaling`` when a config has it, else ``rope_parameters`` (HF
+  ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``); a RoPE per layer type
+  (Gemma 3's ``rope_local_base_freq`` beside ``rope_theta``, transformers 5's nested
+  ``rope_parameters``) is picked with ``layer_type``;
+* scaling: that dict as written, completed as HF completes it
   (``RotaryEmbeddingConfigMixin.standardize_rope_params`` and the rope functions): ``llama3``,
   ``yarn`` and ``longrope`` take ``original_max_position_embeddings`` from the top level (which
   wins, as for Phi-3) or ``max_position_embeddings``; ``dynamic`` rescales past
@@ -48,14 +54,31 @@ __all__ = ["rope_from_config", "MODEL_LAYOUTS"]
 #: Pair layout that Hugging Face's modelling code uses with each model type's checkpoints.
 MODEL_LAYOUTS: dict[str, str] = {
     **dict.fromkeys(
-        ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi", "phi3", "gpt_neox",
-         "gemma", "gemma2", "starcoder2", "olmo", "olmo2", "granite", "stablelm", "falcon"),
+        ("llama", "mistral", "mixtral", "ministral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "phi",
+         "phi3", "phimoe", "gpt_neox", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text",
+         "starcoder2", "olmo", "olmo2", "olmo3", "granite", "granitemoe", "stablelm", "falcon", "exaone4", "smollm3",
+         "seed_oss", "apertus", "arcee"),
         "half"),
-    **dict.fromkeys(("gptj", "codegen", "cohere", "cohere2", "deepseek_v2", "deepseek_v3"), "interleaved"),
+    **dict.fromkeys(("gptj", "codegen", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "glm4", "ernie4_5"),
+                    "interleaved"),
 }
 
 _DEFAULT_BASE = 10000.0  # HF RotaryEmbeddingConfigMixin.default_theta
 _NEEDS_ORIGINAL = ("llama3", "yarn", "longrope")
+
+#: ``partial_rotary_factor`` that transformers' config classes assume when a config.json has none
+#: (their ``setdefault("partial_rotary_factor", ...)``, GPT-NeoX's ``rotary_pct``; 1.0 elsewhere).
+_DEFAULT_PARTIAL = {
+    "gpt_neox": 0.25, "stablelm": 0.25, "qwen3_next": 0.25, "qwen3_5": 0.25, "qwen3_5_moe": 0.25,
+    "phi": 0.5, "persimmon": 0.5, "nemotron": 0.5, "glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5, "bamba": 0.5,
+}
+
+#: Gemma 3's two RoPEs when its config.json has the flat (pre-transformers-5) form: the global one
+#: from ``rope_theta`` / ``rope_scaling``, the local one from ``rope_local_base_freq``
+#: (HF ``Gemma3TextConfig.convert_rope_params_to_dict`` and its ``default_theta``).
+_GEMMA3 = ("gemma3", "gemma3_text")
+_GEMMA4 = ("gemma4", "gemma4_text")
+_GEMMA3_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
 
 
 def _load(config: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
@@ -110,19 +133,25 @@ _WHOLE_HEAD_TYPES = frozenset({
 })
 
 
-def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: int) -> int:
-    if "qk_rope_head_dim" in config or config.get("model_type") in _WHOLE_HEAD_TYPES:
-        return head_dim
-    if config.get("rotary_dim") is not None and params.get("partial_rotary_factor") is None:  # GPT-J, CodeGen
-        return int(config["rotary_dim"])
-    default = 0.25 if config.get("model_type") == "gpt_neox" else 1.0  # HF GPTNeoXConfig's rotary_pct default
+def _partial_factor(config: Mapping[str, Any], params: Mapping[str, Any]) -> float:
     factor = _field(params, "partial_rotary_factor")
     if factor is None:
         factor = _field(config, "partial_rotary_factor", "rotary_pct")
-    factor = default if factor is None else float(factor)
-    if not 0 < factor <= 1:
-        raise ValueError(f"partial_rotary_factor must be in (0, 1], got {factor!r}")
-    return int(head_dim * factor)
+    factor = _DEFAULT_PARTIAL.get(config.get("model_type"), 1.0) if factor is None else factor
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        raise ValueError(f"partial_rotary_factor (rotary_pct) must be a number in (0, 1], got {factor!r}")
+    return float(factor)
+
+
+def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: int) -> int:
+    if "qk_rope_head_dim" in config or config.get("model_type") in _WHOLE_HEAD_TYPES:
+        return head_dim
+    if params.get("rope_type", params.get("type")) == "proportional":
+        return head_dim  # its frequencies span the head; the factor zeroes some (the scaling keeps it)
+    if config.get("rotary_dim") is not None and params.get("partial_rotary_factor") is None:  # GPT-J, CodeGen
+        return int(config["rotary_dim"])
+    # may be odd (GPT-NeoX with rotary_pct 0.3 of 64): RopeConfig reads it as transformers does
+    return int(head_dim * _partial_factor(config, params))
 
 
 def _scaling(config: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any] | None:
@@ -131,6 +160,8 @@ def _scaling(config: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any
         kind = "longrope"
     scaling = {k: v for k, v in params.items() if k not in ("rope_theta", "partial_rotary_factor", "type")}
     scaling["rope_type"] = kind
+    if kind == "proportional":
+        scaling["partial_rotary_factor"] = _partial_factor(config, params)
     if kind == "default":
         return None if len(scaling) == 1 else scaling  # stray keys are left for the validator to name
     max_len = config.get("max_position_embeddings")
@@ -156,12 +187,74 @@ def _layout(config: Mapping[str, Any], layout: str | None) -> str:
     return MODEL_LAYOUTS[model_type]
 
 
-def rope_from_config(config: Mapping[str, Any] | str | os.PathLike[str], *, layout: str | None = None) -> Rope:
+def _layer_head_dim(config: Mapping[str, Any], layer_type: str | None, head_dim: int) -> int:
+    """Gemma 4's full-attention layers have heads of their own width: ``global_head_dim`` in its
+    config.json (512 when absent, HF ``Gemma4TextConfig``), which transformers' own dicts keep as a
+    ``per_layer_config`` override of those layers' ``head_dim``."""
+    if layer_type is None:
+        return head_dim
+    per_layer = config.get("per_layer_config")
+    for index, kind in enumerate(config.get("layer_types") or ()):
+        if kind == layer_type and isinstance(per_layer, Mapping):
+            override = per_layer.get(str(index), per_layer.get(index))
+            if isinstance(override, Mapping) and override.get("head_dim"):
+                return int(override["head_dim"])
+            break
+    if layer_type == "full_attention":
+        if config.get("global_head_dim"):
+            return int(config["global_head_dim"])
+        if config.get("model_type") in _GEMMA4:
+            return 512
+    return head_dim
+
+
+def _nested(params: object) -> bool:
+    return isinstance(params, Mapping) and any(isinstance(v, Mapping) for v in params.values())
+
+
+def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str, Any]:
+    """The one ``rope_parameters`` dict that applies: ``rope_scaling`` wins over ``rope_parameters``
+    when a config has both (HF ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``);
+    per-layer-type dicts (Gemma 3/4: ``{"full_attention": {...}, "sliding_attention": {...}}``) need
+    ``layer_type``. Gemma 3's flat form is read as HF reads it (``_GEMMA3_THETA``)."""
+    scaling, parameters = config.get("rope_scaling"), config.get("rope_parameters")
+    if config.get("model_type") in _GEMMA3:  # rope_scaling updates the global RoPE only
+        nested = dict(parameters) if _nested(parameters) else {"full_attention": dict(parameters or {})}
+        full = {**nested.get("full_attention", {}), **(scaling or {})}
+        full.setdefault("rope_theta", _field(config, "rope_theta") or _GEMMA3_THETA["full_attention"])
+        local = dict(nested.get("sliding_attention") or {"rope_type": "default"})
+        local.setdefault("rope_theta", _field(config, "rope_local_base_freq") or _GEMMA3_THETA["sliding_attention"])
+        table: Any = {**nested, "full_attention": full, "sliding_attention": local}
+    else:
+        table = scaling or parameters or {}
+    if not isinstance(table, Mapping):
+        raise ValueError(f"rope_parameters / rope_scaling must be a JSON object, got {table!r}")
+    if not _nested(table):
+        if layer_type is not None:
+            raise ValueError(f"layer_type={layer_type!r} picks one of a config's per-layer-type RoPEs, "
+                             "and this config has a single RoPE; leave layer_type out")
+        return dict(table)
+    kinds = sorted(k for k, v in table.items() if isinstance(v, Mapping))
+    if layer_type is None:
+        raise ValueError(f"this config has a RoPE per layer type ({', '.join(kinds)}); "
+                         f"pass layer_type= one of {kinds}")
+    if layer_type not in kinds:
+        raise ValueError(f"unknown layer_type {layer_type!r}; this config's RoPEs are for: {', '.join(kinds)}")
+    return dict(table[layer_type])
+
+
+def rope_from_config(
+    config: Mapping[str, Any] | str | os.PathLike[str], *, layout: str | None = None, layer_type: str | None = None
+) -> Rope:
     """The RoPE module for a model's ``config.json`` (a dict, a path to the file or its folder).
 
     ``layout`` overrides the model type's pair layout (required for model types not in
-    :data:`MODEL_LAYOUTS`). Multimodal configs are read from their ``text_config``. See the module
-    docstring for which fields are read and how they are completed.
+    :data:`MODEL_LAYOUTS`). Multimodal configs are read from their ``text_config``. Models with a
+    RoPE per kind of layer (Gemma 3: ``rope_theta`` for full attention, ``rope_local_base_freq`` for
+    sliding-window attention; Gemma 4's nested ``rope_parameters``) need ``layer_type`` (such as
+    ``"full_attention"`` or ``"sliding_attention"``); the head width of Gemma 4's full-attention
+    layers is ``global_head_dim``. See the module docstring for which fields are read and how they
+    are completed.
 
     >>> rope = rope_from_config({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
     ...                          "rope_theta": 500000.0})
@@ -171,14 +264,11 @@ def rope_from_config(config: Mapping[str, Any] | str | os.PathLike[str], *, layo
     config = _load(config)
     if isinstance(config.get("text_config"), Mapping) and "num_attention_heads" not in config:
         config = {"model_type": config.get("model_type"), **config["text_config"]}
-    params = dict(_field(config, "rope_parameters", "rope_scaling") or {})
-    if any(isinstance(v, Mapping) for v in params.values()):
-        raise ValueError("per-layer-type rope_parameters (a dict of dicts) are not supported; "
-                         f"pass one of them with the model's fields, got keys {sorted(params)}")
+    params = _rope_params(config, layer_type)
     base = _field(params, "rope_theta")
     if base is None:
         base = _field(config, "rope_theta", "rotary_emb_base")
-    head_dim = _head_dim(config)
+    head_dim = _layer_head_dim(config, layer_type, _head_dim(config))
     rotary_dim = _rotary_dim(config, params, head_dim)
     return Rope(RopeConfig(
         dim=head_dim,

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_base, check_choice, check_even_dim, two_pi_mod
-from .rope_scaling import ROPE_SCALINGS, parse_scaling
+from ._checks import as_positions, check_base, check_choice, check_positive_int, two_pi_mod
+from .rope_scaling import ODD_WIDTH_SCALINGS, ROPE_SCALINGS, parse_scaling
 
 __all__ = ["rope_inv_freq", "rope_cos_sin", "apply_rope", "rotate_pairs", "ROPE_LAYOUTS"]
 
@@ -41,19 +41,27 @@ def rope_inv_freq(
     scaling: Mapping[str, Any] | str | None = None,
     seq_len: int | None = None,
 ) -> tuple[Tensor, float]:
-    """Per-pair frequencies ``[dim // 2]`` (float64) and the attention scale of a RoPE scaling.
+    """Per-pair frequencies ``[dim // 2]`` (float64; odd ``dim``: see below) and the attention scale
+    of a RoPE scaling.
 
     ``scaling`` is a Hugging Face ``rope_scaling`` dict as it stands in ``config.json``
     (``{"rope_type": "linear", "factor": 4.0}``), a bare type name, or None; see
     :mod:`posenc.functional.rope_scaling` for the types. ``seq_len`` matters to the types that change
     with the sequence length (``dynamic``, ``longrope``). The attention scale multiplies cos and sin
     (HF's ``attention_factor`` / ``mscale``); it is 1.0 for unscaled RoPE.
+
+    An odd ``dim`` is what transformers makes of GPT-NeoX's ``int(head_dim * rotary_pct)`` when the
+    product is odd: ``(dim + 1) / 2`` frequencies ``base^(-2i/dim)``, which rotate ``dim + 1``
+    features. Only the scalings whose HF code runs at an odd width take one (:data:`ODD_WIDTH_SCALINGS`).
     """
-    dim = check_even_dim("dim", dim)
+    dim = check_positive_int("dim", dim)
     base = check_base(base)
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0):
         raise ValueError(f"seq_len must be None or a positive integer, got {seq_len!r}")
     kind, params = parse_scaling(scaling)
+    if dim % 2 and kind not in ODD_WIDTH_SCALINGS:
+        raise ValueError(f"rope scaling {kind!r} needs an even rotated width, got {dim} (transformers' {kind} code "
+                         f"fails at an odd one too); an odd width works with: {', '.join(ODD_WIDTH_SCALINGS)}")
     inv_freq, attention_scale = ROPE_SCALINGS[kind](dim, float(base), params, seq_len)
     return inv_freq.to(torch.float64), float(attention_scale)
 

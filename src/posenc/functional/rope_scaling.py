@@ -1,6 +1,6 @@
 """RoPE frequency rules: the default one and the context-extension scalings.
 
-Every rule is a pure function ``(dim, base, params, seq_len) -> (inv_freq [dim//2] float64,
+Every rule is a pure function ``(dim, base, params, seq_len) -> (inv_freq [ceil(dim/2)] float64,
 attention_scale)``, registered in :data:`ROPE_SCALINGS` under the ``rope_type`` name that Hugging
 Face transformers uses in a model's ``config.json`` (``modeling_rope_utils.ROPE_INIT_FUNCTIONS``).
 ``params`` is the ``rope_scaling`` dictionary as it stands there, already validated against the
@@ -34,6 +34,7 @@ __all__ = [
     "long_inv_freq",
     "parse_scaling",
     "yarn_mscale",
+    "ODD_WIDTH_SCALINGS",
 ]
 
 ScalingRule = Callable[[int, float, Mapping[str, Any], "int | None"], "tuple[Tensor, float]"]
@@ -42,7 +43,9 @@ ScalingRule = Callable[[int, float, Mapping[str, Any], "int | None"], "tuple[Ten
 def default_inv_freq(dim: int, base: float | Tensor) -> Tensor:
     """``base^(-2i/dim)`` for ``i < dim/2`` in float64 (Su et al. 2021, RoFormer, eq. 15).
 
-    ``base`` may be a 0-d tensor (the dynamic rule's length-dependent base).
+    ``base`` may be a 0-d tensor (the dynamic rule's length-dependent base). An odd ``dim`` gives
+    ``(dim + 1) / 2`` frequencies over the denominator ``dim``, as HF's
+    ``torch.arange(0, dim, 2) / dim`` does for GPT-NeoX's odd ``int(head_dim * rotary_pct)``.
     """
     device = base.device if isinstance(base, Tensor) else None
     exponent = torch.arange(0, dim, 2, dtype=torch.float64, device=device) / dim  # [dim/2]
@@ -52,6 +55,19 @@ def default_inv_freq(dim: int, base: float | Tensor) -> Tensor:
 def _default(dim: int, base: float, params: Mapping[str, Any], seq_len: int | None) -> tuple[Tensor, float]:
     """Unscaled RoPE (HF ``_compute_default_rope_parameters``)."""
     return default_inv_freq(dim, base), 1.0
+
+
+def _proportional(dim: int, base: float, params: Mapping[str, Any], seq_len: int | None) -> tuple[Tensor, float]:
+    """Proportional RoPE (HF ``_compute_proportional_rope_parameters``; Gemma 4's full-attention
+    layers): ``base^(-2i/dim)`` for the first ``int(partial_rotary_factor * dim // 2)`` pairs and
+    0 for the others (they do not rotate), all divided by ``factor`` (default 1). Unlike partial
+    rotary, the table spans the whole head, so the rotated pairs are ``(i, i + dim/2)`` of the
+    whole head in the half layout.
+    """
+    angles = int(float(params.get("partial_rotary_factor", 1.0)) * dim // 2)
+    inv_freq = default_inv_freq(dim, base)
+    inv_freq[angles:] = 0.0
+    return inv_freq / float(params.get("factor", 1.0)), 1.0
 
 
 def _linear(dim: int, base: float, params: Mapping[str, Any], seq_len: int | None) -> tuple[Tensor, float]:
@@ -253,7 +269,11 @@ ROPE_SCALINGS: dict[str, ScalingRule] = {
     "yarn": _yarn,
     "llama3": _llama3,
     "longrope": _longrope,
+    "proportional": _proportional,
 }
+
+#: Rules that take an odd width (HF's yarn, longrope and proportional code assumes an even one).
+ODD_WIDTH_SCALINGS = ("default", "linear", "ntk", "dynamic", "llama3")
 
 LENGTH_DEPENDENT = ("dynamic", "longrope")
 
@@ -271,17 +291,23 @@ SCALING_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                frozenset()),
     "longrope": (frozenset({"short_factor", "long_factor", "original_max_position_embeddings"}),
                  frozenset({"factor", "attention_factor"})),
+    "proportional": (frozenset(), frozenset({"factor", "partial_rotary_factor"})),
 }
 
 # Legacy type names found in published config.json files.
 _ALIASES = {"su": "longrope"}  # Phi-3 (April 2024) configs; HF's Phi3Config maps it the same way
 
 # Keys that may stand beside the scaling keys in a config's ``rope_parameters`` (transformers >= 5)
-# and that describe the base RoPE rather than the scaling; they are accepted and ignored here.
+# and that describe the base RoPE rather than the scaling; they are accepted and ignored here
+# (``partial_rotary_factor`` is a parameter of ``proportional`` itself).
 _PASSTHROUGH_KEYS = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor"})
 
 # What each value must be: key -> (test, description). Checked on values, not Python types.
 _NUMBER = (int, float)
+
+
+def _fraction(value: object) -> bool:
+    return _is_number(value) and 0 < value <= 1
 
 
 def _is_number(value: object) -> bool:
@@ -318,6 +344,7 @@ _VALUE_RULES: dict[str, tuple[Callable[[object], bool], str]] = {
     "truncate": (lambda v: isinstance(v, bool), "true or false"),
     "short_factor": (_factor_list, "a non-empty list of positive numbers, one per rotated pair"),
     "long_factor": (_factor_list, "a non-empty list of positive numbers, one per rotated pair"),
+    "partial_rotary_factor": (_fraction, "a number in (0, 1]"),
 }
 
 

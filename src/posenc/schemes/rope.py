@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from .. import functional as F
-from ..functional._checks import check_choice, check_even_dim
+from ..functional._checks import check_choice, check_even_dim, check_positive_int
 from ..functional.fast_rope import COMPILE_MIN_NUMEL, fast_apply_rope, fast_apply_rope_pair
 from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ._cache import cached_range, cached_rows
@@ -42,20 +42,30 @@ class RopeConfig:
     base: float = 10000.0  # HF `rope_theta`
     layout: str = "half"  # "half" (HF/NeoX rotate_half) or "interleaved" (paper, Meta, GPT-J)
     scaling: Mapping[str, Any] | None = None  # HF `rope_scaling` dict as in config.json
-    rotary_dim: int | None = None  # rotate only the first rotary_dim features (partial rotary)
+    #: rotate only the first rotary_dim features (partial rotary). An odd value is transformers'
+    #: GPT-NeoX reading of an odd ``int(head_dim * rotary_pct)``: frequencies over that width
+    #: (``base^(-2i/rotary_dim)``, :func:`~posenc.functional.rope_inv_freq`) rotating one more feature.
+    rotary_dim: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dim", check_even_dim("dim", self.dim))  # 8.0 -> 8
         check_choice("layout", self.layout, F.ROPE_LAYOUTS)
         if self.rotary_dim is not None:
-            object.__setattr__(self, "rotary_dim", check_even_dim("rotary_dim", self.rotary_dim))
-            if self.rotary_dim > self.dim:
-                raise ValueError(f"rotary_dim must be at most dim={self.dim}, got {self.rotary_dim}")
-        F.rope_inv_freq(self.rotary_width, base=self.base, scaling=self.scaling)  # validates base and scaling
+            object.__setattr__(self, "rotary_dim", check_positive_int("rotary_dim", self.rotary_dim))
+            if self.rotary_width > self.dim:
+                raise ValueError(f"rotary_dim must be at most dim={self.dim} (rounded up to even when odd: "
+                                 f"features rotate in pairs), got {self.rotary_dim}")
+        F.rope_inv_freq(self.frequency_dim, base=self.base, scaling=self.scaling)  # validates base and scaling
+
+    @property
+    def frequency_dim(self) -> int:
+        """The width the frequencies are computed over (HF's ``dim`` in ``base^(-2i/dim)``)."""
+        return self.rotary_dim if self.rotary_dim is not None else self.dim
 
     @property
     def rotary_width(self) -> int:
-        return self.rotary_dim if self.rotary_dim is not None else self.dim
+        """How many leading features rotate: ``frequency_dim`` rounded up to even."""
+        return self.frequency_dim + self.frequency_dim % 2
 
 
 def _siblings(q: Tensor, k: Tensor) -> Tensor | None:
@@ -90,7 +100,7 @@ class Rope(PositionalEncoding):
 
     def __init__(self, config: RopeConfig) -> None:
         super().__init__(config)
-        inv_freq, attention_scale = F.rope_inv_freq(config.rotary_width, base=config.base, scaling=config.scaling)
+        inv_freq, attention_scale = F.rope_inv_freq(config.frequency_dim, base=config.base, scaling=config.scaling)
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # [r/2] float64, short sequences
         self.attention_scale = attention_scale
         self.register_buffer("_cos_sin", None, persistent=False)  # row cache [n, 2, r], see _cache.py
@@ -104,7 +114,7 @@ class Rope(PositionalEncoding):
                                  "'original_max_position_embeddings' (the length past which it rescales)")
         long = None
         if self._scaling_kind == "longrope":  # fixed long frequencies: a buffer, never reassigned
-            long = long_inv_freq("longrope", config.rotary_width, float(config.base), self._scaling_params, 0)
+            long = long_inv_freq("longrope", config.frequency_dim, float(config.base), self._scaling_params, 0)
         self.register_buffer("_long_inv_freq", long, persistent=False)  # [r/2] float64 or None
 
     @property
@@ -129,7 +139,7 @@ class Rope(PositionalEncoding):
     def _long_frequencies(self, seq_len: int | Tensor) -> Tensor:
         if self._long_inv_freq is not None:
             return self._long_inv_freq
-        return long_inv_freq(self._scaling_kind, self.config.rotary_width, float(self.config.base),
+        return long_inv_freq(self._scaling_kind, self.config.frequency_dim, float(self.config.base),
                              self._scaling_params, seq_len).to(self.inv_freq.device)
 
     def _is_long(self, seq_len: int | Tensor | None) -> bool:

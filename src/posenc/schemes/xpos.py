@@ -66,6 +66,8 @@ class XPosConfig:
     def rotary_width(self) -> int:
         return self.dim
 
+    frequency_dim = rotary_width
+
 
 @register
 class XPos(Rope):

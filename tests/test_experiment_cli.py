@@ -55,6 +55,9 @@ def test_experiment_writes_results_then_skips_them_on_rerun(tmp_path):
     (("length", "--seeds", "0,one"), "comma-separated integers"),
     (("extend", "--schemes", "alibi"), "only scheme is 'rope'"),
     (("length", "--schemes", " , "), "--schemes is empty; give comma-separated values or leave the option out"),
+    (("length", "--seeds", "-1"), "seeds must be comma-separated integers >= 0"),
+    (("extend", "--tasks", "copy"), "its tasks are text, fortunes, text-mlm, got ['copy']"),
+    (("probe", "--tasks", "copy"), "it takes no --tasks"),
 ])
 def test_bad_names_are_reported_with_the_choices(args, message, tmp_path):
     result = _run(*args, "--out", str(tmp_path))
@@ -80,3 +83,28 @@ def test_devices_and_folders_that_cannot_serve_are_refused_up_front(tmp_path):
         result = _run("length", *args, "--out", str(tmp_path))
         assert result.exit_code == 1 and f"{tmp_path / 'results.json'} is not readable JSON" in said(result), said(result)
         assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_variant_names_are_printed_not_taken_for_markup():
+    """``[default]``, ``[add]``, ``[concat]`` are rich markup tags unless escaped: they used to vanish."""
+    import io
+
+    from rich.console import Console
+
+    from posenc.cli.experiment import _Progress
+
+    console = Console(file=io.StringIO(), width=200)
+    progress = type("P", (), {"console": console})()
+    job = type("J", (), {"label": "add-vs-concat/text/sinusoidal/seed0"})()
+    record = {"variant": "concat", "in_distribution": 1.5, "out_of_distribution": None, "summary_metric": "loss",
+              "wall_time_s": 3.0}
+    _Progress(progress).job_finished(job, [record, {**record, "variant": "add"}], False)
+    printed = console.file.getvalue()
+    assert "seed0 [concat]: loss in 1.500, out n/a" in printed and "seed0 [add]:" in printed
+
+
+def test_plot_only_needs_results_of_that_experiment(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "records": []}))
+    result = _run("probe", "--plot-only", "--out", str(tmp_path))
+    said = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2 and "holds no 'probe' results (it holds: none)" in said, said

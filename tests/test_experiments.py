@@ -184,7 +184,7 @@ def test_resumed_training_equals_uninterrupted_bitwise(tmp_path):
     assert resumed.resumed_from == 10 and resumed.losses == full.losses
     for p, q in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
         assert torch.equal(p, q)
-    with pytest.raises(ValueError, match="different configuration"):
+    with pytest.raises(ValueError, match=r"written with another configuration \(train.steps: 24 stored, 30 asked"):
         train(model, task, TrainConfig(steps=30, batch_size=8, max_length=5), checkpoint=path)
     assert resumed.wall_time_s > torch.load(path, weights_only=True)["wall_time_s"] > 0  # both runs' time
 
@@ -259,7 +259,67 @@ def test_stored_records_of_another_configuration_are_not_reused(tmp_path):
     with pytest.raises(ValueError, match=r"already holds length/copy/none/seed0 \[default\] made with another "
                                          r"configuration \(train.steps: 2 stored, 3 asked\)"):
         run_experiment("length", tmp_path, replace(settings, steps=3))
+    with pytest.raises(ValueError, match=r"eval_samples: 64 stored, 128 asked"):  # --quick scores fewer samples
+        run_experiment("length", tmp_path, replace(settings, quick=False))
     assert load_results(tmp_path) == json.loads(json.dumps(first))  # untouched
+
+
+def test_ctrl_c_saves_the_step_it_finishes_and_resumes_bitwise(tmp_path):
+    """SIGINT lets the step in progress finish, saves a checkpoint of it (between the regular ones)
+    and raises Interrupted; resuming from it equals an uninterrupted run bit for bit."""
+    import os
+    import signal
+
+    from posenc.experiments.train import Interrupted
+
+    task = get_task("copy")
+    model, config = _tiny(task, "rope"), TrainConfig(steps=12, batch_size=8, warmup=2, max_length=5,
+                                                     checkpoint_every=10)
+    full = train(model, task, config)
+
+    def press_ctrl_c(step, total, loss, speed):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    path = tmp_path / "run.pt"
+    with pytest.raises(Interrupted) as caught:
+        train(model, task, config, checkpoint=path, on_step=press_ctrl_c)
+    saved = torch.load(path, weights_only=True)["step"]
+    assert caught.value.step == saved and 3 <= saved <= 4 and caught.value.checkpoint == path
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    resumed = train(model, task, config, checkpoint=path)
+    assert resumed.resumed_from == saved and resumed.losses == full.losses
+    for p, q in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
+        assert torch.equal(p, q)
+
+
+def test_stale_checkpoints_and_unwritable_folders_stop_before_training(tmp_path):
+    from posenc.experiments.runner import checkpoint_path
+
+    settings = Settings(steps=3, tasks=("copy",), schemes=("none",), quick=True)
+    job = plan("length", settings)[0]
+    path = checkpoint_path(job, tmp_path)
+    train(job.model, job.task, replace(job.train, steps=2), checkpoint=path)  # a checkpoint of a 2-step run
+    with pytest.raises(ValueError, match=rf"checkpoint {path} of length/copy/none/seed0 was written with another "
+                                         r"configuration \(train.steps: 2 stored, 3 asked\)"):
+        run_experiment("length", tmp_path, settings)
+    assert not (tmp_path / "results.json").exists()
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ValueError, match=r"cannot write results to .*a-file .*give --out a folder you can write to"):
+        run_experiment("length", tmp_path / "a-file", settings)
+    torch.save({"config": {}, "model": {}, "optimizer": {}, "step": 5, "losses": 5}, path)
+    with pytest.raises(ValueError, match="is not a posenc training checkpoint"):
+        run_experiment("length", tmp_path, settings)
+
+
+@pytest.mark.parametrize("records", [[{"experiment": "length"}], [1], [{"experiment": "length", "task": "copy",
+                                     "scheme": "none", "variant": "default", "seed": "zero", "train_length": 16,
+                                     "metrics": {}, "in_distribution": 1.0, "out_of_distribution": None,
+                                     "summary_metric": "exact_match", "wall_time_s": 1.0, "config": {}}]])
+def test_malformed_records_are_named(tmp_path, records):
+    (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "records": records}))
+    with pytest.raises(ValueError, match=r"results.json: record 0 is not a result record .*move the file away"):
+        load_results(tmp_path)
 
 
 def test_add_vs_concat_refuses_schemes_without_a_combine_before_training(tmp_path):

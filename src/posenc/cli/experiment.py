@@ -28,9 +28,12 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     if items is None:
         return None
     try:
-        return tuple(int(x) for x in items)
+        seeds = tuple(int(x) for x in items)
     except ValueError:
-        raise typer.BadParameter(f"seeds must be comma-separated integers, got {text!r}") from None
+        seeds = ()
+    if not seeds or min(seeds) < 0:
+        raise typer.BadParameter(f"seeds must be comma-separated integers >= 0, got {text!r}")
+    return seeds
 
 
 def _fmt(mean: float | None, sd: float | None, seeds: int) -> str:
@@ -52,7 +55,7 @@ def print_summary(results: Path | str, console: Any = None) -> None:
     table = Table(title=f"posenc experiments: {results}")
     for column in ("experiment", "task", "scheme", "variant", "metric", "L", "in distribution",
                    "out of distribution", "seeds", "time (s)"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # wrap in a narrow terminal rather than cut to "leng…"
     for r in rows:
         ood = _fmt(r["out_of_distribution"], r["out_of_distribution_sd"], r["seeds"])
         if r["out_of_distribution"] is None and r["unavailable"]:
@@ -70,22 +73,26 @@ class _Progress:
         self.progress, self.task = progress, None
 
     def job_started(self, job: Any, index: int, total: int) -> None:
+        from rich.markup import escape
+
         if self.task is not None:
             self.progress.remove_task(self.task)
-        self.task = self.progress.add_task(f"[{index + 1}/{total}] {job.label}", total=job.train.steps,
+        self.task = self.progress.add_task(escape(f"[{index + 1}/{total}] {job.label}"), total=job.train.steps,
                                            loss=float("nan"), speed=0.0)
 
     def step(self, step: int, steps: int, loss: float, steps_per_s: float) -> None:
         self.progress.update(self.task, completed=step, loss=loss, speed=steps_per_s)
 
     def job_finished(self, job: Any, records: list, skipped: bool) -> None:
+        from rich.markup import escape
+
         if skipped:
-            self.progress.console.print(f"[dim]{job.label}: already in results.json, skipped[/dim]")
+            self.progress.console.print(f"[dim]{escape(job.label)}: already in results.json, skipped[/dim]")
         for r in records:
             ind, ood = r["in_distribution"], r["out_of_distribution"]
             text = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-            self.progress.console.print(f"{job.label} [{r['variant']}]: {r['summary_metric']} in {text(ind)}, "
-                                        f"out {text(ood)} ({r['wall_time_s']:.0f} s)")
+            self.progress.console.print(escape(f"{job.label} [{r['variant']}]: {r['summary_metric']} in {text(ind)}, "
+                                               f"out {text(ood)} ({r['wall_time_s']:.0f} s)"))
 
 
 def experiment(
@@ -94,7 +101,8 @@ def experiment(
     seeds: str | None = typer.Option(None, help="comma-separated integer seeds"),
     steps: int | None = typer.Option(None, min=1, help="training steps per run (default: the experiment's)"),
     tasks: str | None = typer.Option(None, help="comma-separated tasks (default: the experiment's)"),
-    quick: bool = typer.Option(False, "--quick", help="small budget: fewer tasks, steps and samples"),
+    quick: bool = typer.Option(False, "--quick", help="small budget: fewer steps and evaluation samples (and "
+                               "seeds where an experiment repeats them)"),
     out: Path | None = typer.Option(None, help="results folder (default runs/NAME); rerun to resume"),
     threads: int = typer.Option(1, min=1, help="torch threads (1: repeatable and kind to shared machines)"),
     device: str = typer.Option("cpu", help="torch device, e.g. cpu or cuda"),
@@ -102,12 +110,13 @@ def experiment(
 ) -> None:
     """Train small transformers on generated tasks and compare encodings (results in DIR/results.json)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..experiments.plots import plot_results
     from ..experiments.runner import run_experiment
     from ..experiments.suite import EXPERIMENTS, Settings, plan
-    from ..experiments.train import distributed_context
+    from ..experiments.train import Interrupted, distributed_context
 
     console = Console()
     if name not in EXPERIMENTS:
@@ -123,6 +132,18 @@ def experiment(
     if plot_only and not (folder / "results.json").is_file():
         raise typer.BadParameter(f"no results.json in {folder}: run the experiment without --plot-only first, or "
                                  "give --out the folder of an earlier run", param_hint="--plot-only")
+    if plot_only:
+        from ..experiments.results import load_results
+
+        try:
+            held = sorted({r["experiment"] for r in load_results(folder)})
+        except ValueError as err:
+            console.print(f"[red]error:[/red] {escape(str(err))}")
+            raise typer.Exit(1) from None
+        if name not in held:
+            raise typer.BadParameter(f"{folder / 'results.json'} holds no {name!r} results (it holds: "
+                                     f"{', '.join(held) or 'none'}); give --out the folder of a {name} run",
+                                     param_hint="--plot-only")
     settings = Settings(schemes=_split(schemes, "--schemes"), seeds=_seeds(seeds), steps=steps, tasks=_split(tasks, "--tasks"),
                         quick=quick, device=device)
     try:
@@ -142,8 +163,16 @@ def experiment(
                 run_experiment(name, folder, settings, threads=threads, hooks=_Progress(progress) if rank == 0 else None)
             except ValueError as err:
                 if rank == 0:  # under torchrun every rank meets it; one says so
-                    console.print(f"[red]error:[/red] {err}")
+                    console.print(f"[red]error:[/red] {escape(str(err))}")
                 raise typer.Exit(1) from None
+            except KeyboardInterrupt as err:
+                progress.stop()
+                if rank == 0:
+                    saved = (f"a checkpoint of step {err.step} is in {err.checkpoint.parent}; "
+                             if isinstance(err, Interrupted) and err.checkpoint is not None else "")
+                    console.print(escape(f"interrupted: {saved}the same command resumes ({folder / 'results.json'} "
+                                         "keeps the finished runs)"))
+                raise typer.Exit(130) from None
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
@@ -155,7 +184,7 @@ def experiment(
         except ImportError as err:
             console.print(f"[yellow]{err}[/yellow]")
         except ValueError as err:  # an unreadable or foreign results.json: its path and what is wrong
-            console.print(f"[red]error:[/red] {err}")
+            console.print(f"[red]error:[/red] {escape(str(err))}")
             raise typer.Exit(1) from None
         else:
             console.print("figures: " + ", ".join(str(p) for p in figures))

@@ -52,7 +52,23 @@ def load_results(out: Path | str) -> list[dict[str, Any]]:
         raise ValueError(f"{path} is not readable JSON ({err}); move it away to start a new results file") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION or not isinstance(data.get("records"), list):
         raise ValueError(f"{path} is not a posenc results file (schema {SCHEMA_VERSION})")
+    for index, record in enumerate(data["records"]):
+        if not _well_formed(record):
+            raise ValueError(f"{path}: record {index} is not a result record (a record is an object with "
+                             f"{', '.join(REQUIRED)}; experiment, task, scheme and variant as strings, seed and "
+                             "train_length as integers); move the file away or remove that record")
     return data["records"]
+
+
+def _well_formed(record: object) -> bool:
+    if not isinstance(record, dict) or any(k not in record for k in REQUIRED):
+        return False
+    whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+    number = lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))  # noqa: E731
+    return (all(isinstance(record[k], str) for k in ("experiment", "task", "scheme", "variant", "summary_metric"))
+            and whole(record["seed"]) and whole(record["train_length"]) and isinstance(record["metrics"], dict)
+            and number(record["in_distribution"]) and number(record["out_of_distribution"])
+            and number(record["wall_time_s"]) and isinstance(record["config"], dict))
 
 
 def completed_keys(out: Path | str) -> set[tuple[str, str, str, str, int]]:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import torch
+
 from .results import RESULTS_FILE, add_record, load_results, record_key
 from .suite import Job, Settings, plan
-from .train import distributed_context, set_threads, train
+from .train import checkpoint_config, config_differences, distributed_context, load_checkpoint, set_threads, train
 
 __all__ = ["Hooks", "run_experiment", "run_job"]
 
@@ -45,11 +48,15 @@ def _keys(job: Job) -> list[tuple[str, str, str, str, int]]:
     return [(job.experiment, job.task.name, job.scheme, variant, job.seed) for variant in job.variants]
 
 
+def checkpoint_path(job: Job, out: Path) -> Path:
+    """Where ``job`` keeps its checkpoint under ``out`` while it trains."""
+    return out / "checkpoints" / (job.label.replace("/", "__").replace("+", "_") + ".pt")
+
+
 def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict[str, Any]]:
     """Train and evaluate one job; return its records (written to ``out/results.json`` by rank 0)."""
     hooks = hooks or _Silent()
-    safe = job.label.replace("/", "__").replace("+", "_")
-    checkpoint = out / "checkpoints" / f"{safe}.pt" if out is not None else None
+    checkpoint = checkpoint_path(job, out) if out is not None else None
     result = train(job.model, job.task, job.train, checkpoint=checkpoint, on_step=hooks.step)
     began = time.perf_counter()
     fields = job.evaluate(result.model, job)
@@ -73,25 +80,9 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
 def job_config(job: Job) -> dict[str, Any]:
     """What a record stores as its ``config``: the model, the training and the evaluation positions."""
     return _jsonable({"model": dataclasses.asdict(job.model), "train": dataclasses.asdict(job.train),
-                      "task": job.task.name,
+                      "task": job.task.name, "eval_samples": job.extra["samples"],
                       "eval_positions": "0..s-1" if job.train.randomized_max_position is None or job.task.kind == "lm"
                       else f"randomized below {job.train.randomized_max_position}"})
-
-
-#: Config entries that do not change what a run measures: a record made with other values still counts.
-_IRRELEVANT = {("train", "device"), ("train", "checkpoint_every")}
-
-
-def _differences(stored: Any, wanted: Any, path: tuple = ()) -> list[str]:
-    """``"train.steps: 700 stored, 50 asked"`` for each entry where two configs differ."""
-    if path[:2] in _IRRELEVANT:
-        return []
-    if isinstance(stored, dict) and isinstance(wanted, dict):
-        return [d for k in sorted(set(stored) | set(wanted), key=str)
-                for d in _differences(stored.get(k), wanted.get(k), (*path, k))]
-    if stored != wanted:
-        return [f"{'.'.join(map(str, path))}: {stored!r} stored, {wanted!r} asked"]
-    return []
 
 
 def _check_stored(jobs: list[Job], records: list[dict[str, Any]], out: Path) -> None:
@@ -103,12 +94,53 @@ def _check_stored(jobs: list[Job], records: list[dict[str, Any]], out: Path) -> 
         wanted = json.loads(json.dumps(job_config(job)))  # as it reads back from the file
         for key in _keys(job):
             if key in stored:
-                diff = _differences(stored[key].get("config"), wanted)
+                diff = config_differences(stored[key].get("config"), wanted)
                 if diff:
                     raise ValueError(
                         f"{out / RESULTS_FILE} already holds {job.label} [{key[3]}] made with another configuration "
                         f"({'; '.join(diff[:4])}{'; ...' if len(diff) > 4 else ''}); give another --out, or move "
                         "that results.json away to train again")
+
+
+def _check_checkpoints(jobs: list[Job], out: Path) -> None:
+    """A ValueError, before anything trains, when a job's checkpoint was written with another
+    configuration (resuming it would mix two runs); it names what differs. Unreadable ones say so."""
+    for job in jobs:
+        path = checkpoint_path(job, out)
+        if path.exists():
+            stored = load_checkpoint(path, torch.device("cpu"))["config"]
+            diff = config_differences(stored, checkpoint_config(job.model, job.train, job.task))
+            if diff:
+                raise ValueError(f"checkpoint {path} of {job.label} was written with another configuration "
+                                 f"({'; '.join(diff[:4])}{'; ...' if len(diff) > 4 else ''}); delete it to start "
+                                 "that run over, or give another --out")
+
+
+def _check_writable(out: Path) -> None:
+    """A ValueError now, not after the first run trains, when ``out`` cannot hold results and
+    checkpoints; also clears checkpoint temporaries that killed runs left behind."""
+    try:
+        (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+        probe = out / "checkpoints" / f".write-test{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"cannot write results to {out} ({err.strerror or type(err).__name__}); "
+                         "give --out a folder you can write to") from None
+    for tmp in (out / "checkpoints").glob("*.pt.tmp*"):  # save_checkpoint's name + ".tmp<pid>"
+        pid = tmp.name.rpartition(".tmp")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process: alive
+        return True
+    return True
 
 
 def _jsonable(value: Any) -> Any:
@@ -130,6 +162,10 @@ def run_experiment(name: str, out: Path | str, settings: Settings | None = None,
     records_before = load_results(out)
     _check_stored(jobs, records_before, out)
     done = {record_key(r) for r in records_before}
+    rank, _ = distributed_context()
+    if rank == 0:
+        _check_writable(out)
+    _check_checkpoints([job for job in jobs if not all(key in done for key in _keys(job))], out)
     records: list[dict[str, Any]] = []
     for index, job in enumerate(jobs):
         if all(key in done for key in _keys(job)):

@@ -93,7 +93,7 @@ def _split_summary(per_length: dict[str, dict[str, Any]], train_length: int, key
 
 def _seq2seq_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
     L = job.train.max_length
-    samples = 64 if job.extra.get("quick") else 128
+    samples = job.extra["samples"]
     lengths = [L] if job.task.kind == "classify" else list(range(job.task.min_length, 2 * L + 1))  # word order: one
     per_length = evaluate_lengths(model, job.task, lengths, samples=samples,
                                   max_position=job.train.randomized_max_position)
@@ -116,8 +116,7 @@ def _lm_fields(model: TinyTransformer, task: Text, train_length: int, eval_lengt
 
 def _lm_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
     L = job.train.max_length
-    samples = 16 if job.extra.get("quick") else 32
-    return {job.variants[0]: _lm_fields(model, job.task, L, job.extra.get("eval_length", 8 * L), samples)}
+    return {job.variants[0]: _lm_fields(model, job.task, L, job.extra.get("eval_length", 8 * L), job.extra["samples"])}
 
 
 def _extend_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
@@ -135,7 +134,7 @@ def _extend_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
         rope = create("rope", **options).to(next(model.parameters()).device)
         for block in model.blocks:
             block.attn.encoding = rope
-        out[variant] = _lm_fields(model, job.task, L, factor * L, 16 if job.extra.get("quick") else 32)
+        out[variant] = _lm_fields(model, job.task, L, factor * L, job.extra["samples"])
         out[variant]["metrics"]["scaling"] = scalings[variant]
     for block in model.blocks:
         block.attn.encoding = trained
@@ -143,7 +142,7 @@ def _extend_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
 
 
 def _probe_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
-    per_layer = probe_positions(model, job.task, job.train.max_length, samples=64 if job.extra.get("quick") else 128)
+    per_layer = probe_positions(model, job.task, job.train.max_length, samples=job.extra["samples"])
     return {job.variants[0]: {"metrics": {"per_layer": per_layer}, "in_distribution": per_layer[-1]["r2"],
                               "out_of_distribution": None, "summary_metric": "probe_r2_last_layer"}}
 
@@ -169,9 +168,13 @@ def _job(experiment: str, task_name: str, spec: str, seed: int, settings: Settin
                         **model_options)
     if evaluate is None:
         evaluate = _lm_eval if task.kind == "lm" else _seq2seq_eval
+    # sequences scored per length (byte LMs: windows per position; probes: sequences to fit on);
+    # stored in each record's config, so quick scores are never reused for a full run
+    samples = 16 if evaluate in (_lm_eval, _extend_eval) else 64
+    samples *= 1 if settings.quick else 2
     variants = extra.pop("variants", (("randomized" if randomized else variant),))
     return Job(experiment, task, spec, seed, model, train, tuple(variants), evaluate,
-               {"quick": settings.quick, "eval_length": eval_length, **extra})
+               {"quick": settings.quick, "eval_length": eval_length, "samples": samples, **extra})
 
 
 def _plan_length(s: Settings) -> list[Job]:
@@ -214,6 +217,9 @@ def _plan_add_vs_concat(s: Settings) -> list[Job]:
 
 
 def _plan_probe(s: Settings) -> list[Job]:
+    if s.tasks:
+        raise ValueError(f"the probe experiment trains on 'text' (causal) and 'text-mlm' (bidirectional) itself; "
+                         f"it takes no --tasks, got {list(s.tasks)}")
     schemes = s.schemes or ("none", "sinusoidal", "rope")
     seeds = s.seeds or (0,)
     steps = 200 if s.quick else 300
@@ -234,6 +240,12 @@ def _plan_extend(s: Settings) -> list[Job]:
     schemes = s.schemes or ("rope",)
     if any(parse_scheme(spec) != ("rope", False) for spec in schemes):
         raise ValueError(f"the extend experiment rescales RoPE; its only scheme is 'rope', got {list(schemes)}")
+    from .tasks import TASKS
+
+    language = [name for name, cls in TASKS.items() if cls.kind == "lm"]
+    if any(t not in language for t in s.tasks or ()):
+        raise ValueError(f"the extend experiment scores a language model's loss per position; its tasks are "
+                         f"{', '.join(language)}, got {list(s.tasks or ())}")
     return [_job("extend", t, "rope", seed, s, steps=400 if s.quick else 1000, evaluate=_extend_eval,
                  variants=("default", "linear", "ntk", "yarn"))
             for t in (s.tasks or ("text",)) for seed in (s.seeds or (0,))]

@@ -13,11 +13,14 @@ linear warm-up, cosine decay to a tenth, gradient clipping at 1.0.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,8 @@ from .. import functional as F
 from .model import ModelConfig, TinyTransformer
 from .tasks import IGNORE, Batch, Task
 
-__all__ = ["TrainConfig", "TrainResult", "train", "batch_for_step", "set_threads", "distributed_context", "rank_device"]
+__all__ = ["TrainConfig", "TrainResult", "train", "batch_for_step", "set_threads", "distributed_context", "rank_device",
+           "Interrupted", "checkpoint_config", "config_differences", "load_checkpoint"]
 
 StepCallback = Callable[[int, int, float, float], None]  # (step, total steps, loss, steps per second)
 
@@ -138,9 +142,26 @@ def loss_fn(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
                              reduction=reduction)  # [b*s, v] vs [b*s]
 
 
-def _config_dict(model_config: ModelConfig, config: TrainConfig, task: Task) -> dict[str, Any]:
+def checkpoint_config(model_config: ModelConfig, config: TrainConfig, task: Task) -> dict[str, Any]:
+    """What a checkpoint stores as its ``config``: a checkpoint resumes only the run that wrote it."""
     return {"model": _plain(dataclasses.asdict(model_config)), "train": _plain(dataclasses.asdict(config)),
             "task": task.name}
+
+
+#: Config entries that do not change what a run measures: a record made with other values still counts.
+_IRRELEVANT = {("train", "device"), ("train", "checkpoint_every")}
+
+
+def config_differences(stored: Any, wanted: Any, path: tuple = ()) -> list[str]:
+    """``"train.steps: 700 stored, 50 asked"`` for each entry where two configs differ."""
+    if path[:2] in _IRRELEVANT:
+        return []
+    if isinstance(stored, dict) and isinstance(wanted, dict):
+        return [d for k in sorted(set(stored) | set(wanted), key=str)
+                for d in config_differences(stored.get(k), wanted.get(k), (*path, k))]
+    if stored != wanted:
+        return [f"{'.'.join(map(str, path))}: {stored!r} stored, {wanted!r} asked"]
+    return []
 
 
 def _plain(value: Any) -> Any:
@@ -168,11 +189,43 @@ def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
     except Exception as err:  # pickle, zip and torch errors alike: the file is not a checkpoint of ours
         raise ValueError(f"checkpoint {path} is unreadable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
                          "delete it to start over") from None
-    needed = ("config", "model", "optimizer", "step", "losses")
-    if not isinstance(state, dict) or any(k not in state for k in needed):
-        raise ValueError(f"checkpoint {path} is not a posenc training checkpoint (it needs {', '.join(needed)}); "
-                         "delete it to start over")
+    kinds = {"config": dict, "model": dict, "optimizer": dict, "step": int, "losses": list}
+    if (not isinstance(state, dict) or any(not isinstance(state.get(k), kind) for k, kind in kinds.items())
+            or isinstance(state["step"], bool) or not 0 <= state["step"] == len(state["losses"])
+            or not all(isinstance(v, float) for v in state["losses"])):
+        raise ValueError(f"checkpoint {path} is not a posenc training checkpoint (it needs a config, model and optimizer "
+                         "state, the step and one loss per step); delete it to start over")
     return state
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`train`: raised after the step in progress, once a checkpoint of it is saved."""
+
+    def __init__(self, step: int, checkpoint: Path | None) -> None:
+        super().__init__(step, checkpoint)
+        self.step, self.checkpoint = step, checkpoint
+
+
+@contextlib.contextmanager
+def _deferred_interrupt(enabled: bool) -> Iterator[dict[str, bool]]:
+    """SIGINT sets a flag that the training loop reads after each whole step, so that the checkpoint
+    it then saves holds one consistent step; a second Ctrl-C interrupts at once. Off the main thread
+    and under several ranks (which would stop at different steps), Ctrl-C keeps its usual effect."""
+    state = {"hit": False}
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        state["hit"] = True
+        signal.signal(signal.SIGINT, previous if callable(previous) else signal.default_int_handler)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 def train(
@@ -195,14 +248,16 @@ def train(
     model = TinyTransformer(model_config).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.98),
                                   weight_decay=config.weight_decay)
-    meta = _config_dict(model_config, config, task)
+    meta = checkpoint_config(model_config, config, task)
     result, start = TrainResult(model), 0
     path = Path(checkpoint) if checkpoint is not None else None
     earlier = 0.0  # training time of the runs this one resumes
     if path is not None and path.exists():
         state = load_checkpoint(path, device)
-        if state["config"] != meta:
-            raise ValueError(f"checkpoint {path} was written by a different configuration; delete it to start over")
+        diff = config_differences(state["config"], meta)
+        if diff:
+            raise ValueError(f"checkpoint {path} was written with another configuration ({'; '.join(diff[:4])}"
+                             f"{'; ...' if len(diff) > 4 else ''}); delete it to start over")
         try:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
@@ -217,39 +272,45 @@ def train(
     per_rank = config.batch_size // world
     model.train()
     began = time.perf_counter()
-    for step in range(start, config.steps):
-        batch, positions = batch_for_step(task, config, step)
-        rows = slice(rank * per_rank, (rank + 1) * per_rank)
-        inputs, targets = batch.inputs[rows].to(device), batch.targets[rows].to(device)  # [b/world, s]
-        if positions is not None:
-            positions = positions[rows].to(device)  # [b/world, s]
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, config)
-        if world > 1:  # the mean over the global batch's scored tokens, which ranks may hold unequally (text-mlm)
-            import torch.distributed as dist
+    if on_step is not None and start:
+        on_step(start, config.steps, result.losses[-1] if result.losses else float("nan"), 0.0)
+    with _deferred_interrupt(world == 1) as interrupt:
+        for step in range(start, config.steps):
+            batch, positions = batch_for_step(task, config, step)
+            rows = slice(rank * per_rank, (rank + 1) * per_rank)
+            inputs, targets = batch.inputs[rows].to(device), batch.targets[rows].to(device)  # [b/world, s]
+            if positions is not None:
+                positions = positions[rows].to(device)  # [b/world, s]
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(step, config)
+            if world > 1:  # the mean over the global batch's scored tokens, which ranks may hold unequally (text-mlm)
+                import torch.distributed as dist
 
-            scored = (targets != IGNORE).sum().to(torch.float64)
-            dist.all_reduce(scored)
-            loss = loss_fn(trained(inputs, positions), targets, reduction="sum") * (world / scored.clamp(min=1)).float()
-        else:
-            loss = loss_fn(trained(inputs, positions), targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), config.clip)
-        optimizer.step()
-        value = loss.detach()
-        if world > 1:
-            dist.all_reduce(value)  # ranks' shares of the global mean: their sum is it
-            value = value / world
-        result.losses.append(float(value))
-        done = step + 1
-        if path is not None and rank == 0 and (done % config.checkpoint_every == 0 or done == config.steps):
-            save_checkpoint(path, {"config": meta, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                   "step": done, "losses": result.losses,
-                                   "wall_time_s": earlier + time.perf_counter() - began})
-        if on_step is not None:
-            elapsed = time.perf_counter() - began
-            on_step(done, config.steps, result.losses[-1], (done - start) / elapsed if elapsed > 0 else 0.0)
+                scored = (targets != IGNORE).sum().to(torch.float64)
+                dist.all_reduce(scored)
+                loss = loss_fn(trained(inputs, positions), targets, reduction="sum") * (world / scored.clamp(min=1)).float()
+            else:
+                loss = loss_fn(trained(inputs, positions), targets)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), config.clip)
+            optimizer.step()
+            value = loss.detach()
+            if world > 1:
+                dist.all_reduce(value)  # ranks' shares of the global mean: their sum is it
+                value = value / world
+            result.losses.append(float(value))
+            done = step + 1
+            save = done % config.checkpoint_every == 0 or done == config.steps or interrupt["hit"]
+            if path is not None and rank == 0 and save:
+                save_checkpoint(path, {"config": meta, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                       "step": done, "losses": result.losses,
+                                       "wall_time_s": earlier + time.perf_counter() - began})
+            if interrupt["hit"]:
+                raise Interrupted(done, path)
+            if on_step is not None:
+                elapsed = time.perf_counter() - began
+                on_step(done, config.steps, result.losses[-1], (done - start) / elapsed if elapsed > 0 else 0.0)
     result.wall_time_s = earlier + time.perf_counter() - began
     model.eval()
     return result

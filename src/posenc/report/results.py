@@ -124,7 +124,7 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
         total += len(rows)
         parts.append(f"<h3>{escape(str(path.relative_to(runs_dir)))} ({len(rows)} runs)</h3>")
         parts.append(table_html([*COLUMNS, "per length"], rows))
-    if not found:
+    if not found and not problems:  # (an unreadable one is named below instead)
         parts.append('<p class="note">No results.json found under this folder yet.</p>')
         problems = [*problems, "no results.json found under this folder"]
     for problem in problems:

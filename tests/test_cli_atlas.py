@@ -42,10 +42,17 @@ def test_plot_writes_the_format_of_the_suffix(tmp_path, suffix, magic):
         (("report", "--scheme", "bogus"), "unknown scheme 'bogus'"),
         (("report", "--results", "/nonexistent/runs"), "is not a folder"),
         (("plot", "sinusoidal", "--kind", "dot", "--positions", "40000", "--out", "x.png"),
-         "positions must be at most 8192 for a figure, got 40000"),
+         "positions must be at most 8192 for the atlas's figures and checks, got 40000"),
         (("plot", "sinusoidal", "--kind", "cosine", "--positions", "1", "--out", "x.png"), "positions must be at least 2"),
         (("plot", "sinusoidal", "--kind", "dot", "--out", "/proc/posenc/x.png"), "--out: cannot write '/proc/posenc/x.png'"),
         (("report", "--out", "/proc/posenc/atlas", "--scheme", "none"), "--out: cannot create the folder '/proc/posenc/atlas'"),
+        # side² coordinates: 8192 took 24 GB before the kernel killed it
+        (("plot", "sinusoidal_nd", "--kind", "grid", "--positions", "8192", "--out", "x.png"),
+         "the grid figure takes --positions as the side of its grid (side² positions); it must be at most 512, got 8192"),
+        (("plot", "sinusoidal", "--kind", "heatmap", "--dpi", "20000", "--out", "x.png"),  # was a MemoryError traceback
+         "dpi must be a whole number from 1 to 1200, got 20000"),
+        (("plot", "sinusoidal", "--kind", "heatmap", "--out", "/dev/null/x.png"),
+         "cannot write '/dev/null/x.png': '/dev/null' is a file, not a folder"),
     ],
 )
 def test_bad_input_exits_2_with_the_choices(tmp_path, args, message):
@@ -192,3 +199,22 @@ def test_rope_scaling_reaches_the_figures_and_the_checks(tmp_path):
             assert "Traceback" not in result.output
     refused = _run("check", "alibi", "--scaling", '{"rope_type": "linear", "factor": 2}')
     assert refused.exit_code == 2 and "scheme 'alibi' has no 'scaling' (--scaling)" in refused.output
+
+
+def test_figures_stay_readable_at_sizes_the_limits_allow(tmp_path):
+    """A learned table as long as --positions (the CLI has no --max-len), and ALiBi's slope bars in
+    a figure of bounded width (it grew 0.45 inch per head: 55536 pixels at 1024 heads)."""
+    out = tmp_path / "learned.png"
+    result = _run("plot", "learned", "--kind", "heatmap", "--positions", "2000", "--out", str(out))
+    assert result.exit_code == 0 and out.exists(), result.output
+    from posenc.viz import PlotOptions, plot
+
+    figure = plot("alibi", "slopes", PlotOptions(heads=1024))
+    assert figure.get_size_inches()[0] <= 9.0 and len(figure.axes[0].patches) == 1024
+
+
+def test_version():
+    import posenc
+
+    result = _run("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"posenc {posenc.__version__}"

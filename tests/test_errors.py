@@ -306,3 +306,40 @@ def test_scheme_configs_normalise_whole_numbers() -> None:
             assert isinstance(value, bool) or type(value) is int, (name, key, value)
         out = posenc.Attention(8, 2, encoding=enc)(torch.randn(1, 3, 8))
         assert out.shape == (1, 3, 8)
+
+
+def test_attention_key_mask_must_be_bool():
+    """An additive float mask (0 attend, -inf masked) read through .bool() masked exactly the wrong keys."""
+    attn = posenc.Attention(16, 2, encoding="rope")
+    x = torch.randn(1, 4, 16)
+    with _raises(TypeError, "key_mask must be a bool tensor [b, sk] with True where a key is attended",
+                 "torch.float32", "key_mask = mask == 0"):
+        attn(x, key_mask=torch.tensor([[0.0, 0.0, float("-inf"), float("-inf")]]))
+    with _raises(TypeError, "key_mask must be a bool tensor", "list"):
+        attn(x, key_mask=[[True] * 4])
+    assert attn(x, key_mask=torch.ones(1, 4, dtype=torch.bool)).shape == (1, 4, 16)
+
+
+@pytest.mark.parametrize("config, fragments", [
+    ({"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4, "rope_theta": "abc"},
+     ("config field 'rope_theta' must be a number, got 'abc'",)),
+    ({"model_type": "llama", "head_dim": "x"}, ("config field 'head_dim' must be a positive whole number, got 'x'",)),
+    ({"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4, "rope_scaling": "linear"},
+     ("config field 'rope_scaling' must be an object like", "got 'linear'")),
+])
+def test_rope_from_config_names_the_bad_field(config, fragments):
+    with _raises(ValueError, *fragments):
+        posenc.rope_from_config(config)
+
+
+def test_rope_from_config_names_a_malformed_file(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text("{bad")
+    with _raises(ValueError, f"{str(path)!r} is not readable JSON"):
+        posenc.rope_from_config(path)
+
+
+def test_nd_coordinates_of_the_wrong_width_are_named():
+    pe = posenc.create("sinusoidal_nd", dim=12, n_axes=2)
+    with _raises(ValueError, "coordinates [s, 2] or [b, s, 2], with s=12; got shape (12, 3)"):
+        pe.embed(torch.randn(1, 12, 12), torch.zeros(12, 3, dtype=torch.long))

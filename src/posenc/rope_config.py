@@ -90,8 +90,11 @@ def _load(config: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
             path = path / "config.json"
         if not path.is_file():
             raise ValueError(f"no config file at {str(path)!r}; pass a config.json path, its folder, or a dict")
-        with path.open(encoding="utf-8") as handle:
-            loaded = json.load(handle)
+        try:
+            with path.open(encoding="utf-8") as handle:
+                loaded = json.load(handle)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{str(path)!r} is not readable JSON ({err})") from None
         if not isinstance(loaded, dict):
             raise ValueError(f"{str(path)!r} holds a JSON {type(loaded).__name__}, expected an object")
         return loaded
@@ -108,18 +111,32 @@ def _field(config: Mapping[str, Any], *names: str) -> Any:
     return None
 
 
+def _whole(name: str, value: object) -> int:
+    """``value`` of the config field ``name`` as a positive int (JSON may spell 128 as 128.0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
+        raise ValueError(f"config field {name!r} must be a positive whole number, got {value!r}")
+    return int(value)
+
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"config field {name!r} must be a number, got {value!r}")
+    return float(value)
+
+
 def _head_dim(config: Mapping[str, Any]) -> int:
     rope_width = config.get("qk_rope_head_dim")  # DeepSeek MLA: the rotated slice of each head
     if rope_width is not None:
-        return int(rope_width)
+        return _whole("qk_rope_head_dim", rope_width)
     head_dim = config.get("head_dim")
     if head_dim:
-        return int(head_dim)
-    hidden, heads = _field(config, "hidden_size", "n_embd", "d_model"), _field(config, "num_attention_heads", "n_head")
-    if not hidden or not heads:
+        return _whole("head_dim", head_dim)
+    names = [n for n in ("hidden_size", "n_embd", "d_model") if config.get(n) is not None][:1]
+    names += [n for n in ("num_attention_heads", "n_head") if config.get(n) is not None][:1]
+    if len(names) < 2:
         raise ValueError("config needs 'head_dim', or 'hidden_size' and 'num_attention_heads', to give the head width; "
                          f"got keys {sorted(config)}")
-    return int(hidden) // int(heads)
+    return _whole(names[0], config[names[0]]) // _whole(names[1], config[names[1]])
 
 
 #: Model types whose transformers code rotates the whole head and never reads
@@ -149,7 +166,7 @@ def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: 
     if params.get("rope_type", params.get("type")) == "proportional":
         return head_dim  # its frequencies span the head; the factor zeroes some (the scaling keeps it)
     if config.get("rotary_dim") is not None and params.get("partial_rotary_factor") is None:  # GPT-J, CodeGen
-        return int(config["rotary_dim"])
+        return _whole("rotary_dim", config["rotary_dim"])
     # may be odd (GPT-NeoX with rotary_pct 0.3 of 64): RopeConfig reads it as transformers does
     return int(head_dim * _partial_factor(config, params))
 
@@ -218,6 +235,10 @@ def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str,
     per-layer-type dicts (Gemma 3/4: ``{"full_attention": {...}, "sliding_attention": {...}}``) need
     ``layer_type``. Gemma 3's flat form is read as HF reads it (``_GEMMA3_THETA``)."""
     scaling, parameters = config.get("rope_scaling"), config.get("rope_parameters")
+    for name, value in (("rope_scaling", scaling), ("rope_parameters", parameters)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(f"config field {name!r} must be an object like {{\"rope_type\": \"linear\", "
+                             f"\"factor\": 4.0}}, got {value!r}")
     if config.get("model_type") in _GEMMA3:  # rope_scaling updates the global RoPE only
         nested = dict(parameters) if _nested(parameters) else {"full_attention": dict(parameters or {})}
         full = {**nested.get("full_attention", {}), **(scaling or {})}
@@ -227,8 +248,6 @@ def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str,
         table: Any = {**nested, "full_attention": full, "sliding_attention": local}
     else:
         table = scaling or parameters or {}
-    if not isinstance(table, Mapping):
-        raise ValueError(f"rope_parameters / rope_scaling must be a JSON object, got {table!r}")
     if not _nested(table):
         if layer_type is not None:
             raise ValueError(f"layer_type={layer_type!r} picks one of a config's per-layer-type RoPEs, "
@@ -268,11 +287,13 @@ def rope_from_config(
     base = _field(params, "rope_theta")
     if base is None:
         base = _field(config, "rope_theta", "rotary_emb_base")
+    if base is not None:
+        base = _number("rope_theta", base)
     head_dim = _layer_head_dim(config, layer_type, _head_dim(config))
     rotary_dim = _rotary_dim(config, params, head_dim)
     return Rope(RopeConfig(
         dim=head_dim,
-        base=float(base) if base is not None else _DEFAULT_BASE,
+        base=base if base is not None else _DEFAULT_BASE,
         layout=_layout(config, layout),
         scaling=_scaling(config, params),
         rotary_dim=None if rotary_dim == head_dim else rotary_dim,

@@ -29,6 +29,20 @@ def build_app():  # -> typer.Typer
         add_completion=False,
         pretty_exceptions_enable=False,
     )
+    def show_version(value: bool) -> None:
+        if value:  # an eager option's callback: runs before click asks for a command
+            from .. import __version__
+
+            typer.echo(f"posenc {__version__}")
+            raise typer.Exit()
+
+    @app.callback()
+    def root(
+        version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version,
+                                     help="Print posenc's version and exit."),
+    ) -> None:
+        """posenc: positional encodings for transformers, drawn, checked, trained and timed."""
+
     for module in _GROUPS:
         try:
             group = importlib.import_module(module)

@@ -98,13 +98,14 @@ def register(app: Any) -> None:
         kind: str = typer.Option(..., "--kind", "-k", help=kind_help),
         out: Path = typer.Option(Path("figure.png"), "--out", "-o", help="Output file: .png, .svg or .pdf."),
         dim: Optional[int] = typer.Option(None, help="Code width (head width for rope, xpos, shaw)."),
-        positions: Optional[int] = typer.Option(None, help="Number of positions 0 .. N-1."),
+        positions: Optional[int] = typer.Option(None, help="Number of positions 0 .. N-1 (at most 8192; for --kind grid "
+                                                 "the side of an N x N grid, at most 512)."),
         base: Optional[float] = typer.Option(None, help="Frequency base (sinusoids, rotary schemes)."),
         heads: Optional[int] = typer.Option(None, help="Number of heads (alibi, t5)."),
         scaling: Optional[str] = typer.Option(None, help=_SCALING_HELP),
         method: str = typer.Option("pca", help="2D projection: pca, or umap when umap-learn is installed."),
         seed: int = typer.Option(0, help="Seed of random initialisations (learned, t5, shaw)."),
-        dpi: int = typer.Option(120, help="Resolution of PNG output."),
+        dpi: int = typer.Option(120, help="Resolution of PNG output (1 to 1200 dots per inch)."),
     ) -> None:
         """Draw one figure of one scheme and save it (PNG, SVG or PDF by the suffix of --out)."""
         from ..viz import KINDS, PlotOptions, kinds_for, plot, save_figure
@@ -206,7 +207,8 @@ def register(app: Any) -> None:
                 bar.update(task, description=label, completed=done, total=total)
 
             summary = build_report(out, results_dir=results, schemes=scheme or None, progress=progress)
-        typer.echo(f"wrote {summary.path}: {len(summary.schemes)} sections, {summary.figures} figures"
+        sections = len(summary.schemes)
+        typer.echo(f"wrote {summary.path}: {sections} section{'s' * (sections != 1)}, {summary.figures} figures"
                    + (f", {summary.results} results" if results is not None else "")
                    + f" in {summary.seconds:.1f} s")
         for error in summary.errors:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import functional as F
 from ..functional._checks import check_choice
 from .base import PositionalEncoding, default_positions
 
@@ -27,6 +28,8 @@ class AbsoluteEncoding(PositionalEncoding):
 
     def _code(self, positions: Tensor | None, length: int, x: Tensor) -> Tensor:
         positions = default_positions(positions, length, x.device)
+        if self.n_axes > 1:  # coordinates [s, n] / [b, s, n] must fit the sequence: say so in those terms
+            positions = F.as_coordinates(positions, self.n_axes, length=length)
         return self.encode(positions)  # [*p, dim]
 
     def embed(self, x: Tensor, positions: Tensor | None = None) -> Tensor:

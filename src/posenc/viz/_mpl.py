@@ -62,10 +62,19 @@ def check_suffix(path: str | Path) -> str:
     return suffix
 
 
+#: The finest resolution :func:`save_figure` writes (a 6.4-inch figure at 1200 dpi is 7680 pixels wide).
+MAX_DPI = 1200
+
+
 def save_figure(figure: Any, path: str | Path, *, dpi: int = 120) -> Path:
     """Write ``figure`` to ``path`` as PNG, SVG or PDF (chosen by the suffix); returns the path."""
     path = Path(path)
     fmt = check_suffix(path)
+    if isinstance(dpi, bool) or not isinstance(dpi, int) or not 1 <= dpi <= MAX_DPI:
+        raise ValueError(f"dpi must be a whole number from 1 to {MAX_DPI}, got {dpi!r}")
+    for folder in (path.parent, *path.parent.parents):
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"cannot write {str(path)!r}: {str(folder)!r} is a file, not a folder")
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format=fmt, dpi=dpi, metadata=_metadata(fmt))
     return path

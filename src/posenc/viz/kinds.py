@@ -105,12 +105,19 @@ def _dot(scheme: str, options: PlotOptions) -> Any:
                            colorbar_label="dot product", cmap="magma")
 
 
+#: The largest side of the grid figure (its positions are side x side coordinates).
+_GRID_SIDE = 512
+
+
 def _grid(scheme: str, options: PlotOptions) -> Any:
     from ..analysis import build_scheme, distance_from
     from .similarity import grid_distance
 
-    module = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options))
     side = options.positions or 16
+    if side > _GRID_SIDE:  # side² coordinates, each a code and a distance: 512² is already 262144
+        raise ValueError(f"the grid figure takes --positions as the side of its grid (side² positions); "
+                         f"it must be at most {_GRID_SIDE}, got {side}")
+    module = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options))
     rows, cols = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")  # [side, side] each
     coords = torch.zeros(side * side, module.n_axes, dtype=torch.long)  # [side², n_axes]; later axes at 0
     coords[:, 0], coords[:, 1] = rows.reshape(-1), cols.reshape(-1)

@@ -36,8 +36,8 @@ class PlotOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-            if value is not None and value > _LIMITS[name]:  # figures hold n x n matrices: 8192 -> 512 MiB
-                raise ValueError(f"{name} must be at most {_LIMITS[name]} for a figure, got {value}")
+            if value is not None and value > _LIMITS[name]:  # n x n float64 matrices: 512 MiB each at 8192 (~5 GB peak)
+                raise ValueError(f"{name} must be at most {_LIMITS[name]} for the atlas's figures and checks, got {value}")
         if self.positions == 1:
             raise ValueError("positions must be at least 2: a figure compares positions")
         if self.base is not None and not (isinstance(self.base, (int, float)) and self.base > 1):
@@ -67,6 +67,8 @@ def scheme_config(scheme: str, options: PlotOptions, **defaults: Any) -> dict[st
         width = 64 if family_of(scheme) in ("rotary", "relative") else 128
         defaults = {"dim": width, "num_heads": 8, **defaults}
     config = {k: v for k, v in defaults.items() if k in accepted and v is not None}
+    if "max_len" in accepted and options.positions and options.positions > config.get("max_len", 0):
+        config["max_len"] = options.positions  # a learned table as long as the figure (it has no --max-len)
     for key, value in given.items():
         if value is None:
             continue

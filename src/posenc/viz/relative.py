@@ -134,13 +134,14 @@ def alibi_slopes(slopes: Any, *, title: str = "ALiBi slope per head") -> Any:
     """Bar chart of the slopes ``[h]`` (log scale), each bar labelled with its value."""
     slopes = as_array(slopes, "slopes", ndim=1)  # [h]
     h = slopes.shape[0]
-    figure = new_figure(max(4.5, 0.45 * h + 2.0), 3.6)
+    figure = new_figure(min(max(4.5, 0.45 * h + 2.0), 9.0), 3.6)  # past ~16 heads the bars narrow, the figure stays
     ax = figure.add_subplot()
     bars = ax.bar(range(h), slopes, color="C0")
     ax.set_yscale("log")
     ax.set_xlabel("head")
     ax.set_ylabel("slope m (log scale)")
-    ax.set_xticks(range(h))
+    if h <= 32:
+        ax.set_xticks(range(h))  # else matplotlib's own sparse integer ticks
     ax.set_title(f"{title} ({h} heads)")
     if h <= 16:
         ax.bar_label(bars, labels=[f"{s:.3g}" for s in slopes], fontsize=7, padding=2)

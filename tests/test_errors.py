@@ -322,7 +322,7 @@ def test_attention_key_mask_must_be_bool():
 
 @pytest.mark.parametrize("config, fragments", [
     ({"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4, "rope_theta": "abc"},
-     ("config field 'rope_theta' must be a number, got 'abc'",)),
+     ("config field 'rope_theta' must be a finite number, got 'abc'",)),
     ({"model_type": "llama", "head_dim": "x"}, ("config field 'head_dim' must be a positive whole number, got 'x'",)),
     ({"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4, "rope_scaling": "linear"},
      ("config field 'rope_scaling' must be an object like", "got 'linear'")),

@@ -40,6 +40,7 @@ The config is read as data (``json``); nothing in it is executed.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -113,14 +114,15 @@ def _field(config: Mapping[str, Any], *names: str) -> Any:
 
 def _whole(name: str, value: object) -> int:
     """``value`` of the config field ``name`` as a positive int (JSON may spell 128 as 128.0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value != int(value) or value < 1):
         raise ValueError(f"config field {name!r} must be a positive whole number, got {value!r}")
     return int(value)
 
 
 def _number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"config field {name!r} must be a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"config field {name!r} must be a finite number, got {value!r}")
     return float(value)
 
 
@@ -215,11 +217,11 @@ def _layer_head_dim(config: Mapping[str, Any], layer_type: str | None, head_dim:
         if kind == layer_type and isinstance(per_layer, Mapping):
             override = per_layer.get(str(index), per_layer.get(index))
             if isinstance(override, Mapping) and override.get("head_dim"):
-                return int(override["head_dim"])
+                return _whole(f"per_layer_config[{index}].head_dim", override["head_dim"])
             break
     if layer_type == "full_attention":
         if config.get("global_head_dim"):
-            return int(config["global_head_dim"])
+            return _whole("global_head_dim", config["global_head_dim"])
         if config.get("model_type") in _GEMMA4:
             return 512
     return head_dim

@@ -19,7 +19,15 @@ import torch
 
 from .results import RESULTS_FILE, add_record, load_results, record_key
 from .suite import Job, Settings, plan
-from .train import checkpoint_config, config_differences, distributed_context, load_checkpoint, set_threads, train
+from .train import (
+    checkpoint_config,
+    config_differences,
+    describe_differences,
+    distributed_context,
+    load_checkpoint,
+    set_threads,
+    train,
+)
 
 __all__ = ["Hooks", "run_experiment", "run_job"]
 
@@ -98,7 +106,7 @@ def _check_stored(jobs: list[Job], records: list[dict[str, Any]], out: Path) -> 
                 if diff:
                     raise ValueError(
                         f"{out / RESULTS_FILE} already holds {job.label} [{key[3]}] made with another configuration "
-                        f"({'; '.join(diff[:4])}{'; ...' if len(diff) > 4 else ''}); give another --out, or move "
+                        f"({describe_differences(diff)}); give another --out, or move "
                         "that results.json away to train again")
 
 
@@ -112,8 +120,8 @@ def _check_checkpoints(jobs: list[Job], out: Path) -> None:
             diff = config_differences(stored, checkpoint_config(job.model, job.train, job.task))
             if diff:
                 raise ValueError(f"checkpoint {path} of {job.label} was written with another configuration "
-                                 f"({'; '.join(diff[:4])}{'; ...' if len(diff) > 4 else ''}); delete it to start "
-                                 "that run over, or give another --out")
+                                 f"({describe_differences(diff)}); delete it to start that run over, or give "
+                                 "another --out")
 
 
 def _check_writable(out: Path) -> None:

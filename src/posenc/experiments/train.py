@@ -34,7 +34,7 @@ from .model import ModelConfig, TinyTransformer
 from .tasks import IGNORE, Batch, Task
 
 __all__ = ["TrainConfig", "TrainResult", "train", "batch_for_step", "set_threads", "distributed_context", "rank_device",
-           "Interrupted", "checkpoint_config", "config_differences", "load_checkpoint"]
+           "Interrupted", "checkpoint_config", "config_differences", "describe_differences", "load_checkpoint"]
 
 StepCallback = Callable[[int, int, float, float], None]  # (step, total steps, loss, steps per second)
 
@@ -152,6 +152,11 @@ def checkpoint_config(model_config: ModelConfig, config: TrainConfig, task: Task
 _IRRELEVANT = {("train", "device"), ("train", "checkpoint_every")}
 
 
+def describe_differences(diff: list[str]) -> str:
+    """The first few of :func:`config_differences`, for an error message."""
+    return "; ".join(diff[:4]) + ("; ..." if len(diff) > 4 else "")
+
+
 def config_differences(stored: Any, wanted: Any, path: tuple = ()) -> list[str]:
     """``"train.steps: 700 stored, 50 asked"`` for each entry where two configs differ."""
     if path[:2] in _IRRELEVANT:
@@ -256,8 +261,8 @@ def train(
         state = load_checkpoint(path, device)
         diff = config_differences(state["config"], meta)
         if diff:
-            raise ValueError(f"checkpoint {path} was written with another configuration ({'; '.join(diff[:4])}"
-                             f"{'; ...' if len(diff) > 4 else ''}); delete it to start over")
+            raise ValueError(f"checkpoint {path} was written with another configuration ({describe_differences(diff)}); "
+                             "delete it to start over")
         try:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])

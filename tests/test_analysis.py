@@ -111,16 +111,21 @@ def test_sinusoid_passes_every_check() -> None:
     assert results["linear_offset_map"].value < 1e-12
     assert results["unique"].data["min_distance_float32"] > 1.9 and results["unique"].data["collision_float32"] is None
     assert results["bounded"].value == 1.0 and not results["bounded"].data["grows"]
-    assert results["distance_monotone"].value == 35  # d = 128: grows (within 0.01) from position 1 to 36
+    assert results["distance_monotone"].value == pytest.approx(0.88, abs=0.01)  # d = 128: rank trend from position 1
+    assert results["decays_with_distance"].value == pytest.approx(-0.88, abs=0.01)  # Σ cos(tω_i), same trend
+    assert results["extrapolates"].value == 4095
 
 
 def test_learned_table_fails_the_structural_checks() -> None:
     linear = A.check_linear_offset_map("learned")
     assert not linear.passed and linear.value > 1.0  # ~1.44: random rows, the fitted map does worse than zero
     assert not A.check_offset_similarity("learned").passed
-    deterministic = A.check_deterministic("learned")
-    assert deterministic.passed and deterministic.data["seed_dependent"]
+    deterministic = A.check_deterministic("learned")  # seed 004: codes must not change between initialisations
+    assert not deterministic.passed and deterministic.data["seed_dependent"] and "random draws" in deterministic.detail
     assert not A.check_deterministic("sinusoidal").data["seed_dependent"]
+    extrapolates = A.check_extrapolates("learned")  # seed 002: nothing past max_len
+    assert not extrapolates.passed and extrapolates.data["furthest"] == 1023
+    assert not A.check_decays_with_distance("learned").passed
 
 
 def test_rotary_checks_use_the_actual_query_key_logit() -> None:
@@ -136,14 +141,58 @@ def test_length_invariance_catches_dynamic_rope_scaling() -> None:
     dynamic = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 64}
     result = A.check_length_invariant("rope", lengths=(32, 256), scaling=dynamic)
     assert not result.passed and result.value > 0.5
-    assert A.check_length_invariant("rope", lengths=(32, 64), scaling=dynamic).passed
+    # lengths that stay below the switch are widened to straddle it (they used to pass at 2048)
+    long_context = {**dynamic, "original_max_position_embeddings": 2048}
+    straddled = A.check_length_invariant("rope", lengths=(32, 256), scaling=long_context)
+    assert not straddled.passed and straddled.data["lengths"] == (32, 4096)
     assert A.check_length_invariant("rope", scaling={"rope_type": "linear", "factor": 2.0}).passed
+
+
+def test_rotary_checks_catch_a_broken_rotation(monkeypatch) -> None:
+    """A rotation with the wrong sign on the second feature of each pair (x·cos + [x2, x1]·sin) is not
+    orthogonal: q·k then depends on absolute position. The unit query (1, 0 per pair) cannot see it;
+    the random query and key of offset_similarity must."""
+    from posenc.schemes import rope as rope_module
+
+    assert A.check_offset_similarity("rope").passed
+
+    def broken(q, k, cos, sin, layout="half"):
+        n = cos.shape[-1] // 2
+        turn = lambda x: x * cos + torch.cat((x[..., n:], x[..., :n]), -1) * sin  # noqa: E731
+        return turn(q), turn(k)
+
+    monkeypatch.setattr(rope_module, "fast_apply_rope_pair", lambda q, k, both, cos, sin, **kw: broken(q, k, cos, sin))
+    monkeypatch.setattr(rope_module, "fast_apply_rope", lambda x, cos, sin, **kw: broken(x, x, cos, sin)[0])
+    result = A.check_offset_similarity("rope")
+    assert not result.passed and result.value > 0.1
+
+
+def test_constant_attention_factor_is_not_unboundedness() -> None:
+    """YaRN multiplies cos and sin by 0.1 ln s + 1 at every position: not growth with the length."""
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    result = A.check_bounded("rope", scaling=yarn)
+    assert result.passed and result.value == pytest.approx(1.0) and result.data["attention_scale"] > 1.13
+
+
+def test_distance_trend_does_not_flip_with_the_ripple() -> None:
+    """The first dip of the distance used to decide: the paper's sinusoid failed at d = 32 and RoPE at
+    base 500000. A rank trend over all offsets passes both and still fails learned rows and bits."""
+    assert A.check_distance_monotone("sinusoidal", dim=32).passed
+    assert A.check_distance_monotone("rope", base=500000.0).passed
+    assert not A.check_distance_monotone("learned").passed and not A.check_distance_monotone("binary").passed
+
+
+def test_biases_decay_where_their_formula_does() -> None:
+    alibi = A.check_decays_with_distance("alibi")
+    assert alibi.passed and alibi.value == pytest.approx(-1.0)
+    assert not A.check_decays_with_distance("t5").passed  # learned buckets: random at initialisation
+    assert A.applicable_checks("t5") == ("unique", "bounded", "deterministic", "decays_with_distance", "extrapolates")
 
 
 def test_checks_accept_a_built_module() -> None:
     module = posenc.create("learned", dim=32, max_len=100)
     results = {r.name: r for r in A.run_checks(module)}
-    assert results["unique"].data["n"] == 100 and results["deterministic"].passed
+    assert results["unique"].data["n"] == 100 and not results["deterministic"].passed  # random rows
     assert not results["linear_offset_map"].passed
     with pytest.raises(ValueError, match="cannot be applied"):
         A.run_checks(module, dim=8)
@@ -154,7 +203,7 @@ def test_unique_finds_the_first_collision_and_bias_schemes_are_relative() -> Non
     assert not shaw.passed and shaw.data["collision_float64"] == (16, 17)
     t5 = A.check_unique("t5")
     assert not t5.passed and t5.data["collision_float64"] == (8, 9)  # T5: distances 8 and 9 share a bucket
-    assert A.applicable_checks("t5") == ("unique", "bounded", "deterministic")
+    assert A.check_unique("t5").detail.startswith("distances 8 and 9")
     alibi = A.check_bounded("alibi", n=1024, num_heads=8)
     assert not alibi.passed and alibi.value == 511.5 and alibi.data["grows"]
 

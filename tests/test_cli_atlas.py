@@ -97,6 +97,7 @@ def test_check_prints_the_property_table():
     assert verdicts == {
         "unique": "pass", "bounded": "fail", "deterministic": "pass", "length_invariant": "pass",
         "linear_offset_map": "fail", "offset_similarity": "fail", "distance_monotone": "fail",
+        "decays_with_distance": "fail", "extrapolates": "pass",
     }
     assert "1023" in result.output  # the largest |value| over 1024 positions
 

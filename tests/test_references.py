@@ -59,10 +59,11 @@ def test_sinusoid_matches_seed_004_code_and_positional_encodings() -> None:
 
 
 def test_distance_from_position_1_grows_up_to_250_at_d_1024() -> None:
-    """Seed 004's scatter: "the distances increase monotonically with position" up to 250 (within 0.01)."""
+    """Seed 004's scatter: "the distances increase monotonically with position" up to 250."""
     result = A.check_distance_monotone("sinusoidal", n=251, dim=1024)
-    assert result.passed and result.value == 249 and result.data["first_drop"] is None
-    assert A.check_distance_monotone("sinusoidal", n=251, dim=1024, tol=0.0).value == 68  # strictly: wiggles after 68
+    assert result.passed and result.value > 0.999
+    d = result.data["distances"]
+    assert float((d[1:] - torch.cummax(d[1:], 0).values).min()) > -0.01  # never dips by more than 0.01
 
 
 # --- the reference codes themselves -----------------------------------------------------------------
@@ -125,4 +126,4 @@ def test_binary_collides_past_its_bits_and_does_not_grow_smoothly() -> None:
     unique = A.check_unique("binary", n=64, dim=4)
     assert not unique.passed and unique.data["collision_float64"] == (0, 16) and unique.value == 0
     assert A.check_unique("binary", n=64, dim=6).passed
-    assert A.check_distance_monotone("binary").value < 16
+    assert A.check_distance_monotone("binary").value < 0.5

@@ -9,7 +9,9 @@ reference name such as ``"index"``) plus config keys, builds the encoding matrix
 criteria: seed 004 ("Understanding positional embeddings in transformer models", 2023: unique,
 distance-reflecting, bounded, length-invariant, deterministic); seed 000 (Kazemnejad 2019: the
 linear map ``PE(p) -> PE(p+k)`` and the offset-only dot product); Vaswani et al. 2017, section 3.5
-(the hypothesis that a fixed linear map serves every offset).
+(the hypothesis that a fixed linear map serves every offset); decay with distance (Su et al. 2021,
+section 3.4.3; Press et al. 2022) and extrapolation (seed 002: a learned table has nothing past its
+maximum length).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ __all__ = [
     "check_linear_offset_map",
     "check_offset_similarity",
     "check_distance_monotone",
+    "check_decays_with_distance",
+    "check_extrapolates",
     "scheme_label",
 ]
 
@@ -110,7 +114,8 @@ def check_unique(scheme: str | PositionalEncoding, *, n: int = 512, atol: float 
     else:
         tag = "float64" if out["collision_float64"] is not None else "float32"
         i, j = out[f"collision_{tag}"]
-        detail = f"positions {i} and {j} get the same code in {tag} (distance {out[f'min_distance_{tag}']:.3g})"
+        what = "distances" if scheme_family(scheme) in ("bias", "relative") else "positions"  # rows: distance t
+        detail = f"{what} {i} and {j} get the same code in {tag} (distance {out[f'min_distance_{tag}']:.3g})"
     return CheckResult("unique", value, atol, passed, detail, ">", scheme_label(scheme), out)
 
 
@@ -122,9 +127,11 @@ def check_bounded(scheme: str | PositionalEncoding, *, n: int = 1024, threshold:
     (the same over a separate build of ``n/2`` positions: a sequence half as long), ``grows``
     (whether doubling the length raised the largest value by more than 1%), ``n``.
     """
+    scale = _attention_scale(scheme, seed, config)
+
     def largest_of(length: int) -> tuple[float, int]:
         Q, K = _query_key_codes(scheme, _max_positions(scheme, length, config), seed, config)  # [n, d] each
-        return (max(float(Q.abs().max()), float(K.abs().max())) if Q.numel() else 0.0), Q.shape[0]
+        return (max(float(Q.abs().max()), float(K.abs().max())) / scale if Q.numel() else 0.0), Q.shape[0]
 
     largest, count = largest_of(n)
     half = max(count // 2, 1)
@@ -133,8 +140,17 @@ def check_bounded(scheme: str | PositionalEncoding, *, n: int = 1024, threshold:
     passed = largest <= threshold + 1e-12
     trend = "grows with the length" if grows else "does not grow with the length"
     detail = f"largest |value| {largest:.4g} over {count} positions ({largest_half:.4g} over {half}): it {trend}"
-    data = {"largest": largest, "largest_half": largest_half, "grows": grows, "n": count}
+    if scale != 1.0:
+        detail += f" (after the scaling's constant attention factor {scale:.4g}, which multiplies every logit alike)"
+    data = {"largest": largest, "largest_half": largest_half, "grows": grows, "n": count, "attention_scale": scale}
     return CheckResult("bounded", largest, threshold, passed, detail, "<=", scheme_label(scheme), data)
+
+
+def _attention_scale(scheme: str | PositionalEncoding, seed: int, config: dict[str, Any]) -> float:
+    """A rotary scaling's constant factor on cos and sin (YaRN's ``0.1 ln s + 1``, LongRoPE's): 1 elsewhere."""
+    if scheme_family(scheme) != "rotary":
+        return 1.0
+    return float(getattr(build_scheme(scheme, seed=seed, **config), "attention_scale", 1.0)) or 1.0
 
 
 def _rebuild(scheme: str | PositionalEncoding, seed: int) -> str | PositionalEncoding:
@@ -147,21 +163,27 @@ def _rebuild(scheme: str | PositionalEncoding, seed: int) -> str | PositionalEnc
 
 
 def check_deterministic(scheme: str | PositionalEncoding, *, n: int = 256, seed: int = 0, **config: Any) -> CheckResult:
-    """Two independent builds with the same ``seed`` give exactly the same codes at ``0..n-1``
-    (a built module is rebuilt from its config). ``value`` is the largest difference (threshold 0).
+    """The codes at ``0..n-1`` do not change from one initialisation to another (seed 004: a code
+    "shouldn't change from one initialisation of a network to another"): builds with ``seed`` and
+    ``seed + 1`` agree exactly, and so do two builds with the same seed (a built module is rebuilt
+    from its config). ``value`` is the largest difference between any two (threshold 0).
 
-    ``data["seed_dependent"]``: whether a build with another seed differs — true for learned tables,
-    whose codes are random draws until training sets them (the articles' objection to them).
+    ``data["seed_dependent"]``: whether the other seed's build differs — true for learned tables and
+    biases, whose values are random draws until training sets them (the articles' objection).
     """
     first = _matrix(_rebuild(scheme, seed), n, seed, config)  # a built module with config raises here
     second = _matrix(_rebuild(scheme, seed), n, seed, config)
     other = _matrix(_rebuild(scheme, seed + 1), n, seed + 1, config)
-    value = float((first - second).abs().max()) if first.numel() else 0.0
+    value = float(max((first - second).abs().max(), (first - other).abs().max())) if first.numel() else 0.0
     seed_dependent = not torch.equal(first, other)
-    passed = torch.equal(first, second)
-    detail = ("two builds agree exactly" if passed else f"two builds with seed {seed} differ by up to {value:.3g}")
-    detail += ("; the codes are random draws that change with the seed (reproducible only given the seed)"
-               if seed_dependent else "; the codes do not depend on the seed")
+    passed = torch.equal(first, second) and not seed_dependent
+    if not torch.equal(first, second):
+        detail = f"two builds with seed {seed} differ by up to {value:.3g}"
+    elif seed_dependent:
+        detail = (f"the codes are random draws: seeds {seed} and {seed + 1} differ by up to {value:.3g} "
+                  "(fixed only once training sets them)")
+    else:
+        detail = "every build gives exactly the same codes, whatever the seed"
     return CheckResult("deterministic", value, 0.0, passed, detail, "<=", scheme_label(scheme),
                        {"seed_dependent": seed_dependent, "n": first.shape[0]})
 
@@ -172,6 +194,9 @@ def check_length_invariant(scheme: str | PositionalEncoding, *, lengths: tuple[i
     the shorter sequence's positions, passing at most ``atol``. ``data``: ``lengths``, ``diff_per_position [n_short]``.
     """
     short, long = sorted(int(x) for x in lengths)
+    switch = _switch_length(scheme, seed, config)
+    if switch is not None and not short <= switch < long:  # both sides of a dynamic/longrope switch
+        short, long = min(short, switch), max(long, 2 * switch)
     long = _max_positions(scheme, long, config)
     extra = {"seq_len": short} if is_reference(scheme) else {}
     a = _matrix(scheme, short, seed, config, **extra)  # [short, d]
@@ -187,6 +212,13 @@ def check_length_invariant(scheme: str | PositionalEncoding, *, lengths: tuple[i
         detail = f"position {p} changes by {value:.3g} between sequences of {short} and {long}"
     return CheckResult("length_invariant", value, atol, passed, detail, "<=", scheme_label(scheme),
                        {"lengths": (short, long), "diff_per_position": diff})
+
+
+def _switch_length(scheme: str | PositionalEncoding, seed: int, config: dict[str, Any]) -> int | None:
+    """The length past which a rotary scaling's frequencies change (dynamic, longrope), else None."""
+    if scheme_family(scheme) != "rotary":
+        return None
+    return getattr(build_scheme(scheme, seed=seed, **config), "original_length", None)
 
 
 def check_linear_offset_map(scheme: str | PositionalEncoding, *, n: int = 512, offsets: tuple[int, ...] = (1, 5, 25),
@@ -221,8 +253,12 @@ def check_linear_offset_map(scheme: str | PositionalEncoding, *, n: int = 512, o
                        {"residuals": residuals, "n": E.shape[0]})
 
 
-def _query_key_codes(scheme: str | PositionalEncoding, n: int, seed: int, config: dict[str, Any]) -> tuple[Tensor, Tensor]:
-    """Rotary schemes: the rotated unit query and key at ``0..n-1`` (xPos scales them oppositely);
+def _query_key_codes(scheme: str | PositionalEncoding, n: int, seed: int, config: dict[str, Any],
+                     probe: str = "unit") -> tuple[Tensor, Tensor]:
+    """Rotary schemes: a query and a key rotated to ``0..n-1`` (xPos scales them oppositely), both the
+    unit query (``probe="unit"``: the cos and sin of each angle, the code itself) or two different
+    random unit vectors (``"random"``, fixed draws: a rotation that is not orthogonal, or that
+    treats the second feature of a pair wrongly, makes their product depend on more than ``m - n``);
     other schemes: the code twice."""
     if scheme_family(scheme) != "rotary":
         E = _matrix(scheme, n, seed, config)
@@ -230,9 +266,14 @@ def _query_key_codes(scheme: str | PositionalEncoding, n: int, seed: int, config
     module = build_scheme(scheme, seed=seed, **config)
     c = module.config
     positions = torch.arange(n, device=module.inv_freq.device)
-    u = unit_query(c.dim, c.rotary_width, c.layout).to(positions.device).expand(1, 1, n, c.dim)  # [1, 1, n, hd]
+    if probe == "unit":
+        q = k = unit_query(c.dim, c.rotary_width, c.layout)
+    else:
+        q, k = torch.randn(2, c.dim, generator=torch.Generator().manual_seed(1234), dtype=torch.float64)
+        q, k = q / q.norm(), k / k.norm()
+    q, k = (t.to(positions.device).expand(1, 1, n, c.dim) for t in (q, k))  # [1, 1, n, hd]
     with torch.no_grad():
-        q, k = module.rotate(u, u, positions, positions)
+        q, k = module.rotate(q, k, positions, positions)
     return q[0, 0], k[0, 0]  # [n, hd] each
 
 
@@ -241,13 +282,14 @@ def check_offset_similarity(scheme: str | PositionalEncoding, *, n: int = 256, o
     """How far ``PE(p + k) · PE(p)`` varies with ``p`` at fixed ``k``: ``(max - min) / mean |PE|^2`` over
     ``p``, the largest over ``offsets``; passes below ``threshold`` (the score depends on the offset alone).
 
-    Rotary schemes use the actual logit between the rotated unit query at ``p + k`` and key at ``p``
-    (for xPos the two sides carry opposite decays). Kazemnejad 2019 (seed 000, "Other details"):
-    the sinusoid's dot product is ``Σ_i cos(k·ω_i)``. ``data``: ``spread`` (offset -> spread),
-    ``dots`` (offset -> ``[n - k]`` tensor of products).
+    Rotary schemes use the actual logit between a query at ``p + k`` and a key at ``p``, two
+    different random unit vectors (for xPos the two sides carry opposite decays), relative to
+    ``|q||k|``. Kazemnejad 2019 (seed 000, "Other details"): the sinusoid's dot product is
+    ``Σ_i cos(k·ω_i)``. ``data``: ``spread`` (offset -> spread), ``dots`` (offset -> ``[n - k]``
+    tensor of products).
     """
-    Q, K = _query_key_codes(scheme, _max_positions(scheme, n, config), seed, config)  # [n, d] each
-    norm = float((Q * K).sum(-1).abs().mean())
+    Q, K = _query_key_codes(scheme, _max_positions(scheme, n, config), seed, config, probe="random")  # [n, d] each
+    norm = float((Q.norm(dim=-1) * K.norm(dim=-1)).mean())
     spread, dots = {}, {}
     for k in offsets:
         if k >= Q.shape[0]:
@@ -263,36 +305,101 @@ def check_offset_similarity(scheme: str | PositionalEncoding, *, n: int = 256, o
                        {"spread": spread, "dots": dots})
 
 
-def check_distance_monotone(scheme: str | PositionalEncoding, *, n: int = 256, start: int = 1, tol: float = 0.01,
-                            min_offset: int = 16, seed: int = 0, **config: Any) -> CheckResult:
-    """Up to which offset the cosine distance from position ``start`` keeps growing: the last offset
-    before it first falls more than ``tol`` below its running maximum (a code whose distance never
-    rises above ``tol`` does not grow at all: 0). Passes when that offset reaches ``min_offset``.
+def _rank_correlation(values: Tensor) -> float:
+    """Spearman's rank correlation of ``values [m]`` with their index ``0..m-1`` (ties broken by
+    order); 0 for a constant sequence."""
+    m = values.shape[0]
+    if m < 3 or float(values.max() - values.min()) <= 1e-12 * max(1.0, float(values.abs().max())):
+        return 0.0
+    ranks = values.argsort(stable=True).argsort().to(torch.float64)
+    index = torch.arange(m, dtype=torch.float64)
+    ranks, index = ranks - ranks.mean(), index - index.mean()
+    return float((ranks * index).sum() / (ranks.norm() * index.norm()))
+
+
+def check_distance_monotone(scheme: str | PositionalEncoding, *, n: int = 256, start: int = 1, threshold: float = 0.5,
+                            seed: int = 0, **config: Any) -> CheckResult:
+    """Does the cosine distance from position ``start`` grow with the offset? ``value`` is Spearman's
+    rank correlation between the distance to ``start + k`` and ``k`` over every offset up to
+    ``n - 1 - start``; passes at ``threshold`` or above. A rank trend over all offsets, not the first
+    dip: the fastest pairs' ripple (amplitude ~4/d) does not decide it.
 
     Seed 004 ("Examining distances between positional embeddings") plots this from position 1 for
-    the sinusoid at d = 1024 and finds it roughly monotone up to 250. ``data``: ``distances`` (from
-    ``start`` to ``start..n-1``, ``[n - start]``), ``first_drop`` (offset or None).
+    the sinusoid at d = 1024 and finds it roughly monotone up to 250 (there ``value`` is 1.0; at
+    d = 128, 0.88; learned rows and binary digits, about 0). ``data``: ``distances`` (from ``start``
+    to ``start..n-1``, ``[n - start]``), ``start``.
     """
     E = _matrix(scheme, n, seed, config)  # [n, d]
     d = distance_from(E, start)[start:]  # [n - start]; d[k] = distance to start + k
     if bool(d.isnan().any()):
-        return CheckResult("distance_monotone", 0.0, float(min_offset), False,
-                           "cosine distance is undefined (a zero code)", ">=", scheme_label(scheme),
-                           {"distances": d, "first_drop": None})
-    running = torch.cummax(d, dim=0).values  # [n - start]
-    drops = (d < running - tol).nonzero()
-    first_drop = int(drops[0]) if drops.numel() else None
-    reach = (first_drop - 1) if first_drop is not None else d.shape[0] - 1
-    if float(running[reach]) <= float(d[0]) + tol:
-        reach = 0
-    passed = reach >= min_offset
-    if reach == 0:
-        detail = f"the cosine distance from position {start} does not grow with the offset"
-    elif first_drop is None:
-        detail = f"the cosine distance from position {start} grows up to the last offset tested ({reach})"
+        return CheckResult("distance_monotone", 0.0, threshold, False, "cosine distance is undefined (a zero code)",
+                           ">=", scheme_label(scheme), {"distances": d, "start": start})
+    value = _rank_correlation(d[1:])  # offsets 1.. (offset 0 is the position itself)
+    passed = value >= threshold
+    if float(d.max()) <= 1e-9:
+        detail = f"the cosine distance from position {start} is 0 at every offset: it does not grow"
     else:
-        detail = f"the cosine distance from position {start} grows up to offset {reach}, then falls back by more than {tol}"
-    if reach:  # the verdict is a threshold on that offset: say which, so a pass beside "falls back" reads right
-        detail += f" ({'at least' if passed else 'short of'} the {min_offset} offsets asked for; it depends on the width and base)"
-    return CheckResult("distance_monotone", float(reach), float(min_offset), passed, detail, ">=", scheme_label(scheme),
-                       {"distances": d, "first_drop": first_drop, "start": start})
+        how = "grows with" if passed else "does not grow steadily with"
+        detail = (f"the cosine distance from position {start} {how} the offset (rank correlation {value:.2f} over "
+                  f"offsets 1..{d.shape[0] - 1}; {threshold} asked for)")
+    return CheckResult("distance_monotone", value, threshold, passed, detail, ">=", scheme_label(scheme),
+                       {"distances": d, "start": start})
+
+
+def _scores_by_distance(scheme: str | PositionalEncoding, n: int, seed: int, config: dict[str, Any]) -> Tensor:
+    """The attention score between positions ``t`` apart for ``t = 0..n-1`` (float64 ``[n]``): the
+    bias (mean over heads) for bias schemes; for rotary ones the logit of the same content as query
+    and key, averaged over random draws (:func:`~posenc.analysis.logits.logits_vs_distance`); for
+    codes added to the input, ``PE(start) · PE(start + t)`` from position ``start = 1``."""
+    from .logits import logits_vs_distance
+
+    family = scheme_family(scheme)
+    if family in ("bias", "rotary"):
+        kw = {} if isinstance(scheme, PositionalEncoding) else config
+        return logits_vs_distance(scheme, max_distance=n, num_samples=64, seed=seed, **kw)["logits"].mean(0).cpu()
+    E = _matrix(scheme, n + 1, seed, config)  # [n + 1, d]
+    return E[1:] @ E[1]  # [n]: position 1 against 1 .. n
+
+
+def check_decays_with_distance(scheme: str | PositionalEncoding, *, n: int = 256, threshold: float = -0.5, seed: int = 0,
+                               **config: Any) -> CheckResult:
+    """Does the attention score fall as query and key move apart? ``value`` is Spearman's rank
+    correlation between the score at distance ``t`` and ``t`` over ``t = 0..n-1``; passes at
+    ``threshold`` or below. The score: ALiBi's and T5's bias (Press et al. 2022: a penalty linear in
+    the distance; T5's learned buckets are random until trained); RoPE's and xPos's logit for the
+    same content as query and key (Su et al. 2021, section 3.4.3, long-term decay; Sun et al. 2022);
+    an added code's dot product ``PE(1)·PE(1+t)`` (Σ cos(t·ω_i) for the sinusoid: seed 000).
+    ``data``: ``scores [n]``.
+    """
+    scores = _scores_by_distance(scheme, n, seed, config)
+    value = _rank_correlation(scores)
+    passed = value <= threshold
+    what = {"bias": "the bias", "rotary": "the logit of the same content"}.get(scheme_family(scheme), "PE(1)·PE(1+t)")
+    how = "falls with" if passed else "does not fall steadily with"
+    detail = f"{what} {how} the distance t (rank correlation {value:.2f} over t = 0..{scores.shape[0] - 1}; {threshold} asked for)"
+    return CheckResult("decays_with_distance", value, threshold, passed, detail, "<=", scheme_label(scheme),
+                       {"scores": scores})
+
+
+def check_extrapolates(scheme: str | PositionalEncoding, *, n: int = 1024, factor: int = 4, seed: int = 0,
+                       **config: Any) -> CheckResult:
+    """Is there a code (or a bias) for positions past ``n``, up to ``factor * n``, and is it finite?
+    Seed 002: a learned table has "no position embeddings beyond the maximum length", so a longer
+    input has no code; a formula extends to any position (whether a model trained on short inputs
+    then does well is the ``length`` experiment's question). ``value`` is the furthest position
+    coded (threshold ``factor * n - 1``). ``data``: ``furthest``, ``n``.
+    """
+    furthest, want = -1, factor * n - 1
+    try:
+        E = encoding_matrix(scheme, torch.arange(n, factor * n), seed=seed, **config)  # [(factor - 1) n, d]
+        if bool(torch.isfinite(E).all()):
+            furthest = want
+    except ValueError as err:
+        if "outside" not in str(err) and "max_len" not in str(err):
+            raise
+        furthest = _max_positions(scheme, factor * n, config) - 1
+    passed = furthest >= want
+    detail = (f"codes exist and are finite at positions {n}..{want}" if passed else
+              f"no code past position {furthest}: positions {furthest + 1}..{want} cannot be encoded")
+    return CheckResult("extrapolates", float(furthest), float(want), passed, detail, ">=", scheme_label(scheme),
+                       {"furthest": furthest, "n": n})

@@ -49,7 +49,10 @@ def _rotary_curves(module: PositionalEncoding, distances: Tensor, num_samples: i
         q_rot, k_rot = module.rotate(q, chunk, distances, key_position)
         rows.append((q_rot * k_rot).sum(-1)[:, 0] / hd)  # [s, D]
     logits = torch.cat(rows)  # [S, D]
-    inv_freq = module.inv_freq.to(torch.float64)
+    # the frequencies the rotation used: a length-dependent scaling (dynamic, longrope) switches past
+    # its original length, and the bound must follow it
+    inv_freq = (module.inv_freq_at(int(distances.max()) + 1) if hasattr(module, "inv_freq_at") and distances.numel()
+                else module.inv_freq).to(torch.float64)
     scale = None
     if hasattr(module, "zeta"):  # xPos: pair i carries ζ_i^(t / scale_base)
         scale = module.zeta[None, :] ** (distances.to(torch.float64)[:, None] / module.config.scale_base)  # [D, r/2]

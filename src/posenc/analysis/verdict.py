@@ -1,9 +1,10 @@
 """All checks for one scheme, and the side-by-side verdict of every scheme against the criteria.
 
 Which checks apply depends on the family: absolute codes and the references get all of them; rotary
-schemes all of them on their rotated unit query (see :mod:`posenc.analysis.encodings`); biases and
-Shaw's relative embeddings are functions of the distance by construction, so only *unique* (are
-distances told apart), *bounded* and *deterministic* are measured; ``none`` has no code to relate.
+schemes all of them on their rotated query and key (see :mod:`posenc.analysis.checks`); biases and
+Shaw's relative embeddings are functions of the distance by construction, so *unique* (are
+distances told apart), *bounded*, *deterministic* and *extrapolates* are measured, and for biases
+*decays with distance*; ``none`` has no code to relate.
 """
 
 from __future__ import annotations
@@ -27,17 +28,18 @@ CHECKS: dict[str, Callable[..., C.CheckResult]] = {
     "linear_offset_map": C.check_linear_offset_map,
     "offset_similarity": C.check_offset_similarity,
     "distance_monotone": C.check_distance_monotone,
+    "decays_with_distance": C.check_decays_with_distance,
+    "extrapolates": C.check_extrapolates,
 }
 CRITERIA = tuple(CHECKS)
 
-_RELATIVE = ("unique", "bounded", "deterministic")
 _APPLICABLE = {
     "none": ("unique", "bounded", "deterministic", "length_invariant"),
     "absolute": CRITERIA,
     "reference": CRITERIA,
     "rotary": CRITERIA,
-    "bias": _RELATIVE,
-    "relative": _RELATIVE,
+    "bias": ("unique", "bounded", "deterministic", "decays_with_distance", "extrapolates"),
+    "relative": ("unique", "bounded", "deterministic", "extrapolates"),
 }
 
 _NOT_APPLICABLE = {
@@ -51,7 +53,8 @@ WHY: dict[tuple[str, str], str] = {
     ("index", "bounded"): "PE(p) = p grows without limit: large positions swamp the token embedding",
     ("index", "distance_monotone"): "every code points the same way, so the cosine distance between any two is 0",
     ("index", "linear_offset_map"): "PE(p+k) = PE(p) + k is affine, not linear: no matrix adds the constant k",
-    ("fraction", "length_invariant"): "p / L changes with the sequence length L: the first token of 5 and of 30 words differ",
+    ("fraction", "length_invariant"): "p / L changes with the sequence length L: position 1 is 1/5 in a 5-word "
+                                      "sentence and 1/30 in a 30-word one",
     ("fraction", "distance_monotone"): "every code points the same way, so the cosine distance between any two is 0",
     ("fraction", "linear_offset_map"): "PE(p+k) = PE(p) + k/L is affine, not linear",
     ("sine_only", "linear_offset_map"): (
@@ -60,7 +63,8 @@ WHY: dict[tuple[str, str], str] = {
     ),
     ("sine_only", "offset_similarity"): "without the cosine partner, PE(p)·PE(p+k) depends on p, not only on k",
     ("binary", "linear_offset_map"): "carrying digits is not linear: adding k flips bits depending on p",
-    ("binary", "distance_monotone"): "bits are discrete: p and p+1 can differ in one bit or in all of them (7 -> 8)",
+    ("binary", "distance_monotone"): "bits are discrete: p and p+1 differ in one bit or in every bit up to a carry "
+                                     "(7 -> 8 flips four)",
     ("learned", "linear_offset_map"): "independent random rows: nothing ties PE(p+k) to PE(p) until training does",
     ("learned", "offset_similarity"): "independent random rows: their dot products are noise",
     ("learned", "distance_monotone"): "independent random rows are all about equally far apart",
@@ -74,6 +78,18 @@ WHY: dict[tuple[str, str], str] = {
     ("xpos", "bounded"): "the key's scale ζ^(−n/B) grows without limit along the sequence (the query's shrinks)",
     ("shaw", "unique"): "by design, distances past max_relative_position share the edge embedding",
     ("none", "unique"): "no position code: every position looks the same",
+    ("learned", "deterministic"): "a learned table starts as random draws: its codes depend on the initialisation "
+                                  "until training sets them",
+    ("learned", "extrapolates"): "a table has no position embeddings beyond its maximum length (seed 002)",
+    ("learned", "decays_with_distance"): "independent random rows: PE(1)·PE(1+t) is noise at every t",
+    ("t5", "deterministic"): "one learned scalar per bucket and head: random until training sets them",
+    ("t5", "decays_with_distance"): "the buckets' biases are learned: random at initialisation, so no decay yet",
+    ("shaw", "deterministic"): "learned embeddings per clipped distance: random until training sets them",
+    ("alibi", "decays_with_distance"): "the penalty −m·t falls linearly with the distance (Press et al. 2022)",
+    ("rope", "decays_with_distance"): "the same content rotated t apart: pairs turning at different speeds fall out "
+                                      "of step, RoFormer's long-term decay (section 3.4.3)",
+    ("sinusoidal", "decays_with_distance"): "PE(p)·PE(p+t) = Σ_i cos(t·ω_i): the slow pairs keep it high only for "
+                                            "short distances",
 }
 
 

@@ -173,7 +173,7 @@ def register(app: Any) -> None:
                 table.add_row(criterion, f"[{style}]n/a[/]", "", "", escape(row["reasons"][criterion]))
             else:
                 table.add_row(criterion, f"[{style}]{verdict}[/]", f"{result.value:.6g}",
-                              f"{result.comparison} {result.threshold:.3g}", escape(row["reasons"][criterion]))
+                              f"{result.comparison} {result.threshold:.6g}", escape(row["reasons"][criterion]))
         Console().print(table)
 
     @app.command("report")

@@ -44,7 +44,7 @@ _PLAN: dict[str, list[FigureSpec]] = {
     ],
     "rope": [
         _spec("clock", "RoPE turns each pair of query/key features by m·θ_i: the same clock as the sinusoid.", positions=31),
-        _spec("logits", "The logit of the same content at distance t falls with t: RoFormer's long-term decay (§3.4.3).", positions=256),
+        _spec("logits", "The logit of the same content at distance t falls with t on average (for unrelated content it averages 0): RoFormer's long-term decay (§3.4.3).", positions=256),
         _spec("heatmap", "The rotated unit query at each position: (cos, sin) of every pair's angle.", positions=50),
     ],
     "xpos": [

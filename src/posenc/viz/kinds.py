@@ -205,7 +205,7 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
     distances = data["distances"]
     if data["family"] == "rotary":
         return rotary_decay(distances, data["mean"], data.get("std"), data.get("bound"),
-                            title=f"{_label(scheme, options)}: the attention logit decays with distance")
+                            title=f"{_label(scheme, options)}: the logit of the same content, on average, falls with distance")
     labels = list(data["labels"])
     if "slopes" in data:  # ALiBi: name each line by its slope
         labels = [f"{label} (m = {float(m):.3g})" for label, m in zip(labels, data["slopes"])]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 
 def positive_ints(text: str) -> tuple[int, ...]:
@@ -65,7 +64,8 @@ def finish(rows: list[dict], args: argparse.Namespace) -> None:
 
 
 def set_threads(n: int) -> None:
+    """torch's intra-op threads (set ``OMP_NUM_THREADS`` before Python starts to size OpenMP's own
+    pool too: once torch is imported, changing the variable has no effect)."""
     import torch
 
-    os.environ.setdefault("OMP_NUM_THREADS", str(n))
     torch.set_num_threads(n)

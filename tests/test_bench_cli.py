@@ -229,3 +229,52 @@ def test_markdown_names_the_path_auto_takes_on_each_device():
     for device, shown in (("cpu", "2.20 (2.20) (eager)"), ("cuda: NVIDIA H100 80GB HBM3", "1.20 (1.20) (compiled)")):
         text = markdown({"meta": {"device": device}, "rope": rope})
         assert f"| 2048 | float32 | interleaved | 0.050 | {shown} |" in text, text
+
+
+def test_every_rope_case_is_checked_against_the_reference_before_timing(monkeypatch):
+    """A fast path that does not rotate (here: a copy) must stop the benchmark, not be timed at
+    1.0x the floor; peers' errors are kept in their rows."""
+    from posenc.bench import rope as bench_rope_module
+    from posenc.functional import fast_rope
+
+    rows = bench_rope_module.bench_rope((64,), (torch.float32,), ("half",), min_run_time=0.01, peers=False)
+    steady = {r["case"]: r for r in rows if r["kind"] == "steady"}
+    assert steady["posenc out= (compiled)"]["max_error"] < 1e-5 and steady["floor"]["max_error"] is None
+    assert steady["posenc backward (eager)"]["max_error"] < 1e-5  # against the inverse rotation
+    assert "posenc new tensors" in steady and "floor, new tensors" in steady
+
+    def not_a_rotation(x, cos_h, sin_h, out, layout, inverse, compile, lane=None):
+        return out.copy_(x)
+
+    monkeypatch.setattr(fast_rope, "_rotate_into", not_a_rotation)
+    with pytest.raises(RuntimeError, match=r"posenc out= \(compiled\) does not match apply_rope at L=64 float32 half"):
+        bench_rope_module.bench_rope((64,), (torch.float32,), ("half",), min_run_time=0.01, peers=False)
+
+
+def test_a_broken_or_missing_peer_is_reported_not_fatal(monkeypatch):
+    from posenc.bench import rope as bench_rope_module
+
+    def broken(q, k, layout):
+        raise RuntimeError("API drift")
+
+    def missing(q, k, layout):
+        raise ImportError("no module", name="nothere")
+
+    monkeypatch.setattr(bench_rope_module, "PEERS", {"drifted": broken, "absent": missing})
+    found, skipped = bench_rope_module.rope_peers(torch.zeros(1, 1, 4, 8), torch.zeros(1, 1, 4, 8), "half",
+                                                  with_skipped=True)
+    assert found == {} and skipped == {"drifted": "failed: RuntimeError: API drift", "absent": "not installed (nothere)"}
+
+
+def test_without_a_compiler_no_row_says_compiled(monkeypatch):
+    from posenc.bench import rope as bench_rope_module
+    from posenc.functional import fast_rope
+
+    monkeypatch.setattr(fast_rope, "_compile_error", "no C++ compiler (test)")
+    rows = bench_rope_module.bench_rope((64,), (torch.float32,), ("half",), min_run_time=0.01, peers=False)
+    assert not any("compiled" in r["case"] for r in rows if r["kind"] in ("steady", "one-time"))
+    skipped = [r for r in rows if r["kind"] == "skipped"]
+    assert len(skipped) == 3 and "compilation is not available here (no C++ compiler (test))" in skipped[0]["reason"]
+    from posenc.bench.report import markdown
+
+    assert "(eager) |" in markdown({"meta": {}, "rope": rows})

@@ -46,7 +46,12 @@ def _peer_bias_cases(h: int, L: int, device: torch.device | str = "cpu") -> dict
         from x_transformers.x_transformers import AlibiPositionalBias
 
         alibi = AlibiPositionalBias(heads=h, total_heads=h).to(device)
-        cases["peer x-transformers ALiBi"] = lambda: alibi(L, L)
+
+        def build() -> object:
+            alibi.bias = None  # it keeps the last bias and slices later calls from it: time the build
+            return alibi(L, L)
+
+        cases["peer x-transformers ALiBi (build)"] = build
     except ImportError:
         pass
     return cases
@@ -85,9 +90,12 @@ def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads
             paired = measure_paired_many({n: f for n, f in cases.items() if n != floor_name}, cases[floor_name],
                                          num_threads=num_threads, min_run_time=min_run_time)
         for name in cases:
-            m, x_floor = (floor, 1.0) if name == floor_name else (paired[name].case, paired[name].x_floor)
+            p = paired.get(name)
+            m = floor if p is None else p.case
             rows.append({"L": L, "heads": heads, "case": name, "kind": "steady", "median_ms": m.median_s * 1e3,
-                         "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "x_floor": x_floor,
+                         "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "x_floor": 1.0 if p is None else p.x_floor,
+                         "x_floor_best": 1.0 if p is None else p.x_floor_best,
+                         "floor_ms_paired": None if p is None else p.floor.median_s * 1e3,
                          "other_cpu": m.other_cpu, "num_threads": num_threads})
         del out
     return rows

@@ -55,8 +55,10 @@ def run(
     torch.set_num_threads(num_threads)
     result: dict = {"meta": {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-        "cpus": os.cpu_count(), "num_threads": num_threads, "quick": quick, "device": device_name(dev),
+        "posenc": _posenc_version(), "torch": torch.__version__, "python": platform.python_version(),
+        "machine": platform.machine(), "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "num_threads": num_threads,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "quick": quick, "min_run_time": size["min_run_time"],
+        "device": device_name(dev), "peers": _peer_versions() if peers else "skipped (--no-peers)",
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }}
     timing = {"num_threads": num_threads, "min_run_time": size["min_run_time"], "device": dev, "progress": progress}
@@ -73,7 +75,49 @@ def run(
     if "training" in sections:
         result["training"] = bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 6, device=dev,
                                             progress=progress)
+    from ..functional import fast_rope
+
+    result["meta"]["compile_available"] = fast_rope.compile_available()  # known once something tried to compile
     return result
+
+
+def _posenc_version() -> str:
+    """posenc's version, with the git commit when it runs from a checkout (``0.1.0+g1234abc``)."""
+    import subprocess
+    from pathlib import Path
+
+    from .. import __version__
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                                text=True, timeout=5, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return __version__
+    return f"{__version__}+g{commit}" if commit else __version__
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _peer_versions() -> dict[str, str | None]:
+    """Each peer's installed version (None: not installed), read without importing it."""
+    from importlib import metadata
+
+    versions = {}
+    for name in ("transformers", "torchtune", "rotary-embedding-torch", "x-transformers"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
 
 
 def check_output_path(path: str | os.PathLike) -> None:
@@ -109,7 +153,7 @@ def write_output(path: str | os.PathLike, text: str) -> None:
 def summary_columns(section: str) -> list[str]:
     """The columns shown in the terminal for a section's rows."""
     return {
-        "rope": ["L", "dtype", "layout", "case", "median_ms", "gb_per_s", "x_floor", "other_cpu"],
+        "rope": ["L", "dtype", "layout", "case", "median_ms", "gb_per_s", "x_floor", "max_error", "other_cpu"],
         "bias": ["L", "heads", "case", "median_ms", "x_floor", "other_cpu"],
         "attention": ["L", "heads", "case", "median_ms", "x_none", "x_none_best", "other_cpu"],
         "flex": ["L", "heads", "mode", "seconds", "peak_rss_mib", "peak_gpu_mib", "first_call_s", "other_cpu", "error"],
@@ -142,6 +186,11 @@ def _default_path(layout: str, dtype: str = "float32", device: str = "cpu") -> s
     return "compiled" if layout == "half" or dtype == "bfloat16" or device.startswith("cuda") else "eager"
 
 
+def _wrong(row: dict) -> bool:
+    """A row whose output differs from the reference by more than its tolerance (peers only ever)."""
+    return row.get("max_error") is not None and row.get("tolerance") is not None and row["max_error"] > row["tolerance"]
+
+
 def _num(v: float) -> str:
     """Three significant figures at most, without an exponent down to 0.001: small timings do not
     print as 0.0."""
@@ -164,12 +213,17 @@ def markdown(result: dict) -> str:
     rope = [r for r in result.get("rope", []) if r.get("kind") == "steady"]
     if rope:
         lines += ["", "### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)", "",
-                  "Each cell: the median of the per-round ratios to the floor timed in alternation, and in "
-                  "brackets the fastest round of the case over the fastest round of the floor.", "",
-                  "| L | dtype | layout | floor ms | posenc out= | posenc backward | posenc in-place | posenc eager | "
-                  "reference apply_rope | peers (x floor) | peer / posenc | other CPU |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "Each cell: the median of the per-round ratios to the floor (`out.copy_(x)` for q and k) timed in "
+                  "alternation, and in brackets the fastest round of the case over the fastest round of the floor. "
+                  "*backward* is the inverse rotation into a preallocated gradient. *new tensors* returns new q and k "
+                  "as the peers do (and as autograd's forward and backward do), beside `x.clone()` of q and k: "
+                  "allocating costs the same to both. *peer / posenc* divides a peer's ratio by posenc's new-tensor "
+                  "ratio, both paired with the same floor. Every case was checked against `apply_rope` before it was timed.",
+                  "", "| L | dtype | layout | floor ms | posenc out= | posenc backward | posenc in-place | posenc eager | "
+                  "new tensors: posenc / clone | reference apply_rope | peers (x floor) | peer / posenc | other CPU |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         groups: dict[tuple, dict[str, dict]] = {}
+        wrong: set[str] = set()
         for r in rope:
             groups.setdefault((r["L"], r["dtype"], r["layout"]), {})[r["case"]] = r
         for (L, dtype, layout), cases in groups.items():
@@ -180,14 +234,28 @@ def markdown(result: dict) -> str:
                     return "-"
                 best = cases[name].get("x_floor_best")
                 return f"{cases[name]['x_floor']:.2f}" + (f" ({best:.2f})" if best is not None and best == best else "")
-            best = cases.get(f"posenc out= ({path})")
+            if f"posenc out= ({path})" not in cases:  # no compiler here: the eager rows are what runs
+                path = "eager"
+            fresh = cases.get("posenc new tensors")
             peers = {n.removeprefix("peer "): c for n, c in cases.items() if n.startswith("peer ")}
-            peer_x = ", ".join(f"{n} {c['x_floor']:.1f}" for n, c in peers.items()) or "-"
-            peer_ratio = (", ".join(f"{n} {c['median_ms'] / best['median_ms']:.1f}x" for n, c in peers.items()) if best else "") or "-"
+            peer_x = ", ".join(f"{n} {c['x_floor']:.1f}" + ("*" if _wrong(c) else "") for n, c in peers.items()) or "-"
+            peer_ratio = (", ".join(f"{n} {c['x_floor'] / fresh['x_floor']:.1f}x" for n, c in peers.items())
+                          if fresh else "") or "-"
+            clone = cases.get("floor, new tensors")
+            new = f"{fresh['x_floor']:.2f} / {clone['x_floor']:.2f}" if fresh and clone else "-"
+            wrong.update(f"{n} ({dtype} {layout}, L = {L}: largest error {c['max_error']:.3g})"
+                         for n, c in peers.items() if _wrong(c))
             load = max((c.get("other_cpu") or 0.0) for c in cases.values())
             lines.append(f"| {L} | {dtype} | {layout} | {_num(cases['floor']['median_ms'])} | {x(f'posenc out= ({path})')} ({path}) | "
                          f"{x(f'posenc backward ({path})')} | {x(f'posenc in-place ({path})')} | "
-                         f"{x('posenc out= (eager)')} | {x('posenc reference apply_rope')} | {peer_x} | {peer_ratio} | {load:.2f} |")
+                         f"{x('posenc out= (eager)')} | {new} | {x('posenc reference apply_rope')} | {peer_x} | {peer_ratio} | "
+                         f"{load:.2f} |")
+        if wrong:
+            lines += ["", "\\* differs from the float64-angle reference by more than a float32-angle rotation may: "
+                      + "; ".join(sorted(wrong))]
+        skipped = sorted({f"{r['case']}: {r['reason']}" for r in result.get("rope", []) if r.get("kind") == "skipped"})
+        if skipped:
+            lines += ["", "Not timed: " + "; ".join(skipped)]
     bias = [r for r in result.get("bias", []) if r.get("kind") == "steady"]
     if bias:
         lines += ["", f"### Bias construction `[{bias[0]['heads']}, L, L]` float32: time / filling a preallocated tensor", "",

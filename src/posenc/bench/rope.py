@@ -84,41 +84,82 @@ PEERS: dict[str, Callable] = {
 }
 
 
-def rope_peers(q, k, layout: str) -> dict[str, Case]:
-    """The installed peers' RoPE for ``layout`` as zero-argument callables (missing peers skipped)."""
-    cases = {}
+def rope_peers(q, k, layout: str, *, with_skipped: bool = False):
+    """The installed peers' RoPE for ``layout`` as zero-argument callables; with ``with_skipped``
+    also ``{peer: why}`` for those that are not installed or fail to build or run (a peer's API
+    drifts between versions: one broken peer must not end the whole benchmark)."""
+    cases, skipped = {}, {}
     for name, build in PEERS.items():
         try:
             case = build(q, k, layout)
-        except ImportError:
+            if case is not None:
+                case()  # the first call: an incompatible version fails here, not in the timing
+        except ImportError as err:
+            skipped[name] = f"not installed ({err.name or err})"
+            continue
+        except Exception as err:  # noqa: BLE001 - any failure of a third-party library: report, go on
+            skipped[name] = f"failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
             continue
         if case is not None:
             cases[name] = case
-    return cases
+    return (cases, skipped) if with_skipped else cases
 
 
-def _posenc_cases(q, k, cos, sin, layout) -> dict[str, Case]:
+def _posenc_cases(q, k, cos, sin, layout) -> tuple[dict[str, Case], Callable[[], None]]:
+    """posenc's cases, each returning its rotated q and k, and a function that resets the in-place
+    cases' inputs (so that a check sees one rotation, not however many the warm-up made)."""
     oq, ok = torch.empty_like(q), torch.empty_like(k)
     cos_h, sin_h = fast_rope._half_tables(cos, sin, layout)
     fast, inplace = fast_rope.fast_apply_rope, fast_rope.fast_apply_rope_
     qi, ki = q.clone(), k.clone()  # rotated in place again and again: values stay bounded (a rotation)
-    return {
+
+    def out_(compile: bool) -> Case:
+        return lambda: (fast(q, cos, sin, layout=layout, out=oq, compile=compile),
+                        fast(k, cos, sin, layout=layout, out=ok, compile=compile))
+
+    def in_place(compile: bool) -> Case:
+        return lambda: (inplace(qi, cos, sin, layout=layout, compile=compile),
+                        inplace(ki, cos, sin, layout=layout, compile=compile))
+
+    def backward(compile: bool) -> Case:  # RopeFunction.backward's pass, into a preallocated gradient
+        return lambda: (fast_rope._rotate_into(q, cos_h, sin_h, oq, layout, True, compile),
+                        fast_rope._rotate_into(k, cos_h, sin_h, ok, layout, True, compile))
+
+    def reset() -> None:
+        qi.copy_(q)
+        ki.copy_(k)
+
+    cases = {
         "floor": lambda: (oq.copy_(q), ok.copy_(k)),
-        "posenc out= (compiled)": lambda: (fast(q, cos, sin, layout=layout, out=oq, compile=True),
-                                           fast(k, cos, sin, layout=layout, out=ok, compile=True)),
-        "posenc in-place (compiled)": lambda: (inplace(qi, cos, sin, layout=layout, compile=True),
-                                               inplace(ki, cos, sin, layout=layout, compile=True)),
-        "posenc backward (compiled)": lambda: (fast_rope._rotate_into(q, cos_h, sin_h, oq, layout, True, True),
-                                               fast_rope._rotate_into(k, cos_h, sin_h, ok, layout, True, True)),
-        "posenc in-place (eager)": lambda: (inplace(qi, cos, sin, layout=layout, compile=False),
-                                            inplace(ki, cos, sin, layout=layout, compile=False)),
-        "posenc out= (eager)": lambda: (fast(q, cos, sin, layout=layout, out=oq, compile=False),
-                                        fast(k, cos, sin, layout=layout, out=ok, compile=False)),
-        "posenc backward (eager)": lambda: (fast_rope._rotate_into(q, cos_h, sin_h, oq, layout, True, False),
-                                            fast_rope._rotate_into(k, cos_h, sin_h, ok, layout, True, False)),
+        "floor, new tensors": lambda: (q.clone(), k.clone()),
+        "posenc out= (compiled)": out_(True),
+        "posenc in-place (compiled)": in_place(True),
+        "posenc backward (compiled)": backward(True),
+        "posenc in-place (eager)": in_place(False),
+        "posenc out= (eager)": out_(False),
+        "posenc backward (eager)": backward(False),
+        "posenc new tensors": lambda: (fast(q, cos, sin, layout=layout), fast(k, cos, sin, layout=layout)),
         "posenc reference apply_rope": lambda: (F.apply_rope(q, cos, sin, layout=layout),
                                                 F.apply_rope(k, cos, sin, layout=layout)),
     }
+    return cases, reset
+
+
+def _peer_outputs(name: str, result: tuple) -> tuple:
+    """A peer's (q, k) in posenc's ``[b, h, L, hd]`` (torchtune works on ``[b, L, h, hd]``)."""
+    return tuple(t.transpose(1, 2) for t in result) if name == "peer torchtune" else tuple(result)
+
+
+def _max_error(got: tuple, want: tuple) -> float:
+    return max(float((g.double() - w.double()).abs().max()) for g, w in zip(got, want))
+
+
+def _tolerance(dtype: torch.dtype, L: int) -> float:
+    """What a correct rotation may differ from the float64-angle reference by: float32 angles (as
+    the peers form them) lose ~1.5e-7 of the angle at position L, times |x| up to ~5; a 16-bit
+    result rounds to its last place (2^-8 of |x| for bfloat16)."""
+    rounding = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}.get(dtype, 2.0**-23) * 8
+    return 5 * (2e-6 + 1.5e-7 * L) + rounding
 
 
 def bench_rope(
@@ -160,9 +201,11 @@ def bench_rope(
                 table_s = time.perf_counter() - start
                 base = {"L": L, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
                 rows.append({**base, "case": "cos/sin table build", "kind": "one-time", "seconds": table_s})
-                cases = _posenc_cases(q, k, cos, sin, layout)
+                cases, reset = _posenc_cases(q, k, cos, sin, layout)
                 if peers:
-                    cases.update({f"peer {n}": c for n, c in rope_peers(q, k, layout).items()})
+                    found, skipped = rope_peers(q, k, layout, with_skipped=True)
+                    cases.update({f"peer {n}": c for n, c in found.items()})
+                    rows += [{**base, "case": f"peer {n}", "kind": "skipped", "reason": why} for n, why in skipped.items()]
                 for name, fn in cases.items():  # first calls: compile times, apart from the steady state
                     if "compiled" in name:
                         if progress:
@@ -170,7 +213,14 @@ def bench_rope(
                         start = time.perf_counter()
                         fn()
                         synchronize(q.device)
+                        if not (fast_rope.compile_available() or q.device.type == "cuda"):
+                            break  # the attempt failed: no compiled row can be truthful (dropped below)
                         rows.append({**base, "case": name, "kind": "one-time", "seconds": time.perf_counter() - start})
+                if not (fast_rope.compile_available() or q.device.type == "cuda"):
+                    why = f"compilation is not available here ({fast_rope._compile_error}): the eager rows are what runs"
+                    rows += [{**base, "case": n, "kind": "skipped", "reason": why} for n in cases if "compiled" in n]
+                    cases = {n: c for n, c in cases.items() if "compiled" not in n}
+                errors = _check_cases(cases, reset, q, k, cos, sin, layout, base, progress)
                 if progress:
                     progress(f"rope L={L} {base['dtype']} {layout}: {len(cases)} cases, round-robin with the floor")
                 floor = measure("floor", cases["floor"], num_threads=num_threads, min_run_time=min_run_time)
@@ -187,10 +237,36 @@ def bench_rope(
                     rows.append({**base, "case": name, "kind": "steady", "median_ms": m.median_s * 1e3,
                                  "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "gb_per_s": floor_bytes / m.median_s / 1e9,
                                  "x_floor": x_floor, "x_floor_best": x_best, "floor_ms_paired": floor_ms,
-                                 "other_cpu": m.other_cpu,
-                                 "num_threads": num_threads})
+                                 "other_cpu": m.other_cpu, "num_threads": num_threads,
+                                 "max_error": errors.get(name), "tolerance": _tolerance(dtype, L) if name in errors else None})
             del q, k
     return rows
+
+
+def _check_cases(cases: dict[str, Case], reset: Callable[[], None], q, k, cos, sin, layout: str, base: dict,
+                 progress: Callable[[str], None] | None) -> dict[str, float]:
+    """Every case's output against the float64-angle reference (:func:`posenc.functional.apply_rope`;
+    the backward against the inverse rotation) before anything is timed: the largest error per case.
+    A posenc case outside :func:`_tolerance` raises (timing a wrong pass is worse than none); a
+    peer's error is reported in its row (rotary-embedding-torch forms positions in the input's
+    dtype: bfloat16 turns 257 into 256)."""
+    if progress:
+        progress(f"rope L={base['L']} {base['dtype']} {layout}: checking every case against apply_rope")
+    with torch.no_grad():
+        forward = (F.apply_rope(q, cos, sin, layout=layout), F.apply_rope(k, cos, sin, layout=layout))
+        inverse = (F.apply_rope(q, cos, -sin, layout=layout), F.apply_rope(k, cos, -sin, layout=layout))
+        errors = {}
+        for name, fn in cases.items():
+            if name.startswith("floor"):
+                continue
+            reset()
+            got = _peer_outputs(name, fn()) if name.startswith("peer ") else fn()
+            errors[name] = _max_error(got, inverse if "backward" in name else forward)
+            limit = _tolerance(q.dtype, base["L"])
+            if not name.startswith("peer ") and not errors[name] <= limit:
+                raise RuntimeError(f"{name} does not match apply_rope at L={base['L']} {base['dtype']} {layout}: "
+                                   f"largest error {errors[name]:.3g} (tolerance {limit:.3g}); not timing a wrong pass")
+    return errors
 
 
 def bench_rope_host(

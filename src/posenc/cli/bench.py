@@ -12,7 +12,7 @@ def register(app) -> None:  # app: typer.Typer
 
     @app.command("bench")
     def bench(
-        quick: bool = typer.Option(False, "--quick", help="Small sizes and short timings: checks the harness in seconds."),
+        quick: bool = typer.Option(False, "--quick", help="Small sizes and short timings: checks the harness in about a minute."),
         json_file: Path | None = typer.Option(None, "--json", help="Write every row (and the run's metadata) to this JSON file."),
         sections: str = typer.Option("rope,bias,attention,flex,training", "--sections",
                                      help="Comma-separated: rope, bias, attention, flex, training."),
@@ -28,6 +28,7 @@ def register(app) -> None:  # app: typer.Typer
 
         import torch
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         from ..bench.report import check_output_path, format_rows, markdown, one_time_rows, run, summary_columns, write_output
@@ -42,9 +43,11 @@ def register(app) -> None:  # app: typer.Typer
         except AttributeError:
             raise typer.BadParameter(f"--dtypes takes torch dtype names such as float32,bfloat16; got {dtypes!r}") from None
         try:
-            length_list = [int(v) for v in lengths.split(",") if v.strip()] if lengths else None
+            length_list = [int(v) for v in lengths.split(",") if v.strip()] if lengths is not None else None
         except ValueError:
             raise typer.BadParameter(f"--lengths takes comma-separated integers, got {lengths!r}") from None
+        if length_list == []:  # " , " would otherwise mean the default lengths
+            raise typer.BadParameter("--lengths is empty; give comma-separated integers or leave the option out")
         section_list = list(dict.fromkeys(s.strip() for s in sections.split(",") if s.strip()))  # each once
         if json_file is not None and markdown_file is not None and json_file.resolve() == markdown_file.resolve():
             raise typer.BadParameter(f"--json and --markdown name the same file ({json_file}); give two paths")
@@ -60,6 +63,12 @@ def register(app) -> None:  # app: typer.Typer
                              dtypes=dtype_list, peers=not no_peers, device=device, progress=lambda msg: status.update(msg))
         except ValueError as err:
             raise typer.BadParameter(str(err)) from None
+        except RuntimeError as err:  # a fast path that does not match the reference: nothing was timed
+            console.print(f"[red]error:[/red] {escape(str(err))}")
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            console.print("interrupted: nothing written (the JSON and markdown are written at the end of a run)")
+            raise typer.Exit(130) from None
         for section in section_list:
             rows = result.get(section, [])
             table = Table(title=f"posenc bench: {section}")
@@ -77,6 +86,15 @@ def register(app) -> None:  # app: typer.Typer
                 for cells in once:
                     extra.add_row(*cells)
                 console.print(extra)
+        for section in section_list:
+            for row in result.get(section, []):
+                if row.get("kind") == "skipped":
+                    console.print(escape(f"not timed: {row['case']} at L={row.get('L')} {row.get('dtype', '')} "
+                                         f"{row.get('layout', '')}: {row['reason']}"))
+                elif (row.get("max_error") or 0) > (row.get("tolerance") or float("inf")):
+                    console.print(escape(f"note: {row['case']} at L={row['L']} {row['dtype']} {row['layout']} differs from "
+                                         f"apply_rope by up to {row['max_error']:.3g} (a correct rotation: "
+                                         f"{row['tolerance']:.3g})"))
         console.print(f"threads={threads}; other processes' CPU share is in other_cpu (discard rows above ~0.1)")
         console.print("x_floor, x_none: the median of per-round ratios to the reference timed in turn with the case "
                       "(floor_ms_paired in the JSON), not a ratio of the medians shown")

@@ -212,7 +212,7 @@ def markdown(result: dict) -> str:
                  f"{[round(v, 1) for v in meta.get('load_average') or []]}.")
     rope = [r for r in result.get("rope", []) if r.get("kind") == "steady"]
     if rope:
-        lines += ["", "### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)", "",
+        lines += ["", "#### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)", "",
                   "Each cell: the median of the per-round ratios to the floor (`out.copy_(x)` for q and k) timed in "
                   "alternation, and in brackets the fastest round of the case over the fastest round of the floor. "
                   "*backward* is the inverse rotation into a preallocated gradient. *new tensors* returns new q and k "
@@ -258,12 +258,12 @@ def markdown(result: dict) -> str:
             lines += ["", "Not timed: " + "; ".join(skipped)]
     bias = [r for r in result.get("bias", []) if r.get("kind") == "steady"]
     if bias:
-        lines += ["", f"### Bias construction `[{bias[0]['heads']}, L, L]` float32: time / filling a preallocated tensor", "",
+        lines += ["", f"#### Bias construction `[{bias[0]['heads']}, L, L]` float32: time / filling a preallocated tensor", "",
                   "| L | case | ms | x floor | other CPU |", "|---|---|---|---|---|"]
         lines += [f"| {r['L']} | {r['case']} | {_num(r['median_ms'])} | {_num(r['x_floor'])} | {r.get('other_cpu') or 0:.2f} |" for r in bias]
     attn = result.get("attention", [])
     if attn:
-        lines += ["", f"### posenc.Attention forward, causal, L = {attn[0]['L']}, {attn[0]['heads']} heads, no grad", "",
+        lines += ["", f"#### posenc.Attention forward, causal, L = {attn[0]['L']}, {attn[0]['heads']} heads, no grad", "",
                   "Each scheme timed in alternation with none: the median of the per-round ratios, and in brackets the "
                   "fastest round over the fastest round of none.", "",
                   "| scheme | ms | x none | other CPU |", "|---|---|---|---|"]
@@ -275,7 +275,7 @@ def markdown(result: dict) -> str:
     if flex_rows:
         gpu = any("peak_gpu_mib" in r for r in flex_rows)
         memory = "peak GPU MiB (allocated)" if gpu else "peak RSS MiB"
-        lines += ["", "### Causal ALiBi at long L: FlexAttention vs SDPA with a materialised bias (one process each)", "",
+        lines += ["", "#### Causal ALiBi at long L: FlexAttention vs SDPA with a materialised bias (one process each)", "",
                   f"| L | heads | mode | seconds | {memory} | first calls (compile) s | other CPU |", "|---|---|---|---|---|---|---|"]
         for r in flex_rows:
             if "error" in r:
@@ -287,7 +287,7 @@ def markdown(result: dict) -> str:
                          f"{r.get('other_cpu') or 0:.2f} |")
     train = result.get("training", [])
     if train:
-        lines += ["", f"### Training step of the tiny transformer (batch {train[0]['batch']}, length {train[0]['seq']})", "",
+        lines += ["", f"#### Training step of the tiny transformer (batch {train[0]['batch']}, length {train[0]['seq']})", "",
                   "| scheme | ms | overhead vs none | other CPU |", "|---|---|---|---|"]
         lines += [f"| {r['case'].removeprefix('train step ')} | {r['median_ms']:.1f} | {100 * r['overhead_vs_none']:+.0f}% | "
                   f"{r.get('other_cpu') or 0:.2f} |" for r in train]

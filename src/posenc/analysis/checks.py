@@ -180,8 +180,7 @@ def check_deterministic(scheme: str | PositionalEncoding, *, n: int = 256, seed:
     if not torch.equal(first, second):
         detail = f"two builds with seed {seed} differ by up to {value:.3g}"
     elif seed_dependent:
-        detail = (f"the codes are random draws: seeds {seed} and {seed + 1} differ by up to {value:.3g} "
-                  "(fixed only once training sets them)")
+        detail = f"builds with seeds {seed} and {seed + 1} give codes differing by up to {value:.3g}"
     else:
         detail = "every build gives exactly the same codes, whatever the seed"
     return CheckResult("deterministic", value, 0.0, passed, detail, "<=", scheme_label(scheme),

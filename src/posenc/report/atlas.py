@@ -97,7 +97,7 @@ def _comparison_table(rows: list[dict[str, Any]]) -> str:
            "defect: for a bias or a relative table some are the design (a penalty that grows with distance, far "
            'distances sharing one value), as the reasons say.</p><ul class="why">' + "".join(reasons) + "</ul>"
            if reasons else "")
-    return table_html(["scheme", "family", *CRITERIA], body) + why
+    return table_html(["scheme", "family", *(c.replace("_", " ") for c in CRITERIA)], body) + why
 
 
 def _section_html(section: _Section) -> str:

@@ -312,12 +312,14 @@ def test_attention_key_mask_must_be_bool():
     """An additive float mask (0 attend, -inf masked) read through .bool() masked exactly the wrong keys."""
     attn = posenc.Attention(16, 2, encoding="rope")
     x = torch.randn(1, 4, 16)
-    with _raises(TypeError, "key_mask must be a bool tensor [b, sk] with True where a key is attended",
+    with _raises(TypeError, "key_mask must be a bool (or 0/1 integer) tensor [b, sk], True or 1 where a key is attended",
                  "torch.float32", "key_mask = mask == 0"):
         attn(x, key_mask=torch.tensor([[0.0, 0.0, float("-inf"), float("-inf")]]))
-    with _raises(TypeError, "key_mask must be a bool tensor", "list"):
+    with _raises(TypeError, "key_mask must be a bool", "list"):
         attn(x, key_mask=[[True] * 4])
     assert attn(x, key_mask=torch.ones(1, 4, dtype=torch.bool)).shape == (1, 4, 16)
+    ones_zeros = torch.tensor([[1, 1, 0, 1]])  # HF's attention_mask convention: 1 attend, 0 padding
+    assert torch.equal(attn(x, key_mask=ones_zeros), attn(x, key_mask=ones_zeros.bool()))
 
 
 @pytest.mark.parametrize("config, fragments", [

@@ -264,6 +264,35 @@ def test_stored_records_of_another_configuration_are_not_reused(tmp_path):
     assert load_results(tmp_path) == json.loads(json.dumps(first))  # untouched
 
 
+def test_records_stored_before_eval_samples_existed_are_still_reused(tmp_path):
+    settings = Settings(steps=2, tasks=("copy",), schemes=("none",), quick=True)
+    first = run_experiment("length", tmp_path, settings)
+    path = tmp_path / "results.json"
+    data = json.loads(path.read_text())
+    del data["records"][0]["config"]["eval_samples"]  # as the previous version wrote it
+    path.write_text(json.dumps(data))
+    assert run_experiment("length", tmp_path, settings) == [] and len(first) == 1
+
+
+def test_an_ignored_ctrl_c_stays_ignored(tmp_path):
+    import os
+    import signal
+
+    task = get_task("copy")
+    config = TrainConfig(steps=6, batch_size=8, warmup=2, max_length=5)
+
+    def press_ctrl_c(step, total, loss, speed):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a job started in the background of a script
+    try:
+        result = train(_tiny(task, "none"), task, config, on_step=press_ctrl_c)
+        assert len(result.losses) == 6 and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_saves_the_step_it_finishes_and_resumes_bitwise(tmp_path):
     """SIGINT lets the step in progress finish, saves a checkpoint of it (between the regular ones)
     and raises Interrupted; resuming from it equals an uninterrupted run bit for bit."""

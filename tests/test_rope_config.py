@@ -384,3 +384,26 @@ def test_partial_rotary_defaults_of_each_family():
     cos, sin = hf(torch.zeros(1), positions)
     assert cos.shape[-1] == 32
     assert posenc.rope_from_config({**cfg, "model_type": "stablelm"}).config.rotary_width == 16
+
+
+def test_gemma_configs_as_transformers_writes_them():
+    """transformers' JSON keys per-layer overrides by zero-padded layer index ("05") and drops an
+    override equal to head_dim; gemma-3-4b-it's text_config has no head_dim (the class default 256)."""
+    import json
+
+    saved = json.loads(CONFIG_MAPPING["gemma4_text"](num_hidden_layers=30, global_head_dim=128).to_json_string())
+    assert any(k.startswith("0") for k in saved["per_layer_config"])  # "05", ...
+    assert posenc.rope_from_config(saved, layer_type="full_attention").config.dim == 128
+    same = json.loads(CONFIG_MAPPING["gemma4_text"](num_hidden_layers=6, head_dim=256, global_head_dim=256)
+                      .to_json_string())
+    assert posenc.rope_from_config(same, layer_type="full_attention").config.dim == 256
+    multimodal = {"model_type": "gemma3", "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+                                                          "model_type": "gemma3_text", "num_hidden_layers": 34,
+                                                          "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                                                          "sliding_window": 1024}}
+    local = posenc.rope_from_config(multimodal, layer_type="sliding_attention")
+    full = posenc.rope_from_config(multimodal, layer_type="full_attention")
+    assert (local.config.dim, local.config.base, local.config.scaling) == (256, 10000.0, None)
+    assert (full.config.base, full.config.scaling) == (1e6, {"rope_type": "linear", "factor": 8.0})
+    with pytest.raises(ValueError, match="rope scaling 'proportional' spans the whole head"):
+        posenc.create("rope", dim=64, rotary_dim=32, scaling={"rope_type": "proportional", "partial_rotary_factor": 0.5})

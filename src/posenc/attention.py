@@ -165,10 +165,12 @@ class Attention(nn.Module):
             raise ValueError(f"Attention expects x of shape [b, s, {self.dim}], got {tuple(x.shape)}")
         if cache is not None and not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a posenc.KVCache or None, got {type(cache).__name__}")
-        if key_mask is not None and (not isinstance(key_mask, Tensor) or key_mask.dtype != torch.bool):
+        if key_mask is not None and (not isinstance(key_mask, Tensor) or key_mask.is_floating_point()
+                                     or key_mask.is_complex()):
             what = f"a tensor of dtype {key_mask.dtype}" if isinstance(key_mask, Tensor) else type(key_mask).__name__
-            raise TypeError(f"key_mask must be a bool tensor [b, sk] with True where a key is attended, got {what}; "
-                            "an additive float mask (0 attend, -inf masked) converts with key_mask = mask == 0")
+            raise TypeError(f"key_mask must be a bool (or 0/1 integer) tensor [b, sk], True or 1 where a key is "
+                            f"attended, got {what}; an additive float mask (0 attend, -inf masked) converts with "
+                            "key_mask = mask == 0, a 1/0 float mask with key_mask = mask.bool()")
         b, s, _ = x.shape
         if cache is not None and cache.k is not None and cache.k.shape[0] != b:
             raise ValueError(f"this KVCache holds keys [b, h, sk, hd] = {list(cache.k.shape)}; x {list(x.shape)} has "

@@ -58,9 +58,9 @@ MODEL_LAYOUTS: dict[str, str] = {
         ("llama", "mistral", "mixtral", "ministral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "phi",
          "phi3", "phimoe", "gpt_neox", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text",
          "starcoder2", "olmo", "olmo2", "olmo3", "granite", "granitemoe", "stablelm", "falcon", "exaone4", "smollm3",
-         "seed_oss", "apertus", "arcee"),
+         "seed_oss", "apertus", "arcee", "persimmon", "nemotron", "bamba", "qwen3_5", "qwen3_5_moe"),
         "half"),
-    **dict.fromkeys(("gptj", "codegen", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "glm4", "ernie4_5"),
+    **dict.fromkeys(("gptj", "codegen", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "glm", "glm4", "ernie4_5"),
                     "interleaved"),
 }
 
@@ -78,6 +78,12 @@ _DEFAULT_PARTIAL = {
 #: from ``rope_theta`` / ``rope_scaling``, the local one from ``rope_local_base_freq``
 #: (HF ``Gemma3TextConfig.convert_rope_params_to_dict`` and its ``default_theta``).
 _GEMMA3 = ("gemma3", "gemma3_text")
+
+#: Fields that transformers' config classes default and published config.json files leave out
+#: (gemma-3-4b-it's ``text_config`` has no ``head_dim``: ``Gemma3TextConfig`` says 256).
+_MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    **dict.fromkeys(("gemma3", "gemma3_text", "gemma4", "gemma4_text"), {"head_dim": 256}),
+}
 _GEMMA4 = ("gemma4", "gemma4_text")
 _GEMMA3_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
 
@@ -213,12 +219,14 @@ def _layer_head_dim(config: Mapping[str, Any], layer_type: str | None, head_dim:
     if layer_type is None:
         return head_dim
     per_layer = config.get("per_layer_config")
-    for index, kind in enumerate(config.get("layer_types") or ()):
-        if kind == layer_type and isinstance(per_layer, Mapping):
-            override = per_layer.get(str(index), per_layer.get(index))
-            if isinstance(override, Mapping) and override.get("head_dim"):
-                return _whole(f"per_layer_config[{index}].head_dim", override["head_dim"])
-            break
+    if isinstance(per_layer, Mapping):  # transformers' own dict: overrides keyed by layer index ("05" in JSON)
+        for index, kind in enumerate(config.get("layer_types") or ()):
+            if kind == layer_type:
+                override = next((v for k, v in per_layer.items() if str(k).isdigit() and int(k) == index), None)
+                if isinstance(override, Mapping) and override.get("head_dim"):
+                    return _whole(f"per_layer_config[{index}].head_dim", override["head_dim"])
+                return head_dim  # no override (transformers drops one equal to head_dim)
+        return head_dim
     if layer_type == "full_attention":
         if config.get("global_head_dim"):
             return _whole("global_head_dim", config["global_head_dim"])
@@ -285,6 +293,7 @@ def rope_from_config(
     config = _load(config)
     if isinstance(config.get("text_config"), Mapping) and "num_attention_heads" not in config:
         config = {"model_type": config.get("model_type"), **config["text_config"]}
+    config = {**_MODEL_DEFAULTS.get(config.get("model_type"), {}), **config}
     params = _rope_params(config, layer_type)
     base = _field(params, "rope_theta")
     if base is None:

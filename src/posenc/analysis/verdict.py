@@ -17,7 +17,8 @@ from . import checks as C
 from .encodings import scheme_family
 from .references import REFERENCE_ENCODINGS
 
-__all__ = ["CRITERIA", "CHECKS", "applicable_checks", "run_checks", "verdict_table", "default_schemes"]
+__all__ = ["CRITERIA", "CHECKS", "WHY", "WHY_PASSES", "applicable_checks", "run_checks", "verdict_table",
+           "default_schemes"]
 
 #: Criterion name -> check function, in the order the tables show them.
 CHECKS: dict[str, Callable[..., C.CheckResult]] = {
@@ -93,6 +94,16 @@ WHY: dict[tuple[str, str], str] = {
 }
 
 
+#: The entries of :data:`WHY` that explain a pass; the others explain a failure. Each is shown only
+#: beside the verdict it explains (``rope`` at d = 8 can fail to decay, a learned table long enough
+#: for the positions asked can extrapolate).
+WHY_PASSES = frozenset({
+    ("sinusoidal", "linear_offset_map"), ("sinusoidal", "offset_similarity"), ("rope", "offset_similarity"),
+    ("xpos", "offset_similarity"), ("alibi", "decays_with_distance"), ("rope", "decays_with_distance"),
+    ("sinusoidal", "decays_with_distance"),
+})
+
+
 def default_schemes() -> list[str]:
     """Every registered sequence scheme followed by the reference codes: the default verdict rows.
 
@@ -118,7 +129,7 @@ def run_checks(scheme: str | PositionalEncoding, *, seed: int = 0, **config: Any
 def _reason(label: str, criterion: str, result: C.CheckResult | None, family: str) -> str:
     if result is None:
         return _NOT_APPLICABLE.get(family, "not measured for this family")
-    why = WHY.get((label, criterion))
+    why = WHY.get((label, criterion)) if ((label, criterion) in WHY_PASSES) == result.passed else None
     if result.passed:
         return why or result.detail
     return f"{why} ({result.detail})" if why else result.detail

@@ -154,12 +154,13 @@ def _max_error(got: tuple, want: tuple) -> float:
     return max(float((g.double() - w.double()).abs().max()) for g, w in zip(got, want))
 
 
-def _tolerance(dtype: torch.dtype, L: int) -> float:
-    """What a correct rotation may differ from the float64-angle reference by: float32 angles (as
-    the peers form them) lose ~1.5e-7 of the angle at position L, times |x| up to ~5; a 16-bit
-    result rounds to its last place (2^-8 of |x| for bfloat16)."""
-    rounding = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}.get(dtype, 2.0**-23) * 8
-    return 5 * (2e-6 + 1.5e-7 * L) + rounding
+def _tolerance(x: torch.Tensor, *, peer: bool) -> float:
+    """What a correct rotation of ``x`` may differ from the reference by: a few units in the last
+    place of ``x``'s dtype at its largest value (posenc reads the reference's own float32 tables);
+    a peer forms its angles in float32 as well, which loses ~1.5e-7 of the angle at position L."""
+    largest = float(x.abs().max())
+    rounding = 2 * torch.finfo(x.dtype).eps * max(largest, 1.0)
+    return rounding + (largest * (2e-6 + 1.5e-7 * x.shape[-2]) if peer else 0.0)
 
 
 def bench_rope(
@@ -220,7 +221,7 @@ def bench_rope(
                     why = f"compilation is not available here ({fast_rope._compile_error}): the eager rows are what runs"
                     rows += [{**base, "case": n, "kind": "skipped", "reason": why} for n in cases if "compiled" in n]
                     cases = {n: c for n, c in cases.items() if "compiled" not in n}
-                errors = _check_cases(cases, reset, q, k, cos, sin, layout, base, progress)
+                errors, limits = _check_cases(cases, reset, q, k, cos, sin, layout, base, progress)
                 if progress:
                     progress(f"rope L={L} {base['dtype']} {layout}: {len(cases)} cases, round-robin with the floor")
                 floor = measure("floor", cases["floor"], num_threads=num_threads, min_run_time=min_run_time)
@@ -238,15 +239,16 @@ def bench_rope(
                                  "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "gb_per_s": floor_bytes / m.median_s / 1e9,
                                  "x_floor": x_floor, "x_floor_best": x_best, "floor_ms_paired": floor_ms,
                                  "other_cpu": m.other_cpu, "num_threads": num_threads,
-                                 "max_error": errors.get(name), "tolerance": _tolerance(dtype, L) if name in errors else None})
+                                 "max_error": errors.get(name), "tolerance": limits.get(name)})
             del q, k
     return rows
 
 
 def _check_cases(cases: dict[str, Case], reset: Callable[[], None], q, k, cos, sin, layout: str, base: dict,
-                 progress: Callable[[str], None] | None) -> dict[str, float]:
+                 progress: Callable[[str], None] | None) -> tuple[dict[str, float], dict[str, float]]:
     """Every case's output against the float64-angle reference (:func:`posenc.functional.apply_rope`;
-    the backward against the inverse rotation) before anything is timed: the largest error per case.
+    the backward against the inverse rotation) before anything is timed: the largest error and the
+    tolerance per case.
     A posenc case outside :func:`_tolerance` raises (timing a wrong pass is worse than none); a
     peer's error is reported in its row (rotary-embedding-torch forms positions in the input's
     dtype: bfloat16 turns 257 into 256)."""
@@ -255,18 +257,19 @@ def _check_cases(cases: dict[str, Case], reset: Callable[[], None], q, k, cos, s
     with torch.no_grad():
         forward = (F.apply_rope(q, cos, sin, layout=layout), F.apply_rope(k, cos, sin, layout=layout))
         inverse = (F.apply_rope(q, cos, -sin, layout=layout), F.apply_rope(k, cos, -sin, layout=layout))
-        errors = {}
+        errors, limits = {}, {}
         for name, fn in cases.items():
             if name.startswith("floor"):
                 continue
             reset()
             got = _peer_outputs(name, fn()) if name.startswith("peer ") else fn()
             errors[name] = _max_error(got, inverse if "backward" in name else forward)
-            limit = _tolerance(q.dtype, base["L"])
+            limit = _tolerance(q, peer=name.startswith("peer "))
+            limits[name] = limit
             if not name.startswith("peer ") and not errors[name] <= limit:
                 raise RuntimeError(f"{name} does not match apply_rope at L={base['L']} {base['dtype']} {layout}: "
                                    f"largest error {errors[name]:.3g} (tolerance {limit:.3g}); not timing a wrong pass")
-    return errors
+    return errors, limits
 
 
 def bench_rope_host(

@@ -102,7 +102,10 @@ def _check_stored(jobs: list[Job], records: list[dict[str, Any]], out: Path) -> 
         wanted = json.loads(json.dumps(job_config(job)))  # as it reads back from the file
         for key in _keys(job):
             if key in stored:
-                diff = config_differences(stored[key].get("config"), wanted)
+                config = stored[key].get("config")
+                if isinstance(config, dict) and "eval_samples" not in config:  # stored before the field existed:
+                    config = {**config, "eval_samples": wanted["eval_samples"]}  # the counts were these already
+                diff = config_differences(config, wanted)
                 if diff:
                     raise ValueError(
                         f"{out / RESULTS_FILE} already holds {job.label} [{key[3]}] made with another configuration "

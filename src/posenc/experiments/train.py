@@ -217,20 +217,20 @@ def _deferred_interrupt(enabled: bool) -> Iterator[dict[str, bool]]:
     it then saves holds one consistent step; a second Ctrl-C interrupts at once. Off the main thread
     and under several ranks (which would stop at different steps), Ctrl-C keeps its usual effect."""
     state = {"hit": False}
-    if not enabled or threading.current_thread() is not threading.main_thread():
+    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    if not enabled or previous is None or previous is signal.SIG_IGN:  # off the main thread, or Ctrl-C ignored
         yield state
         return
-    previous = signal.getsignal(signal.SIGINT)
 
     def handler(signum: int, frame: Any) -> None:
         state["hit"] = True
-        signal.signal(signal.SIGINT, previous if callable(previous) else signal.default_int_handler)
+        signal.signal(signal.SIGINT, previous)  # a second Ctrl-C does what it did before
 
     signal.signal(signal.SIGINT, handler)
     try:
         yield state
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+        signal.signal(signal.SIGINT, previous)
 
 
 def train(

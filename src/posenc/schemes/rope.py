@@ -56,6 +56,9 @@ class RopeConfig:
                 raise ValueError(f"rotary_dim must be at most dim={self.dim} (rounded up to even when odd: "
                                  f"features rotate in pairs), got {self.rotary_dim}")
         F.rope_inv_freq(self.frequency_dim, base=self.base, scaling=self.scaling)  # validates base and scaling
+        if self.rotary_dim is not None and parse_scaling(self.scaling)[0] == "proportional":
+            raise ValueError("rope scaling 'proportional' spans the whole head (its partial_rotary_factor zeroes "
+                             f"frequencies instead); leave rotary_dim out, got rotary_dim={self.rotary_dim}")
 
     @property
     def frequency_dim(self) -> int:

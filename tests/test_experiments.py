@@ -166,24 +166,34 @@ def test_word_order_none_is_at_chance_while_rope_solves_it():
     assert scores["rope"] > 0.97
 
 
-def test_resumed_training_equals_uninterrupted_bitwise(tmp_path):
+def _stopped_then_resumed(scheme: str, steps: int, path, on_step, error: type[BaseException]):
+    """Train ``steps`` steps straight, then again with ``on_step`` stopping it and a resume from
+    its checkpoint: the resumed run must equal the straight one bit for bit. Returns what
+    stopped it, the checkpoint's step and the resumed result."""
     task = get_task("copy")
-    model, config = _tiny(task, "t5"), TrainConfig(steps=24, batch_size=8, warmup=4, max_length=5,
-                                                   checkpoint_every=10)
+    model, config = _tiny(task, scheme), TrainConfig(steps=steps, batch_size=8, warmup=2, max_length=5,
+                                                     checkpoint_every=10)
     full = train(model, task, config)
+    with pytest.raises(error) as caught:
+        train(model, task, config, checkpoint=path, on_step=on_step)
+    saved = torch.load(path, weights_only=True)["step"]
+    resumed = train(model, task, config, checkpoint=path)
+    assert resumed.resumed_from == saved and resumed.losses == full.losses
+    for p, q in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
+        assert torch.equal(p, q)
+    return caught.value, saved, resumed
 
+
+def test_resumed_training_equals_uninterrupted_bitwise(tmp_path):
     def stop(step, total, loss, speed):
         if step == 17:
             raise KeyboardInterrupt
 
     path = tmp_path / "run.pt"
-    with pytest.raises(KeyboardInterrupt):
-        train(model, task, config, checkpoint=path, on_step=stop)
-    assert torch.load(path, weights_only=True)["step"] == 10
-    resumed = train(model, task, config, checkpoint=path)
-    assert resumed.resumed_from == 10 and resumed.losses == full.losses
-    for p, q in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
-        assert torch.equal(p, q)
+    _, saved, resumed = _stopped_then_resumed("t5", 24, path, stop, KeyboardInterrupt)
+    assert saved == 10  # the last regular checkpoint
+    task = get_task("copy")
+    model = _tiny(task, "t5")
     with pytest.raises(ValueError, match=r"written with another configuration \(train.steps: 24 stored, 30 asked"):
         train(model, task, TrainConfig(steps=30, batch_size=8, max_length=5), checkpoint=path)
     assert resumed.wall_time_s > torch.load(path, weights_only=True)["wall_time_s"] > 0  # both runs' time
@@ -301,25 +311,14 @@ def test_ctrl_c_saves_the_step_it_finishes_and_resumes_bitwise(tmp_path):
 
     from posenc.experiments.train import Interrupted
 
-    task = get_task("copy")
-    model, config = _tiny(task, "rope"), TrainConfig(steps=12, batch_size=8, warmup=2, max_length=5,
-                                                     checkpoint_every=10)
-    full = train(model, task, config)
-
     def press_ctrl_c(step, total, loss, speed):
         if step == 3:
             os.kill(os.getpid(), signal.SIGINT)
 
     path = tmp_path / "run.pt"
-    with pytest.raises(Interrupted) as caught:
-        train(model, task, config, checkpoint=path, on_step=press_ctrl_c)
-    saved = torch.load(path, weights_only=True)["step"]
-    assert caught.value.step == saved and 3 <= saved <= 4 and caught.value.checkpoint == path
+    caught, saved, _ = _stopped_then_resumed("rope", 12, path, press_ctrl_c, Interrupted)
+    assert caught.step == saved and 3 <= saved <= 4 and caught.checkpoint == path  # between regular checkpoints
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
-    resumed = train(model, task, config, checkpoint=path)
-    assert resumed.resumed_from == saved and resumed.losses == full.losses
-    for p, q in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
-        assert torch.equal(p, q)
 
 
 def test_stale_checkpoints_and_unwritable_folders_stop_before_training(tmp_path):

@@ -84,7 +84,7 @@ def rotary_decay(
         right.plot(distances, bound, color="C3", lw=1.6)
         right.set_xlabel(xlabel)
         right.set_ylabel("relative upper bound  mean_j |S_j|")
-        right.set_title("RoFormer §3.4.3 bound (falls with t, not monotonically)")
+        right.set_title("RoFormer §3.4.3 bound (falls, not monotonically)")
         right.grid(alpha=0.3)
     figure.suptitle(title)
     return figure

@@ -279,3 +279,19 @@ def test_without_a_compiler_no_row_says_compiled(monkeypatch):
     from posenc.bench.report import markdown
 
     assert "(eager) |" in markdown({"meta": {}, "rope": rows})
+
+
+def test_an_interrupted_run_keeps_the_sections_it_finished(tmp_path, capsys, monkeypatch):
+    from posenc.bench import bias
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bias, "bench_bias", interrupted)
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--quick", "--sections", "rope,bias", "--no-peers", "--dtypes", "float32", "--lengths", "64",
+                 "--json", str(out)])
+    assert code == 130
+    data = json.loads(out.read_text())
+    assert "rope" in data and "bias" not in data and data["meta"]["quick"] is True
+    assert f"the sections finished are in {out}" in " ".join(capsys.readouterr().out.split())

@@ -29,9 +29,11 @@ def run(
     peers: bool = True,
     device: str = "cpu",
     progress: Callable[[str], None] | None = None,
+    on_section: Callable[[dict], None] | None = None,
 ) -> dict:
     """Every requested section, in this process (the flex section spawns one process per mode), with
-    the tensors on ``device`` ("cpu", "cuda", "cuda:1", ...)."""
+    the tensors on ``device`` ("cpu", "cuda", "cuda:1", ...). ``on_section`` gets the result so far
+    after each section (the CLI writes it then: an interrupted run keeps the sections it finished)."""
     from .bias import bench_attention, bench_bias, bench_flex_memory
     from .rope import bench_rope
     from .timing import device_name, resolve_device
@@ -62,22 +64,28 @@ def run(
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }}
     timing = {"num_threads": num_threads, "min_run_time": size["min_run_time"], "device": dev, "progress": progress}
-    if "rope" in sections:
-        result["rope"] = bench_rope(rope_lengths or size["rope_lengths"], dtypes, peers=peers, **timing)
-    if "bias" in sections:
-        result["bias"] = bench_bias(size["bias_lengths"], peers=peers, **timing)
-    if "attention" in sections:
-        result["attention"] = bench_attention(L=size["attention_L"], **timing)
-    if "flex" in sections:
+
+    def flex() -> list[dict]:
         if progress:
             progress(f"flex vs sdpa at L={size['flex_L']} (one subprocess each)")
-        result["flex"] = [row for L in size["flex_L"] for row in bench_flex_memory(L, num_threads=num_threads, device=dev)]
-    if "training" in sections:
-        result["training"] = bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 6, device=dev,
-                                            progress=progress)
+        return [row for L in size["flex_L"] for row in bench_flex_memory(L, num_threads=num_threads, device=dev)]
+
+    runners: dict[str, Callable[[], list[dict]]] = {
+        "rope": lambda: bench_rope(rope_lengths or size["rope_lengths"], dtypes, peers=peers, **timing),
+        "bias": lambda: bench_bias(size["bias_lengths"], peers=peers, **timing),
+        "attention": lambda: bench_attention(L=size["attention_L"], **timing),
+        "flex": flex,
+        "training": lambda: bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 6, device=dev,
+                                           progress=progress),
+    }
     from ..functional import fast_rope
 
-    result["meta"]["compile_available"] = fast_rope.compile_available()  # known once something tried to compile
+    for section in SECTIONS:  # the fixed order, whatever order they were asked in
+        if section in sections:
+            result[section] = runners[section]()
+            result["meta"]["compile_available"] = fast_rope.compile_available()  # known once something tried
+            if on_section is not None:
+                on_section(result)
     return result
 
 

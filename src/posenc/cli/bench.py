@@ -57,17 +57,26 @@ def register(app) -> None:  # app: typer.Typer
                     check_output_path(path)
                 except ValueError as err:
                     raise typer.BadParameter(f"{option}: {err}") from None
+        def save(result: dict) -> None:  # after every section: an interrupted run keeps what it finished
+            if json_file is not None:
+                write_output(json_file, json.dumps(result, indent=1))
+            if markdown_file is not None:
+                write_output(markdown_file, markdown(result))
+
         try:
             with console.status("benchmarking") as status:
                 result = run(quick=quick, sections=section_list, num_threads=threads, rope_lengths=length_list,
-                             dtypes=dtype_list, peers=not no_peers, device=device, progress=lambda msg: status.update(msg))
+                             dtypes=dtype_list, peers=not no_peers, device=device, progress=lambda msg: status.update(msg),
+                             on_section=save)
         except ValueError as err:
             raise typer.BadParameter(str(err)) from None
         except RuntimeError as err:  # a fast path that does not match the reference: nothing was timed
             console.print(f"[red]error:[/red] {escape(str(err))}")
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
-            console.print("interrupted: nothing written (the JSON and markdown are written at the end of a run)")
+            kept = [str(p) for p in (json_file, markdown_file) if p is not None and p.exists()]
+            console.print("interrupted: " + (f"the sections finished are in {' and '.join(kept)}" if kept
+                                             else "no section had finished, nothing written"))
             raise typer.Exit(130) from None
         for section in section_list:
             rows = result.get(section, [])
@@ -98,9 +107,7 @@ def register(app) -> None:  # app: typer.Typer
         console.print(f"threads={threads}; other processes' CPU share is in other_cpu (discard rows above ~0.1)")
         console.print("x_floor, x_none: the median of per-round ratios to the reference timed in turn with the case "
                       "(floor_ms_paired in the JSON), not a ratio of the medians shown")
-        if json_file is not None:
-            write_output(json_file, json.dumps(result, indent=1))
-            console.print(f"wrote {json_file}")
-        if markdown_file is not None:
-            write_output(markdown_file, markdown(result))
-            console.print(f"wrote {markdown_file}")
+        save(result)  # whole, once more: the last section's state is the run's
+        for path in (json_file, markdown_file):
+            if path is not None:
+                console.print(f"wrote {path}")

@@ -119,6 +119,8 @@ def experiment(
     from ..experiments.train import Interrupted, distributed_context
 
     console = Console()
+    if not console.is_terminal:  # a log file or a pipe: no terminal width to fit, keep the table whole
+        console = Console(width=160)
     if name not in EXPERIMENTS:
         raise typer.BadParameter(f"unknown experiment {name!r}; choose one of: {', '.join(EXPERIMENTS)}",
                                  param_hint="NAME")

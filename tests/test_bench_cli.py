@@ -231,6 +231,20 @@ def test_markdown_names_the_path_auto_takes_on_each_device():
         assert f"| 2048 | float32 | interleaved | 0.050 | {shown} |" in text, text
 
 
+def test_markdown_sets_in_place_beside_the_in_place_floor():
+    """The in-place column shows posenc's in-place ratio beside the in-place floor's (both against
+    the copy floor), and posenc's alone for a run recorded before that floor existed."""
+    from posenc.bench.report import markdown
+
+    def row(case, x):
+        return {"kind": "steady", "L": 2048, "dtype": "float32", "layout": "half", "case": case,
+                "median_ms": 0.05 * x, "x_floor": x, "x_floor_best": x}
+    rope = [row("floor", 1.0), row("posenc out= (eager)", 2.1), row("posenc in-place (eager)", 0.8)]
+    assert "| 2.10 (2.10) (eager) | - | 0.80 (0.80) | 2.10 (2.10) |" in markdown({"meta": {}, "rope": rope})
+    text = markdown({"meta": {}, "rope": [*rope, row("floor, in place", 0.6)]})
+    assert "| 2.10 (2.10) (eager) | - | 0.80 (0.80) / 0.60 | 2.10 (2.10) |" in text, text
+
+
 def test_every_rope_case_is_checked_against_the_reference_before_timing(monkeypatch):
     """A fast path that does not rotate (here: a copy) must stop the benchmark, not be timed at
     1.0x the floor; peers' errors are kept in their rows."""
@@ -241,7 +255,7 @@ def test_every_rope_case_is_checked_against_the_reference_before_timing(monkeypa
     steady = {r["case"]: r for r in rows if r["kind"] == "steady"}
     assert steady["posenc out= (compiled)"]["max_error"] < 1e-5 and steady["floor"]["max_error"] is None
     assert steady["posenc backward (eager)"]["max_error"] < 1e-5  # against the inverse rotation
-    assert "posenc new tensors" in steady and "floor, new tensors" in steady
+    assert "posenc new tensors" in steady and "floor, new tensors" in steady and "floor, in place" in steady
     assert steady["posenc out= (compiled)"]["tolerance"] < 5e-6  # two float32 units in the last place, not 1e-3
 
     def not_a_rotation(x, cos_h, sin_h, out, layout, inverse, compile, lane=None):

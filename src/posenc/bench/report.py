@@ -223,11 +223,12 @@ def markdown(result: dict) -> str:
         lines += ["", "#### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)", "",
                   "Each cell: the median of the per-round ratios to the floor (`out.copy_(x)` for q and k) timed in "
                   "alternation, and in brackets the fastest round of the case over the fastest round of the floor. "
-                  "*backward* is the inverse rotation into a preallocated gradient. *new tensors* returns new q and k "
+                  "*backward* is the inverse rotation into a preallocated gradient. *in place* is beside the in-place floor "
+                  "(`x.neg_()` of q and k: one read and one write of the same memory, cheaper than a copy). *new tensors* returns new q and k "
                   "as the peers do (and as autograd's forward and backward do), beside `x.clone()` of q and k: "
                   "allocating costs the same to both. *peer / posenc* divides a peer's ratio by posenc's new-tensor "
                   "ratio, both paired with the same floor. Every case was checked against `apply_rope` before it was timed.",
-                  "", "| L | dtype | layout | floor ms | posenc out= | posenc backward | posenc in-place | posenc eager | "
+                  "", "| L | dtype | layout | floor ms | posenc out= | posenc backward | in place: posenc / floor | posenc eager | "
                   "new tensors: posenc / clone | reference apply_rope | peers (x floor) | peer / posenc | other CPU |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         groups: dict[tuple, dict[str, dict]] = {}
@@ -251,11 +252,13 @@ def markdown(result: dict) -> str:
                           if fresh else "") or "-"
             clone = cases.get("floor, new tensors")
             new = f"{fresh['x_floor']:.2f} / {clone['x_floor']:.2f}" if fresh and clone else "-"
+            in_place = x(f"posenc in-place ({path})") + (f" / {cases['floor, in place']['x_floor']:.2f}"
+                                                         if "floor, in place" in cases else "")
             wrong.update(f"{n} ({dtype} {layout}, L = {L}: largest error {c['max_error']:.3g})"
                          for n, c in peers.items() if _wrong(c))
             load = max((c.get("other_cpu") or 0.0) for c in cases.values())
             lines.append(f"| {L} | {dtype} | {layout} | {_num(cases['floor']['median_ms'])} | {x(f'posenc out= ({path})')} ({path}) | "
-                         f"{x(f'posenc backward ({path})')} | {x(f'posenc in-place ({path})')} | "
+                         f"{x(f'posenc backward ({path})')} | {in_place} | "
                          f"{x('posenc out= (eager)')} | {new} | {x('posenc reference apply_rope')} | {peer_x} | {peer_ratio} | "
                          f"{load:.2f} |")
         if wrong:

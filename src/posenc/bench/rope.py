@@ -112,6 +112,7 @@ def _posenc_cases(q, k, cos, sin, layout) -> tuple[dict[str, Case], Callable[[],
     cos_h, sin_h = fast_rope._half_tables(cos, sin, layout)
     fast, inplace = fast_rope.fast_apply_rope, fast_rope.fast_apply_rope_
     qi, ki = q.clone(), k.clone()  # rotated in place again and again: values stay bounded (a rotation)
+    qf, kf = q.clone(), k.clone()  # the in-place floor's buffers: negated again and again
 
     def out_(compile: bool) -> Case:
         return lambda: (fast(q, cos, sin, layout=layout, out=oq, compile=compile),
@@ -132,6 +133,7 @@ def _posenc_cases(q, k, cos, sin, layout) -> tuple[dict[str, Case], Callable[[],
     cases = {
         "floor": lambda: (oq.copy_(q), ok.copy_(k)),
         "floor, new tensors": lambda: (q.clone(), k.clone()),
+        "floor, in place": lambda: (qf.neg_(), kf.neg_()),
         "posenc out= (compiled)": out_(True),
         "posenc in-place (compiled)": in_place(True),
         "posenc backward (compiled)": backward(True),

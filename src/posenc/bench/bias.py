@@ -141,9 +141,10 @@ def bench_attention(schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "si
 
 
 _CHILD = r"""
-import json, resource, sys, time, torch
+import json, resource, statistics, sys, time, torch
 import torch.nn.functional as nnf
 L, heads, hd, mode, threads, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6]
+repeats = int(sys.argv[7])
 torch.set_num_threads(threads)
 cuda = device.startswith("cuda")
 def sync():
@@ -157,7 +158,7 @@ dim = heads * hd
 x = torch.randn(1, L, dim, device=device)
 attn = posenc.Attention(dim, heads, encoding="alibi", causal=True).to(device).eval()
 base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-def reset_peak():  # Linux: restart the peak RSS (VmHWM) here, so it covers the timed call, not the warm-up
+def reset_peak():  # Linux: restart the peak RSS (VmHWM) here, so it covers the timed calls, not the warm-up
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -179,21 +180,26 @@ with torch.no_grad():
         start = time.perf_counter(); attn(x); sync(); result["first_call_at_L_s"] = time.perf_counter() - start
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        window = reset_peak()
-        probe.start(); start = time.perf_counter(); attn(x)
+        def call():
+            attn(x)
     else:
         q, k, v = attn.qkv(x).view(1, L, 3, heads, hd).permute(2, 0, 3, 1, 4)  # 3 x [1, h, L, hd]
-        window = reset_peak()
-        probe.start(); start = time.perf_counter()
-        # the cheapest materialised form: the Toeplitz-built bias [h, L, L] with -inf filled in place
-        bias = posenc.functional.alibi_bias_range(attn.encoding.slopes.float(), L, L)
-        bias.masked_fill_(torch.ones(L, L, dtype=torch.bool, device=device).triu_(1), float("-inf"))
-        nnf.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    sync()
-    result["seconds"] = time.perf_counter() - start
+
+        def call():
+            # the cheapest materialised form: the Toeplitz-built bias [h, L, L] with -inf filled in place
+            bias = posenc.functional.alibi_bias_range(attn.encoding.slopes.float(), L, L)
+            bias.masked_fill_(torch.ones(L, L, dtype=torch.bool, device=device).triu_(1), float("-inf"))
+            nnf.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    window = reset_peak()
+    probe.start()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter(); call(); sync(); times.append(time.perf_counter() - start)
     result["other_cpu"] = probe.stop()
-result["peak_rss_mib"] = peak_kib() / 1024  # of the whole process, during the timed call where window
-result["peak_rss_window"] = "timed call" if window else "process lifetime"
+    result["seconds_each"] = times
+    result["seconds"] = statistics.median(times)
+result["peak_rss_mib"] = peak_kib() / 1024  # of the whole process, during the timed calls where window
+result["peak_rss_window"] = "timed calls" if window else "process lifetime"
 result["peak_rss_before_mib"] = base_rss / 1024
 if cuda:  # the accelerator's memory: what the bias and the scores take there
     result["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
@@ -216,13 +222,14 @@ def _available_bytes(device: torch.device | str = "cpu") -> int | None:
 
 
 def bench_flex_memory(L: int = 16384, *, heads: int = 8, head_dim: int = 64, modes: Iterable[str] = ("flex", "sdpa"),
-                      num_threads: int = 1, device: torch.device | str = "cpu", timeout: float = 900) -> list[dict]:
+                      num_threads: int = 1, device: torch.device | str = "cpu", repeats: int = 3,
+                      timeout: float = 900) -> list[dict]:
     """Causal ALiBi attention at length ``L``: FlexAttention vs SDPA with a materialised bias.
 
-    Each mode runs in its own Python process; a row holds its time, the peak RSS of that process
-    during the timed call (``peak_rss_window``: Linux restarts the peak there; elsewhere it is the
-    process lifetime's), on CUDA the peak of allocated GPU memory (``peak_gpu_mib``), and the
-    first-call (compile) time. SDPA on CPU materialises the scores beside the bias (~3 x ``h L^2`` float32:
+    Each mode runs in its own Python process; a row holds the median of ``repeats`` timed calls
+    (``seconds``; each in ``seconds_each``), the peak RSS of that process during the timed calls
+    (``peak_rss_window``: Linux restarts the peak there; elsewhere it is the process lifetime's), on
+    CUDA the peak of allocated GPU memory (``peak_gpu_mib``), and the first-call (compile) time. SDPA on CPU materialises the scores beside the bias (~3 x ``h L^2`` float32:
     26 GB at L = 16384, 8 heads), so it is skipped, with a row saying so, when the machine does not
     have that much memory available: the out-of-memory killer would pick a process, maybe not ours.
     """
@@ -230,8 +237,8 @@ def bench_flex_memory(L: int = 16384, *, heads: int = 8, head_dim: int = 64, mod
     unknown = sorted(set(modes) - {"flex", "sdpa"})
     if unknown or not modes:
         raise ValueError(f"flex benchmark modes are flex and sdpa; got {unknown or 'none'}")
-    if not all(isinstance(v, int) and v > 0 for v in (L, heads, head_dim)):
-        raise ValueError(f"L, heads and head_dim must be positive integers; got {L}, {heads}, {head_dim}")
+    if not all(isinstance(v, int) and v > 0 for v in (L, heads, head_dim, repeats)):
+        raise ValueError(f"L, heads, head_dim and repeats must be positive integers; got {L}, {heads}, {head_dim}, {repeats}")
     rows = []
     for mode in modes:
         need = 3 * heads * L * L * 4
@@ -242,7 +249,7 @@ def bench_flex_memory(L: int = 16384, *, heads: int = 8, head_dim: int = 64, mod
             continue
         try:
             proc = subprocess.run([sys.executable, "-c", _CHILD, str(L), str(heads), str(head_dim), mode, str(num_threads),
-                                   str(device)],
+                                   str(device), str(repeats)],
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:  # the child is killed; the row says so and the run goes on
             rows.append({"L": L, "heads": heads, "mode": mode, "error": f"timed out after {timeout:.0f} s"})

@@ -287,7 +287,7 @@ def markdown(result: dict) -> str:
         gpu = any("peak_gpu_mib" in r for r in flex_rows)
         memory = "peak GPU MiB (allocated)" if gpu else "peak RSS MiB"
         lines += ["", "#### Causal ALiBi at long L: FlexAttention vs SDPA with a materialised bias (one process each)", "",
-                  f"| L | heads | mode | seconds | {memory} | first calls (compile) s | other CPU |", "|---|---|---|---|---|---|---|"]
+                  f"| L | heads | mode | seconds (median of the timed calls) | {memory} | first calls (compile) s | other CPU |", "|---|---|---|---|---|---|---|"]
         for r in flex_rows:
             if "error" in r:
                 lines.append(f"| {r['L']} | {r['heads']} | {r['mode']} | failed: {r['error']} | | | |")

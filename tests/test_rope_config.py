@@ -350,6 +350,26 @@ def test_gemma3_has_a_rope_per_layer_type():
         posenc.rope_from_config(LLAMA_31_8B, layer_type="full_attention")
 
 
+@pytest.mark.parametrize("form", ["flat", "transformers"])
+def test_gemma3n_reads_its_local_base_as_gemma3_does(form):
+    """Gemma 3n's config class reads ``rope_local_base_freq`` for its sliding layers like Gemma 3's
+    (HF ``Gemma3nTextConfig.convert_rope_params_to_dict``); posenc used to refuse the model type."""
+    from transformers.models.gemma3n import modeling_gemma3n as gemma3n
+
+    flat = {**GEMMA3_FLAT, "model_type": "gemma3n_text", "rope_local_base_freq": 20000.0,
+            "layer_types": ["sliding_attention"] * 4 + ["full_attention"] * 2}
+    hf_config = CONFIG_MAPPING["gemma3n_text"](**{k: v for k, v in flat.items() if k != "model_type"})
+    cfg = flat if form == "flat" else hf_config.to_dict()
+    hf = gemma3n.Gemma3nRotaryEmbedding(hf_config)
+    positions = torch.arange(700, 716)[None]
+    for layer_type, base in (("full_attention", 1e6), ("sliding_attention", 2e4)):
+        rope = posenc.rope_from_config(cfg, layer_type=layer_type)
+        assert (rope.config.base, rope.config.dim, rope.config.layout) == (base, 64, "half")
+        cos, sin = hf(torch.zeros(1), positions, layer_type)
+        _rotated_like_transformers(rope, cos, sin, gemma3n.apply_rotary_pos_emb, positions, 64,
+                                   8 * (2e-6 + 1.5e-7 * 716))
+
+
 @pytest.mark.parametrize("form", ["transformers", "hub"])
 def test_gemma4_proportional_rope_on_wider_full_attention_heads(form):
     """Gemma 4: sliding layers plain RoPE (base 1e4, head 64 here), full-attention layers

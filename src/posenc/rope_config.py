@@ -16,7 +16,7 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
   Gemma, ...: ``_WHOLE_HEAD_TYPES``), where it is ignored as there;
 * which dict: ``rope_scaling`` when a config has it, else ``rope_parameters`` (HF
   ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``); a RoPE per layer type
-  (Gemma 3's ``rope_local_base_freq`` beside ``rope_theta``, transformers 5's nested
+  (Gemma 3's and 3n's ``rope_local_base_freq`` beside ``rope_theta``, transformers 5's nested
   ``rope_parameters``) is picked with ``layer_type``;
 * scaling: that dict as written, completed as HF completes it
   (``RotaryEmbeddingConfigMixin.standardize_rope_params`` and the rope functions): ``llama3``,
@@ -56,7 +56,8 @@ __all__ = ["rope_from_config", "MODEL_LAYOUTS"]
 MODEL_LAYOUTS: dict[str, str] = {
     **dict.fromkeys(
         ("llama", "mistral", "mixtral", "ministral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "phi",
-         "phi3", "phimoe", "gpt_neox", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text",
+         "phi3", "phimoe", "gpt_neox", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "gemma4",
+         "gemma4_text",
          "starcoder2", "olmo", "olmo2", "olmo3", "granite", "granitemoe", "stablelm", "falcon", "exaone4", "smollm3",
          "seed_oss", "apertus", "arcee", "persimmon", "nemotron", "bamba", "qwen3_5", "qwen3_5_moe"),
         "half"),
@@ -74,15 +75,16 @@ _DEFAULT_PARTIAL = {
     "phi": 0.5, "persimmon": 0.5, "nemotron": 0.5, "glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5, "bamba": 0.5,
 }
 
-#: Gemma 3's two RoPEs when its config.json has the flat (pre-transformers-5) form: the global one
-#: from ``rope_theta`` / ``rope_scaling``, the local one from ``rope_local_base_freq``
-#: (HF ``Gemma3TextConfig.convert_rope_params_to_dict`` and its ``default_theta``).
-_GEMMA3 = ("gemma3", "gemma3_text")
+#: Gemma 3's (and Gemma 3n's) two RoPEs when its config.json has the flat (pre-transformers-5)
+#: form: the global one from ``rope_theta`` / ``rope_scaling``, the local one from
+#: ``rope_local_base_freq`` (HF ``Gemma3TextConfig.convert_rope_params_to_dict`` and its
+#: ``default_theta``; ``Gemma3nTextConfig``'s is the same).
+_GEMMA3 = ("gemma3", "gemma3_text", "gemma3n", "gemma3n_text")
 
 #: Fields that transformers' config classes default and published config.json files leave out
 #: (gemma-3-4b-it's ``text_config`` has no ``head_dim``: ``Gemma3TextConfig`` says 256).
 _MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
-    **dict.fromkeys(("gemma3", "gemma3_text", "gemma4", "gemma4_text"), {"head_dim": 256}),
+    **dict.fromkeys(("gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "gemma4", "gemma4_text"), {"head_dim": 256}),
 }
 _GEMMA4 = ("gemma4", "gemma4_text")
 _GEMMA3_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
@@ -153,7 +155,7 @@ def _head_dim(config: Mapping[str, Any]) -> int:
 #: Phi, Phi-3, StableLM, Persimmon, GLM, Nemotron, ...) and unknown types honour it.
 _WHOLE_HEAD_TYPES = frozenset({
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3",
-    "gemma3_text", "olmo", "olmo2", "starcoder2", "cohere", "cohere2", "falcon", "granite", "granitemoe", "phimoe",
+    "gemma3_text", "gemma3n", "gemma3n_text", "olmo", "olmo2", "starcoder2", "cohere", "cohere2", "falcon", "granite", "granitemoe", "phimoe",
     "exaone4", "smollm3",
 })
 

@@ -230,8 +230,10 @@ def test_bad_configs(tmp_path):
     assert rope.config.layout == "interleaved"
     with pytest.raises(ValueError, match=r"config needs 'head_dim', or 'hidden_size' and 'num_attention_heads'"):
         posenc.rope_from_config({"model_type": "llama"})
-    with pytest.raises(ValueError, match=r"rope scaling 'llama3' does not take \['beta_fast'\]"):
-        posenc.rope_from_config({**LLAMA_31_8B, "rope_scaling": {**LLAMA_31_8B["rope_scaling"], "beta_fast": 32}})
+    # a key the rope type does not take: transformers warns and goes on, and so does posenc
+    with pytest.warns(UserWarning, match=r"config rope scaling 'llama3' does not take \['beta_fast'\]: ignored"):
+        stray = posenc.rope_from_config({**LLAMA_31_8B, "rope_scaling": {**LLAMA_31_8B["rope_scaling"], "beta_fast": 32}})
+    assert stray.config == posenc.rope_from_config(LLAMA_31_8B).config
     with pytest.raises(ValueError, match=r"no config file at"):
         posenc.rope_from_config(tmp_path / "missing.json")
     with pytest.raises(TypeError, match=r"config must be a dict, a path to config.json or a transformers config, got int"):
@@ -427,3 +429,130 @@ def test_gemma_configs_as_transformers_writes_them():
     assert (full.config.base, full.config.scaling) == (1e6, {"rope_type": "linear", "factor": 8.0})
     with pytest.raises(ValueError, match="rope scaling 'proportional' spans the whole head"):
         posenc.create("rope", dim=64, rotary_dim=32, scaling={"rope_type": "proportional", "partial_rotary_factor": 0.5})
+
+
+def _hf_rotary_module(model_type: str, hf_config):
+    """The model type's own rotary embedding module, built from ``hf_config``."""
+    import importlib
+
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    name = model_type_to_module_name(model_type)
+    name = {"gemma3_text": "gemma3", "gemma3n_text": "gemma3n", "gemma4_text": "gemma4", "qwen3_5_text": "qwen3_5",
+            "qwen3_5_moe_text": "qwen3_5_moe"}.get(name, name)
+    module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+    prefix = type(hf_config).__name__.removesuffix("Config")
+    for candidate in (prefix, prefix.removesuffix("Text")):
+        cls = getattr(module, f"{candidate}RotaryEmbedding", None)
+        if cls is not None:
+            return cls(hf_config)
+    raise AssertionError(f"no rotary embedding class for {model_type} in {module.__name__}")
+
+
+#: Model types whose transformers code builds its tables without a rotary module (GPT-J, CodeGen:
+#: ``create_sinusoidal_positions`` over ``rotary_dim``, 64 by default).
+_NO_ROTARY_MODULE = ("gptj", "codegen")
+
+
+@pytest.mark.parametrize("model_type", sorted({*posenc.rope_config.MODEL_LAYOUTS} - {"gemma3", "gemma3n", "gemma4", "qwen3_5",
+                                                                      "qwen3_5_moe"}))
+@pytest.mark.parametrize("scaling", [None, {"rope_type": "dynamic", "factor": 2.0}])
+def test_every_model_type_reads_a_bare_config_as_transformers_does(model_type, scaling):
+    """A config.json that names only the sizes gets what transformers' config class gives the rest
+    (``default_theta``, a fixed ``head_dim``, ``max_position_embeddings`` for the dynamic rule, the
+    family's rotated share, Apertus' default Llama 3 scaling, Gemma 4's proportional RoPE):
+    frequencies, rotated width and attention scale equal the model's own rotary module's. posenc
+    used to give every model type base 10000 and ``hidden_size / num_attention_heads``."""
+    import warnings
+
+    bare = {"hidden_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2}
+    if scaling is not None:
+        if model_type in ("apertus", "gemma4_text", "phi3", "deepseek_v2"):
+            pytest.skip("a class default scaling, longrope-only, or complex-valued tables: covered elsewhere")
+        if model_type in ("ministral", "mixtral", "phimoe"):  # its head_dim field is None / it wants mscales
+            pytest.skip("transformers 5.23 cannot build this model type's dynamic RoPE from a bare config")
+        bare["rope_scaling"] = scaling
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf_config = CONFIG_MAPPING[model_type](**json.loads(json.dumps(bare)))  # a copy: HF fills its dicts in
+    if model_type in _NO_ROTARY_MODULE:
+        rope = posenc.rope_from_config({"model_type": model_type, **bare})
+        assert (rope.config.dim, rope.config.rotary_width) == (128, hf_config.rotary_dim) == (128, 64)
+        return
+    hf = _hf_rotary_module(model_type, hf_config)
+    layer_types = sorted(set(getattr(hf, "layer_types", None) or [None]), key=str)
+    for layer_type in layer_types:
+        rope = posenc.rope_from_config({"model_type": model_type, **bare}, layer_type=layer_type)
+        prefix = f"{layer_type}_" if layer_type else ""
+        inv_freq = getattr(hf, f"{prefix}inv_freq")
+        scale = getattr(hf, f"{prefix}attention_scaling")
+        assert rope.inv_freq.shape == inv_freq.shape, (layer_type, rope.config)
+        torch.testing.assert_close(rope.inv_freq.float(), inv_freq.float(), rtol=2e-6, atol=0)
+        assert rope.attention_scale == pytest.approx(float(scale), rel=1e-6)
+        if scaling is not None and layer_type in (None, "full_attention"):  # past the original length
+            long = hf_config.max_position_embeddings * 3
+            with torch.no_grad():
+                hf(torch.zeros(1), torch.arange(long)[None], *([layer_type] if layer_type else []))
+            torch.testing.assert_close(rope.inv_freq_at(long).float(), getattr(hf, f"{prefix}inv_freq").float(),
+                                       rtol=1e-5, atol=0)
+
+
+def _same_frequencies(rope, hf, layer_type=None, seq_len=None):
+    """posenc's frequencies and scale in force at ``seq_len`` equal HF's module's (which updates
+    them in its forward for length-dependent rules)."""
+    prefix = f"{layer_type}_" if layer_type else ""
+    if seq_len is not None:
+        with torch.no_grad():
+            hf(torch.zeros(1), torch.arange(seq_len)[None], *([layer_type] if layer_type else []))
+    torch.testing.assert_close(rope.inv_freq_at(seq_len).float(), getattr(hf, f"{prefix}inv_freq").float(),
+                               rtol=2e-6, atol=0)
+    assert rope.attention_scale == pytest.approx(float(getattr(hf, f"{prefix}attention_scaling")), rel=1e-6)
+
+
+def test_gpt_neox_reads_only_its_own_field_names():
+    """``GPTNeoXConfig`` takes the base from ``rotary_emb_base`` and the share from ``rotary_pct``;
+    a ``rope_theta`` or ``partial_rotary_factor`` beside them is ignored there (posenc used to let
+    them win: errors of 3.5-6.7 against transformers)."""
+    cfg = {"model_type": "gpt_neox", "hidden_size": 256, "num_attention_heads": 4, "rope_theta": 20000.0,
+           "partial_rotary_factor": 0.5}
+    rope = posenc.rope_from_config(cfg)
+    assert (rope.config.base, rope.config.rotary_width) == (10000.0, 16)
+    _same_frequencies(rope, gpt_neox.GPTNeoXRotaryEmbedding(CONFIG_MAPPING["gpt_neox"](**json.loads(json.dumps(cfg)))))
+    both = posenc.rope_from_config({**cfg, "rotary_emb_base": 30000.0, "rotary_pct": 0.75})
+    assert (both.config.base, both.config.rotary_width) == (30000.0, 48)
+
+
+def test_phi3_longrope_switch_from_its_class_default_original_length():
+    """Phi-3's class keeps ``original_max_position_embeddings`` at the top level (4096 by default),
+    over the one in ``rope_scaling``; posenc used to take the inner 1024 and switch to the long
+    factors (and their attention scale) four times too early. Its legacy rope type ``yarn`` is
+    LongRoPE."""
+    short, long = [1 + 0.05 * i for i in range(32)], [1 + 2.0 * i for i in range(32)]
+    for kind in ("longrope", "yarn"):
+        cfg = {"model_type": "phi3", "hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 8192,
+               "rope_scaling": {"rope_type": kind, "short_factor": short, "long_factor": long,
+                                "original_max_position_embeddings": 1024}}
+        rope = posenc.rope_from_config(cfg)
+        assert rope.config.scaling["original_max_position_embeddings"] == 4096
+        assert rope.config.scaling["rope_type"] == "longrope"
+        for seq_len in (1025, 5000):
+            hf = phi3.Phi3RotaryEmbedding(CONFIG_MAPPING["phi3"](**json.loads(json.dumps(cfg))))
+            _same_frequencies(rope, hf, seq_len=seq_len)
+
+
+def test_olmo3_scales_full_attention_only():
+    """OLMo 3 (flat config.json): ``rope_scaling`` and ``rope_theta`` go to the full-attention
+    layers; the sliding-window layers keep the class default base, 5e5 (HF ``Olmo3Config``). posenc
+    used to apply both to every layer."""
+    from transformers.models.olmo3 import modeling_olmo3 as olmo3
+
+    cfg = {"model_type": "olmo3", "hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 8192,
+           "rope_theta": 12345.0, "rope_scaling": {"rope_type": "yarn", "factor": 8.0,
+                                                  "original_max_position_embeddings": 1024}}
+    hf = olmo3.Olmo3RotaryEmbedding(CONFIG_MAPPING["olmo3"](**json.loads(json.dumps(cfg))))
+    full = posenc.rope_from_config(cfg, layer_type="full_attention")
+    sliding = posenc.rope_from_config(cfg, layer_type="sliding_attention")
+    assert (full.config.base, full.config.scaling["rope_type"]) == (12345.0, "yarn")
+    assert (sliding.config.base, sliding.config.scaling) == (500000.0, None)
+    _same_frequencies(full, hf, "full_attention")
+    _same_frequencies(sliding, hf, "sliding_attention")

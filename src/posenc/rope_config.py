@@ -3,12 +3,16 @@
 Reads the fields that Hugging Face transformers reads for the model's rotary embedding and returns
 the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
 
+* fields a config.json leaves out take the value the model type's transformers config class gives
+  them (``_HF_DEFAULTS``: its ``default_theta`` such as Mixtral's 1e6 and Cohere's 5e5, a fixed
+  ``head_dim`` such as Qwen3's 128, ``max_position_embeddings``, Apertus' default Llama 3 scaling);
 * head width: ``head_dim``, else ``hidden_size // num_attention_heads``; DeepSeek-V2/V3 rotate a
   separate ``qk_rope_head_dim``-wide slice of each head (multi-head latent attention), and that
   slice is what the returned module acts on;
-* base: ``rope_theta`` (inside ``rope_parameters`` in transformers >= 5, top-level before),
-  GPT-NeoX's ``rotary_emb_base``; 10000 when absent (HF ``default_theta``);
-* partial rotary: ``partial_rotary_factor`` (GPT-NeoX ``rotary_pct``; when absent, the family's
+* base: ``rope_theta`` (inside ``rope_parameters`` in transformers >= 5, top-level before; only
+  ``rotary_emb_base`` for GPT-NeoX, whose class ignores a ``rope_theta``); the class default, else
+  10000, when absent;
+* partial rotary: ``partial_rotary_factor`` (GPT-NeoX: only ``rotary_pct``; when absent, the family's
   default as HF's config classes set it: 0.25 for GPT-NeoX, StableLM and Qwen3-Next, 0.5 for Phi,
   Persimmon, Nemotron and GLM, else 1; GPT-J / CodeGen ``rotary_dim``) gives
   ``rotary_dim = int(head_dim * factor)``, odd or even as HF computes it, except for the model types
@@ -42,12 +46,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .functional._checks import check_choice
 from .functional.rope import ROPE_LAYOUTS
+from .functional.rope_scaling import SCALING_KEYS
 from .schemes.rope import Rope, RopeConfig
 
 __all__ = ["rope_from_config", "MODEL_LAYOUTS"]
@@ -59,7 +65,8 @@ MODEL_LAYOUTS: dict[str, str] = {
          "phi3", "phimoe", "gpt_neox", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "gemma4",
          "gemma4_text",
          "starcoder2", "olmo", "olmo2", "olmo3", "granite", "granitemoe", "stablelm", "falcon", "exaone4", "smollm3",
-         "seed_oss", "apertus", "arcee", "persimmon", "nemotron", "bamba", "qwen3_5", "qwen3_5_moe"),
+         "seed_oss", "apertus", "arcee", "persimmon", "nemotron", "bamba", "qwen3_5", "qwen3_5_moe", "qwen3_5_text",
+         "qwen3_5_moe_text"),
         "half"),
     **dict.fromkeys(("gptj", "codegen", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "glm", "glm4", "ernie4_5"),
                     "interleaved"),
@@ -71,23 +78,90 @@ _NEEDS_ORIGINAL = ("llama3", "yarn", "longrope")
 #: ``partial_rotary_factor`` that transformers' config classes assume when a config.json has none
 #: (their ``setdefault("partial_rotary_factor", ...)``, GPT-NeoX's ``rotary_pct``; 1.0 elsewhere).
 _DEFAULT_PARTIAL = {
-    "gpt_neox": 0.25, "stablelm": 0.25, "qwen3_next": 0.25, "qwen3_5": 0.25, "qwen3_5_moe": 0.25,
+    "gpt_neox": 0.25, "stablelm": 0.25, "qwen3_next": 0.25, "qwen3_5": 0.25, "qwen3_5_moe": 0.25, "qwen3_5_text": 0.25, "qwen3_5_moe_text": 0.25,
     "phi": 0.5, "persimmon": 0.5, "nemotron": 0.5, "glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5, "bamba": 0.5,
 }
 
-#: Gemma 3's (and Gemma 3n's) two RoPEs when its config.json has the flat (pre-transformers-5)
-#: form: the global one from ``rope_theta`` / ``rope_scaling``, the local one from
-#: ``rope_local_base_freq`` (HF ``Gemma3TextConfig.convert_rope_params_to_dict`` and its
-#: ``default_theta``; ``Gemma3nTextConfig``'s is the same).
-_GEMMA3 = ("gemma3", "gemma3_text", "gemma3n", "gemma3n_text")
-
-#: Fields that transformers' config classes default and published config.json files leave out
-#: (gemma-3-4b-it's ``text_config`` has no ``head_dim``: ``Gemma3TextConfig`` says 256).
-_MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
-    **dict.fromkeys(("gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "gemma4", "gemma4_text"), {"head_dim": 256}),
+#: Models with a RoPE per kind of layer whose config.json may have the flat (pre-transformers-5)
+#: form, read as their config classes' ``convert_rope_params_to_dict`` read it: ``rope_scaling``
+#: updates the full-attention RoPE only, whose base is ``rope_theta`` (the class's global default
+#: when absent); the sliding-window RoPE is unscaled, with its base from the field named here (Gemma
+#: 3 and 3n: ``rope_local_base_freq``; OLMo 3: none, since HF's class takes ``rope_theta`` for the
+#: full-attention layers first and leaves the sliding ones its default) or else the class default.
+_LAYER_TYPED: dict[str, tuple[float, str | None, float]] = {
+    **dict.fromkeys(("gemma3", "gemma3_text", "gemma3n", "gemma3n_text"), (1_000_000.0, "rope_local_base_freq", 10_000.0)),
+    "olmo3": (500_000.0, None, 500_000.0),
 }
+
+#: What transformers' config classes (5.23) give the fields that published config.json files may
+#: leave out: ``default_theta``, a ``head_dim`` that does not follow from ``hidden_size`` (Qwen3's
+#: 128, gemma-3-4b-it's ``text_config`` has none: 256), ``max_position_embeddings`` (the original
+#: length of ``dynamic``; the factor of ``yarn`` and ``longrope`` when theirs is absent), Phi-3's
+#: ``original_max_position_embeddings``, GPT-J's ``rotary_dim`` and a default ``rope_parameters``
+#: (Apertus: Llama 3 scaling; Gemma 4: proportional RoPE on full attention). Read from each class
+#: (``CONFIG_MAPPING[model_type](hidden_size=..., num_attention_heads=...)``; the test
+#: ``test_every_model_type_reads_a_bare_config_as_transformers_does`` checks them against it).
+_HF_DEFAULTS: dict[str, dict[str, Any]] = {
+    "apertus": {"rope_theta": 12_000_000.0, "max_position_embeddings": 65536, "rope_parameters": {
+        "rope_type": "llama3", "rope_theta": 12_000_000.0, "factor": 8.0, "original_max_position_embeddings": 8192,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0}},
+    "arcee": {"max_position_embeddings": 4096},
+    "bamba": {"max_position_embeddings": 262144},
+    "codegen": {"max_position_embeddings": 2048, "rotary_dim": 64},
+    "cohere": {"rope_theta": 500_000.0, "max_position_embeddings": 8192},
+    "cohere2": {"max_position_embeddings": 8192},
+    "deepseek_v2": {"qk_rope_head_dim": 64, "max_position_embeddings": 2048},
+    "deepseek_v3": {"qk_rope_head_dim": 64, "max_position_embeddings": 4096},
+    "ernie4_5": {"rope_theta": 500_000.0, "head_dim": 128, "max_position_embeddings": 131072},
+    "exaone4": {"max_position_embeddings": 2048},
+    "falcon": {"max_position_embeddings": 2048},
+    "gemma": {"head_dim": 256, "max_position_embeddings": 8192},
+    "gemma2": {"head_dim": 256, "max_position_embeddings": 8192},
+    "gemma3_text": {"head_dim": 256, "max_position_embeddings": 131072},
+    "gemma3n_text": {"head_dim": 256, "max_position_embeddings": 32768},
+    "gemma4_text": {"head_dim": 256, "max_position_embeddings": 131072, "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0}}},
+    "glm": {"head_dim": 128, "max_position_embeddings": 131072},
+    "glm4": {"head_dim": 128, "max_position_embeddings": 131072},
+    "gpt_neox": {"max_position_embeddings": 2048},
+    "gptj": {"max_position_embeddings": 2048, "rotary_dim": 64},
+    "granite": {"max_position_embeddings": 2048},
+    "granitemoe": {"max_position_embeddings": 2048},
+    "llama": {"max_position_embeddings": 2048},
+    "ministral": {"max_position_embeddings": 131072},
+    "mistral": {"max_position_embeddings": 131072},
+    "mixtral": {"rope_theta": 1_000_000.0, "max_position_embeddings": 131072},
+    "nemotron": {"max_position_embeddings": 4096},
+    "olmo": {"max_position_embeddings": 2048},
+    "olmo2": {"max_position_embeddings": 2048},
+    "olmo3": {"rope_theta": 500_000.0, "max_position_embeddings": 2048},
+    "persimmon": {"max_position_embeddings": 16384},
+    "phi": {"max_position_embeddings": 2048},
+    "phi3": {"max_position_embeddings": 4096, "original_max_position_embeddings": 4096},
+    "phimoe": {"rope_theta": 1_000_000.0, "max_position_embeddings": 131072},
+    "qwen2": {"max_position_embeddings": 32768},
+    "qwen2_moe": {"max_position_embeddings": 32768},
+    "qwen3": {"head_dim": 128, "max_position_embeddings": 32768},
+    "qwen3_moe": {"max_position_embeddings": 32768},
+    "qwen3_next": {"head_dim": 256, "max_position_embeddings": 32768},
+    "qwen3_5_text": {"head_dim": 256, "max_position_embeddings": 32768},
+    "qwen3_5_moe_text": {"head_dim": 256, "max_position_embeddings": 32768},
+    "seed_oss": {"head_dim": 128, "max_position_embeddings": 524288},
+    "smollm3": {"rope_theta": 2_000_000.0, "max_position_embeddings": 32768},
+    "stablelm": {"max_position_embeddings": 4096},
+    "starcoder2": {"max_position_embeddings": 4096},
+}
+#: Multimodal wrappers read without a ``text_config``: their text model's defaults.
+for _wrapper in ("gemma3", "gemma3n", "gemma4", "qwen3_5", "qwen3_5_moe"):
+    _HF_DEFAULTS[_wrapper] = _HF_DEFAULTS[f"{_wrapper}_text"]
 _GEMMA4 = ("gemma4", "gemma4_text")
-_GEMMA3_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
+#: GPT-NeoX's class reads its base and rotated share only from ``rotary_emb_base`` and
+#: ``rotary_pct`` (a ``rope_theta`` or ``partial_rotary_factor`` beside them is ignored there).
+_NEOX = ("gpt_neox",)
+#: Phi-3's class reads the legacy rope type ``yarn`` as ``longrope`` (and ``su``, which is read
+#: as ``longrope`` for every model type here).
+_YARN_IS_LONGROPE = ("phi3", "phi4_multimodal")
 
 
 def _load(config: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
@@ -163,7 +237,8 @@ _WHOLE_HEAD_TYPES = frozenset({
 def _partial_factor(config: Mapping[str, Any], params: Mapping[str, Any]) -> float:
     factor = _field(params, "partial_rotary_factor")
     if factor is None:
-        factor = _field(config, "partial_rotary_factor", "rotary_pct")
+        neox = config.get("model_type") in _NEOX
+        factor = _field(config, *(("rotary_pct",) if neox else ("partial_rotary_factor", "rotary_pct")))
     factor = _DEFAULT_PARTIAL.get(config.get("model_type"), 1.0) if factor is None else factor
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
         raise ValueError(f"partial_rotary_factor (rotary_pct) must be a number in (0, 1], got {factor!r}")
@@ -183,14 +258,14 @@ def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: 
 
 def _scaling(config: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any] | None:
     kind = params.get("rope_type", params.get("type", "default"))
-    if kind == "su":
+    if kind == "su" or (kind == "yarn" and config.get("model_type") in _YARN_IS_LONGROPE):
         kind = "longrope"
     scaling = {k: v for k, v in params.items() if k not in ("rope_theta", "partial_rotary_factor", "type")}
     scaling["rope_type"] = kind
     if kind == "proportional":
         scaling["partial_rotary_factor"] = _partial_factor(config, params)
     if kind == "default":
-        return None if len(scaling) == 1 else scaling  # stray keys are left for the validator to name
+        return None if len(_known_keys(kind, scaling)) == 1 else scaling
     max_len = config.get("max_position_embeddings")
     if kind in _NEEDS_ORIGINAL:
         original = config.get("original_max_position_embeddings") or scaling.get("original_max_position_embeddings")
@@ -199,7 +274,21 @@ def _scaling(config: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any
         scaling["original_max_position_embeddings"] = max_len
     if kind in ("longrope", "yarn") and scaling.get("factor") is None and max_len and scaling.get("original_max_position_embeddings"):
         scaling["factor"] = max_len / scaling["original_max_position_embeddings"]
-    return scaling
+    return _known_keys(kind, scaling)
+
+
+def _known_keys(kind: str, scaling: dict[str, Any]) -> dict[str, Any]:
+    """``scaling`` without the keys its rope type does not take, with a warning that names them, as
+    transformers reads a config (``_check_received_keys`` logs "Unrecognized keys" and goes on);
+    an unknown rope type is left whole for the validator to refuse."""
+    if kind not in SCALING_KEYS:
+        return scaling
+    required, optional = SCALING_KEYS[kind]
+    extra = sorted(k for k in scaling if k != "rope_type" and k not in required | optional)
+    if extra:
+        warnings.warn(f"config rope scaling {kind!r} does not take {extra}: ignored, as transformers ignores them",
+                      stacklevel=4)
+    return {k: v for k, v in scaling.items() if k not in extra}
 
 
 def _layout(config: Mapping[str, Any], layout: str | None) -> str:
@@ -245,18 +334,19 @@ def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str,
     """The one ``rope_parameters`` dict that applies: ``rope_scaling`` wins over ``rope_parameters``
     when a config has both (HF ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``);
     per-layer-type dicts (Gemma 3/4: ``{"full_attention": {...}, "sliding_attention": {...}}``) need
-    ``layer_type``. Gemma 3's flat form is read as HF reads it (``_GEMMA3_THETA``)."""
+    ``layer_type``. Gemma 3's and OLMo 3's flat forms are read as HF reads them (``_LAYER_TYPED``)."""
     scaling, parameters = config.get("rope_scaling"), config.get("rope_parameters")
     for name, value in (("rope_scaling", scaling), ("rope_parameters", parameters)):
         if value is not None and not isinstance(value, Mapping):
             raise ValueError(f"config field {name!r} must be an object like {{\"rope_type\": \"linear\", "
                              f"\"factor\": 4.0}}, got {value!r}")
-    if config.get("model_type") in _GEMMA3:  # rope_scaling updates the global RoPE only
+    if config.get("model_type") in _LAYER_TYPED:  # rope_scaling updates the global RoPE only
+        full_theta, local_field, local_theta = _LAYER_TYPED[config["model_type"]]
         nested = dict(parameters) if _nested(parameters) else {"full_attention": dict(parameters or {})}
         full = {**nested.get("full_attention", {}), **(scaling or {})}
-        full.setdefault("rope_theta", _field(config, "rope_theta") or _GEMMA3_THETA["full_attention"])
+        full.setdefault("rope_theta", _field(config, "rope_theta") or full_theta)
         local = dict(nested.get("sliding_attention") or {"rope_type": "default"})
-        local.setdefault("rope_theta", _field(config, "rope_local_base_freq") or _GEMMA3_THETA["sliding_attention"])
+        local.setdefault("rope_theta", (_field(config, local_field) if local_field else None) or local_theta)
         table: Any = {**nested, "full_attention": full, "sliding_attention": local}
     else:
         table = scaling or parameters or {}
@@ -295,11 +385,11 @@ def rope_from_config(
     config = _load(config)
     if isinstance(config.get("text_config"), Mapping) and "num_attention_heads" not in config:
         config = {"model_type": config.get("model_type"), **config["text_config"]}
-    config = {**_MODEL_DEFAULTS.get(config.get("model_type"), {}), **config}
+    config = {**_HF_DEFAULTS.get(config.get("model_type"), {}), **config}
     params = _rope_params(config, layer_type)
     base = _field(params, "rope_theta")
     if base is None:
-        base = _field(config, "rope_theta", "rotary_emb_base")
+        base = _field(config, *(("rotary_emb_base",) if config.get("model_type") in _NEOX else ("rope_theta", "rotary_emb_base")))
     if base is not None:
         base = _number("rope_theta", base)
     head_dim = _layer_head_dim(config, layer_type, _head_dim(config))

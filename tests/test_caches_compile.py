@@ -99,6 +99,51 @@ def test_rope_cache_regrows() -> None:
     assert _buffer_rows(rope, "_cos_sin") >= 3005 > first
 
 
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+def test_a_bias_written_to_in_place_is_not_served_again(name: str) -> None:
+    """``bias()`` hands out the cached bias; a caller that masks it in place (a common way to add a
+    causal mask) must not change the next call's bias, nor an Attention layer's output. It used
+    to: the cache served the edited tensor (ALiBi off by 0.01 in attention)."""
+    enc = posenc.create(name, num_heads=2, bidirectional=True).eval()
+    p = torch.arange(6)
+    with torch.no_grad():
+        want = enc.bias(p, p).clone()
+        enc.bias(p, p).masked_fill_(torch.ones(6, 6, dtype=torch.bool).triu(1), float("-inf"))
+        torch.testing.assert_close(enc.bias(p, p), want, rtol=0, atol=0)
+        enc.bias(p, p).zero_()
+        attn = posenc.Attention(8, 2, encoding=enc)
+        fresh = posenc.Attention(8, 2, encoding=posenc.create(name, num_heads=2, bidirectional=True))
+        fresh.load_state_dict(attn.state_dict())
+        x = torch.randn(1, 6, 8)
+        torch.testing.assert_close(attn(x), fresh(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ["rope", "sinusoidal"])
+def test_a_table_slice_written_to_in_place_is_not_served_again(name: str) -> None:
+    """Tables for a range of positions (the default positions, a KV cache's) are slices of the row
+    cache: writing to one in place must not reach the next call (it did: attention off by 0.15)."""
+    enc = posenc.create(name, dim=8)
+    p = posenc.schemes.base.default_positions(None, 5, torch.device("cpu"))  # a marked range: served as a slice
+    read = (lambda: enc.cos_sin(p)[0]) if name == "rope" else (lambda: enc.encode(p))
+    want = read().clone()
+    read().mul_(0)
+    torch.testing.assert_close(read(), want, rtol=0, atol=0)
+
+
+def test_frequencies_edited_through_data_rebuild_the_rope_cache() -> None:
+    """An edit through ``.data`` leaves the version counter alone (HF-style initialisation writes
+    so); on the CPU the cache compares the frequencies' values and rebuilds (it used to serve a
+    table for the old frequencies: off by 4.4)."""
+    rope = posenc.create("rope", dim=8)
+    q = torch.randn(1, 1, 5, 8)
+    first, _ = rope.rotate(q, q)
+    rope.inv_freq.mul_(2)
+    rope.rotate(q, q)
+    rope.inv_freq.data.mul_(0.5)  # the original frequencies again, the version counter unmoved
+    again, _ = rope.rotate(q, q)
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
+
+
 # -- state_dict and dtype/device hygiene --------------------------------------------------------
 
 @pytest.mark.parametrize("name", list(SCHEMES))

@@ -107,6 +107,15 @@ def has_values(t: Tensor) -> bool:
     return not torch.compiler.is_compiling() and t.device.type != "meta"
 
 
+def version_of(t: Tensor) -> int | None:
+    """``t``'s version counter, bumped by every in-place write to it or to a view of it: the caches
+    keep it beside what they hand out, so that a cached table or bias written to in place (a
+    ``masked_fill_`` on what ``bias()`` returned) is rebuilt rather than served again. None for an
+    inference tensor, which has none: an edit made under ``torch.inference_mode`` cannot be seen
+    (treat what the caches hand out as read-only)."""
+    return None if t.is_inference() else t._version
+
+
 def stale_inference(cached: Tensor) -> bool:
     """Whether a cached tensor made under ``torch.inference_mode`` is asked for outside it, where it
     cannot be saved for backward: the caches rebuild it then."""

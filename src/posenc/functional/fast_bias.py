@@ -28,7 +28,7 @@ import weakref
 import torch
 from torch import Tensor, nn
 
-from ._checks import stale_inference
+from ._checks import stale_inference, version_of
 from .relative import t5_relative_bucket
 
 __all__ = ["toeplitz", "relative_range", "alibi_bias_range", "t5_bias_range", "cached_bias", "cached_t5_buckets",
@@ -187,7 +187,9 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
 
     Returns None when the fast path does not apply (the caller then computes the reference): batched
     or non-contiguous positions, a T5 table that needs gradients, or inside ``torch.compile``. The
-    returned tensor may be shared with later calls: treat it as read-only.
+    returned tensor may be shared with later calls: one written to in place is rebuilt at the next
+    call (its version counter moved), except under ``torch.inference_mode``, where tensors have no
+    version counter: treat it as read-only there.
     """
     name = getattr(module, "name", None)
     if name not in ("alibi", "t5") or torch.compiler.is_compiling():
@@ -212,7 +214,7 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
     # counter, since reading values would synchronise the device at every call. A bias made under
     # inference mode cannot enter autograd outside it.
     if hit is not None and hit[0] == key and _same_params(hit[1], params) \
-            and not stale_inference(hit[2]):
+            and not stale_inference(hit[2]) and version_of(hit[2]) == hit[3]:
         return hit[2]
     if name == "alibi":
         bias = alibi_bias_range(params.float(), sq, sk, q_offset=q0, k_offset=k0, bidirectional=config.bidirectional)
@@ -221,7 +223,7 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
             bias = t5_bias_range(params, sq, sk, q_offset=q0, k_offset=k0, bidirectional=config.bidirectional,
                                  num_buckets=config.num_buckets, max_distance=config.max_distance)
     if bias.numel() * bias.element_size() <= CACHE_MAX_BYTES:
-        _caches[module] = (key, _params_key(params), bias)
+        _caches[module] = (key, _params_key(params), bias, version_of(bias))
     return bias
 
 

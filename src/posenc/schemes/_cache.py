@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from ..functional._checks import has_values, stale_inference
+from ..functional._checks import has_values, stale_inference, version_of
 from ..functional.fast_bias import known_range
 
 __all__ = ["cached_rows", "cached_range", "forget", "MAX_ROWS", "GROWTH"]
@@ -40,21 +40,31 @@ def _sources(module: nn.Module) -> list[Tensor]:
 
 def _source_key(module: nn.Module) -> list[tuple]:
     """Address, version counter and shape of each source: an in-place edit of ``inv_freq`` bumps
-    its version, a new tensor assigned to it has another address. No values are read, so no
-    device synchronises (this runs at every call)."""
-    return [(b.data_ptr(), b._version, tuple(b.shape), b.device) for b in _sources(module)]
+    its version, a new tensor assigned to it has another address. On the CPU a copy of the values
+    too: an edit through ``.data`` (as HF-style initialisation makes) leaves the version counter
+    alone. On an accelerator no values are read, so no device synchronises (this runs at every
+    call)."""
+    return [(b.data_ptr(), b._version, tuple(b.shape), b.device, b.detach().clone() if b.device.type == "cpu" else None)
+            for b in _sources(module)]
 
 
-def _stale_source(module: nn.Module, name: str) -> bool:
-    """Whether the frequencies changed since cache ``name`` was built."""
-    return module.__dict__.get("_cache_sources", {}).get(name) != _source_key(module)
+def _stale_source(module: nn.Module, name: str, table: Tensor) -> bool:
+    """Whether the frequencies changed since cache ``name`` was built, or the table itself was
+    written to in place (through a slice handed out earlier, which shares its version counter)."""
+    seen = module.__dict__.get("_cache_sources", {}).get(name)
+    if seen is None or seen[1] != version_of(table):
+        return True
+    sources = _sources(module)
+    return len(sources) != len(seen[0]) or not all(
+        (b.data_ptr(), b._version, tuple(b.shape), b.device) == key[:4] and (key[4] is None or torch.equal(key[4], b.detach()))
+        for b, key in zip(sources, seen[0]))
 
 
 def _store(module: nn.Module, name: str, table: Tensor) -> None:
     """Keep ``table`` as cache ``name``, with the key of the frequencies it was built from."""
     module.register_buffer(name, table, persistent=False)
     module.__dict__.setdefault("_cache_names", set()).add(name)
-    module.__dict__.setdefault("_cache_sources", {})[name] = _source_key(module)
+    module.__dict__.setdefault("_cache_sources", {})[name] = (_source_key(module), version_of(table))
 
 
 def forget(module: nn.Module) -> None:
@@ -80,7 +90,7 @@ def cached_rows(
     if low < 0:
         return build(positions)
     if table is None or high >= table.shape[0] or table.device != positions.device or table.dtype != dtype \
-            or stale_inference(table) or _stale_source(module, name):
+            or stale_inference(table) or _stale_source(module, name, table):
         rows = _grown_rows(high + 1, positions.numel())
         if rows is None:
             return build(positions)
@@ -100,7 +110,7 @@ def cached_range(
             return table[start:end]
         return build(torch.arange(start, end, device=device))
     if table is None or end > table.shape[0] or table.device != device or table.dtype != dtype \
-            or stale_inference(table) or _stale_source(module, name):
+            or stale_inference(table) or _stale_source(module, name, table):
         rows = _grown_rows(end, length)
         if rows is None:
             return build(torch.arange(start, end, device=device))

@@ -262,7 +262,7 @@ def test_cos_sin_that_do_not_broadcast_with_x() -> None:
 def test_q_positions_that_do_not_match_q() -> None:
     rope = posenc.create("rope", dim=8)
     q = torch.randn(1, 2, 3, 8)
-    with _raises(ValueError, "(4, 8)", "(1, 2, 3, 8)"):
+    with _raises(ValueError, "query positions of shape (4,)", "(1, 2, 3, 8)"):
         rope.rotate(q, q, torch.arange(4), torch.arange(3))
 
 
@@ -345,3 +345,87 @@ def test_nd_coordinates_of_the_wrong_width_are_named():
     pe = posenc.create("sinusoidal_nd", dim=12, n_axes=2)
     with _raises(ValueError, "coordinates [s, 2] or [b, s, 2], with s=12; got shape (12, 3)"):
         pe.embed(torch.randn(1, 12, 12), torch.zeros(12, 3, dtype=torch.long))
+
+
+# -- found by the 2026-11-23 API audit ----------------------------------------------------------
+
+def test_base_and_rotated_share_inside_scaling_must_agree() -> None:
+    """transformers 5 keeps ``rope_theta`` and ``partial_rotary_factor`` inside ``rope_parameters``;
+    given in ``scaling`` they were ignored without a word (base 1e4 where 5e5 was written)."""
+    with _raises(ValueError, "rope_theta=500000.0", "base=10000.0", "pass base=500000.0"):
+        posenc.create("rope", dim=8, scaling={"rope_type": "linear", "factor": 2.0, "rope_theta": 500000.0})
+    with _raises(ValueError, "partial_rotary_factor=0.25", "rotary_dim is 64", "pass rotary_dim=16"):
+        posenc.create("rope", dim=64, scaling={"rope_type": "default", "partial_rotary_factor": 0.25})
+    agreeing = posenc.create("rope", dim=64, base=5e5, rotary_dim=16,
+                             scaling={"rope_type": "linear", "factor": 2.0, "rope_theta": 5e5, "partial_rotary_factor": 0.25})
+    assert (agreeing.config.base, agreeing.config.rotary_width) == (5e5, 16)
+    torch.testing.assert_close(agreeing.inv_freq, F.rope_inv_freq(16, base=5e5, scaling={"rope_type": "linear",
+                                                                                       "factor": 2.0})[0])
+
+
+@pytest.mark.parametrize("call", [
+    lambda: F.rope_cos_sin(5, INV8, dtype=torch.int32),
+    lambda: F.sinusoidal(3, 4, dtype=torch.int64),
+    lambda: F.sinusoidal_nd(F.grid_positions(2, 2), 4, dtype=torch.int64),
+    lambda: F.axial_rope_cos_sin(F.grid_positions(2, 2), F.axial_rope_inv_freq(8, 2), dtype=torch.int16),
+], ids=["rope_cos_sin", "sinusoidal", "sinusoidal_nd", "axial_rope_cos_sin"])
+def test_integer_table_dtypes(call) -> None:
+    """An integer dtype truncated every cosine to 0 or 1 without a word."""
+    with _raises(TypeError, "dtype must be a floating-point torch dtype", "torch.int"):
+        call()
+
+
+@pytest.mark.parametrize("name", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("combine", ["add", "concat"])
+def test_absolute_positions_of_another_batch(name: str, combine: str) -> None:
+    with _raises(ValueError, "positions of shape (3, 5)", "embeddings of shape (2, 5, 4)", "[b, s] = [2, 5]"):
+        posenc.create(name, dim=4, combine=combine).embed(torch.zeros(2, 5, 4), torch.arange(5).expand(3, 5))
+
+
+@pytest.mark.parametrize("name", ["rope", "xpos"])
+def test_rotation_positions_that_do_not_fit(name: str) -> None:
+    """The message used to speak of "cos/sin of shape (4, 8)", tables the caller never made."""
+    rope, q = posenc.create(name, dim=8), torch.randn(2, 2, 5, 8)
+    with _raises(ValueError, "key positions of shape (4,)", "keys of shape (2, 2, 5, 8)", "with s = 5"):
+        rope.rotate(q, q, torch.arange(5), torch.arange(4))
+    with _raises(ValueError, "query positions of shape (3, 5)", "queries of shape (2, 2, 5, 8)"):
+        rope.rotate(q, q, torch.arange(5).expand(3, 5), torch.arange(5))
+
+
+def test_tables_that_are_not_tensors() -> None:
+    x = torch.randn(1, 2, 3, 8)
+    for call in (F.apply_rope, F.fast_apply_rope, F.fast_apply_rope_):
+        with _raises(TypeError, "cos and sin must be tensors", "got float and float"):
+            call(x, 1.0, 0.0)
+
+
+def test_flex_helpers_name_what_they_take() -> None:
+    from posenc import flex
+
+    assert flex.alibi_score_mod([0.5, 0.25]) is not None  # a list of slopes is fine
+    with _raises(ValueError, "slopes must be 1-D", "(2, 2)"):
+        flex.alibi_score_mod(torch.ones(2, 2))
+    with _raises(ValueError, "sq must be a positive integer", "got -1"):
+        flex.block_mask(-1, 4, causal=True)
+    with _raises(ValueError, "q_offset must be a non-negative int", "got -2"):
+        flex.block_mask(4, 4, causal=True, q_offset=-2)
+    with _raises(ValueError, "bias scheme", "'rope' has no score mod"):
+        flex.warmup(posenc.create("rope", dim=8))
+    with _raises(ValueError, "table must be a tensor [num_buckets=32, heads]", "shape (3,)"):
+        flex.t5_score_mod(torch.ones(3))
+
+
+def test_meta_inputs_for_a_module_on_another_device() -> None:
+    q = torch.randn(1, 2, 5, 8, device="meta")
+    with _raises(ValueError, "on the meta device", "tables are on cpu", ".to('meta')"):
+        posenc.create("rope", dim=8).rotate(q, q)
+    assert posenc.create("rope", dim=8).to("meta").rotate(q, q)[0].shape == (1, 2, 5, 8)
+
+
+def test_counts_accept_numpy_and_0d_integers() -> None:
+    np = pytest.importorskip("numpy")
+    assert F.rope_inv_freq(8, scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4},
+                           seq_len=np.int64(10))[0].shape == (4,)
+    assert F.randomized_positions(torch.tensor(2), np.int64(5), 10).shape == (2, 5)
+    with _raises(TypeError, "seq_len must be a non-negative integer", "2.5"):
+        F.randomized_positions(2, 2.5, 10)

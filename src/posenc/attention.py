@@ -153,6 +153,9 @@ class Attention(nn.Module):
 
         Schemes with ``n_axes > 1`` (``rope_axial``, ``sinusoidal_nd``) take coordinates ``[s, n_axes]``
         or ``[b, s, n_axes]``; 1-D positions given to them are read as axis 0 (other coordinates 0).
+        A 2-D tensor of shape ``[s, n_axes]`` is read as coordinates even when it could be positions
+        ``[b, s]`` (``b = s = n_axes``): give per-row positions there as coordinates
+        ``[b, s, n_axes]`` (axis 0 the positions, the rest 0).
         Their default with a cache is ``past .. past + s - 1`` along axis 0 (``past`` = cached
         tokens): a grid has no "next" coordinate, so pass coordinates when decoding one.
 

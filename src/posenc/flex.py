@@ -39,6 +39,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .functional._checks import check_positive_int
 from .functional.fast_bias import _range_start
 from .functional.relative import t5_relative_bucket
 
@@ -105,9 +106,12 @@ def errors() -> dict[tuple[str, torch.dtype], str]:
 
 
 def alibi_score_mod(slopes: Tensor, *, q_offset: int | Tensor = 0, bidirectional: bool = False) -> ScoreMod:
-    """ALiBi as a score mod; ``q_offset`` = query position minus key position at index 0."""
+    """ALiBi as a score mod; ``q_offset`` = query position minus key position at index 0.
+    ``slopes``: one per head, a 1-D tensor or a sequence of numbers."""
+    slopes = slopes.float() if isinstance(slopes, Tensor) else _numbers_1d("slopes", slopes)
+    if slopes.dim() != 1 or slopes.numel() == 0:
+        raise ValueError(f"slopes must be 1-D, one per head, got shape {tuple(slopes.shape)}")
     offset = torch.as_tensor(q_offset, device=slopes.device)  # a tensor: a new offset does not recompile
-    slopes = slopes.float()
 
     if bidirectional:
         def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
@@ -118,11 +122,22 @@ def alibi_score_mod(slopes: Tensor, *, q_offset: int | Tensor = 0, bidirectional
     return alibi
 
 
+def _numbers_1d(name: str, values: object) -> Tensor:
+    try:
+        return torch.tensor(values, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be a 1-D tensor or a sequence of numbers, got {type(values).__name__}") from None
+
+
 def t5_score_mod(
     table: Tensor, *, q_offset: int | Tensor = 0, bidirectional: bool = True, num_buckets: int = 32,
     max_distance: int = 128,
 ) -> ScoreMod:
     """T5's bias as a score mod: ``table [num_buckets, h]`` looked up at ``bucket(k - q)``."""
+    if not isinstance(table, Tensor) or table.dim() != 2 or table.shape[0] != num_buckets:
+        got = f"shape {tuple(table.shape)}" if isinstance(table, Tensor) else type(table).__name__
+        raise ValueError(f"table must be a tensor [num_buckets={num_buckets}, heads] (T5's relative_attention_bias "
+                         f"weight), got {got}")
     offset = torch.as_tensor(q_offset, device=table.device)
 
     def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
@@ -161,6 +176,9 @@ def block_mask(sq: int, sk: int, *, causal: bool, q_offset: int = 0, device: tor
     """
     from torch.nn.attention.flex_attention import BlockMask
 
+    sq, sk, block_size = (check_positive_int(n, v) for n, v in (("sq", sq), ("sk", sk), ("block_size", block_size)))
+    if isinstance(q_offset, bool) or not isinstance(q_offset, int) or q_offset < 0:
+        raise ValueError(f"q_offset must be a non-negative int (keys cached before the first query), got {q_offset!r}")
     nq, nk = -(-sq // block_size), -(-sk // block_size)
     q_lo = q_offset + torch.arange(nq, device=device) * block_size  # [nq] first query index (in keys' frame)
     q_hi = q_offset + torch.clamp((torch.arange(nq, device=device) + 1) * block_size, max=sq) - 1  # [nq]
@@ -213,6 +231,8 @@ def flex_attention(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None, 
 def _wanted(encoding: Any, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, dropout_p: float) -> bool:
     if _mode == "never" or key_mask is not None or dropout_p > 0 or not available(q.device, q.dtype):
         return False
+    if q.shape[-2] == 0 or k.shape[-2] == 0:
+        return False  # nothing to attend: SDPA's path returns the empty result
     if getattr(encoding, "uses_query_terms", False) or torch.compiler.is_compiling():
         return False
     if torch.is_grad_enabled():
@@ -247,16 +267,26 @@ def attend(
 
 
 def warmup(encoding: Any, *, length: int = 256, head_dim: int = 64, causal: bool = True,
-           device: torch.device | str = "cpu") -> float:
-    """Compile FlexAttention for ``encoding`` on a small input; returns the seconds it took.
+           device: torch.device | str = "cpu", num_heads: int | None = None) -> float:
+    """Compile FlexAttention for ``encoding`` (a bias scheme: ``alibi``, ``t5``, or one with a
+    ``score_mod`` method) on a small input; returns the seconds it took. ``num_heads`` defaults to
+    the scheme's own.
 
     The compile (10-15 s in a cold process on CPU) recurs for each new shape, so warm up with the
     shape you will run.
     """
+    score_mod = score_mod_for(encoding)
+    if score_mod is None:
+        raise ValueError(f"warmup compiles FlexAttention for a bias scheme (alibi, t5, or one with a score_mod "
+                         f"method); {getattr(encoding, 'name', type(encoding).__name__)!r} has no score mod, and "
+                         "posenc.Attention runs it through SDPA")
+    h = num_heads if num_heads is not None else getattr(getattr(encoding, "config", None), "num_heads", None)
+    if h is None:
+        raise ValueError("this scheme's config has no num_heads: pass warmup(..., num_heads=)")
+    h, length, head_dim = (check_positive_int(n, v) for n, v in (("num_heads", h), ("length", length),
+                                                                 ("head_dim", head_dim)))
     start = time.perf_counter()
-    h = encoding.config.num_heads
     q = torch.zeros(1, h, length, head_dim, device=device)
     with torch.no_grad():
-        score_mod = score_mod_for(encoding)
         flex_attention(q, q, q, score_mod, block_mask(length, length, causal=causal, device=device))
     return time.perf_counter() - start

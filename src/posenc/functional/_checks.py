@@ -51,6 +51,15 @@ def check_positive_int(name: str, value: object) -> int:
     return number
 
 
+def check_float_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
+    """Return ``dtype`` if it is a floating-point torch dtype, else raise TypeError: a table of
+    cosines in an integer dtype would be truncated to 0 and 1 without a word."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating-point torch dtype (torch.float32, torch.bfloat16, torch.float16, "
+                        f"torch.float64), got {dtype!r}")
+    return dtype
+
+
 def check_bool(name: str, value: object) -> bool:
     """Return ``value`` if it is True or False, else raise TypeError: a string such as ``"false"``
     from a config file would otherwise be read by its truthiness, as True."""
@@ -180,6 +189,10 @@ def as_positions(positions: int | Tensor | Iterable[float], *, device: torch.dev
         raise TypeError(f"positions must be integer or real, got dtype {positions.dtype}")
     check_finite_positions(positions)
     if device is not None:
+        if positions.device.type == "meta" and torch.device(device).type != "meta":
+            raise ValueError(f"positions (or the tensors they come with) are on the meta device, but this encoding's "
+                             f"tables are on {device}: a meta-device run needs the module on meta too "
+                             "(build it under torch.device('meta') or call .to('meta'))")
         positions = positions.to(device)
     return positions
 

@@ -27,7 +27,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_choice, check_positive_int, two_pi_mod
+from ._checks import as_positions, check_choice, check_float_dtype, check_positive_int, two_pi_mod
 from .rope import ROPE_LAYOUTS
 from .sinusoidal import sinusoidal
 
@@ -122,6 +122,7 @@ def sinusoidal_nd(
     ``[b, X, Y, ch]`` use ``coords = grid_positions(X, Y)``. Angles are formed in float64 (that
     library forms them in float32, ~1e-6 apart at coordinates in the hundreds).
     """
+    check_float_dtype(dtype)
     coords = _check_coordinates(coords, None)
     dim = check_positive_int("dim", dim)
     width = sinusoidal_nd_axis_width(dim, coords.shape[-1])
@@ -183,6 +184,7 @@ def axial_rope_cos_sin(
     ``(2j, 2j+1)``, what both peers use; ``"half"``: ``(j, j + r/2)``); feed the tables to
     :func:`apply_rope` with the same layout. Angles are float64, reduced mod 2π before the cast.
     """
+    check_float_dtype(dtype)
     check_choice("layout", layout, ROPE_LAYOUTS)
     if not isinstance(inv_freq, Tensor) or inv_freq.dim() != 2:
         raise TypeError("inv_freq must be a 2-D tensor [n_axes, pairs per axis] from axial_rope_inv_freq, got "

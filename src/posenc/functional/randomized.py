@@ -23,6 +23,8 @@ evaluate at ``0..s-1`` or at random positions is the caller's choice (the experi
 
 from __future__ import annotations
 
+import operator
+
 import torch
 from torch import Tensor
 
@@ -32,11 +34,16 @@ __all__ = ["randomized_positions"]
 
 
 def _check_count(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a non-negative integer, got {value!r}")
-    if value < 0:
+    """``value`` as an int if it is a whole number >= 0 (numpy integers and 0-d integer tensors too)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a non-negative integer, got {value!r}") from None
+    if number < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return value
+    return number
 
 
 def randomized_positions(

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_base, check_choice, check_positive_int, two_pi_mod
+from ._checks import as_positions, check_base, check_choice, check_float_dtype, check_positive_int, two_pi_mod
 from .rope_scaling import ODD_WIDTH_SCALINGS, ROPE_SCALINGS, parse_scaling
 
 __all__ = ["rope_inv_freq", "rope_cos_sin", "apply_rope", "rotate_pairs", "ROPE_LAYOUTS"]
@@ -56,9 +56,13 @@ def rope_inv_freq(
     """
     dim = check_positive_int("dim", dim)
     base = check_base(base)
-    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0):
-        raise ValueError(f"seq_len must be None or a positive integer, got {seq_len!r}")
+    if seq_len is not None:
+        seq_len = check_positive_int("seq_len", seq_len)
     kind, params = parse_scaling(scaling)
+    theta = scaling.get("rope_theta") if isinstance(scaling, Mapping) else None
+    if theta is not None and theta != base:  # transformers 5 keeps the base inside rope_parameters
+        raise ValueError(f"scaling holds rope_theta={theta!r}, but base={base!r}: the base is base= here "
+                         f"(HF's rope_theta); pass base={theta!r}, or leave rope_theta out of scaling")
     if dim % 2 and kind not in ODD_WIDTH_SCALINGS:
         raise ValueError(f"rope scaling {kind!r} needs an even rotated width, got {dim} (transformers' {kind} code "
                          f"fails at an odd one too); an odd width works with: {', '.join(ODD_WIDTH_SCALINGS)}")
@@ -80,6 +84,7 @@ def rope_cos_sin(
     ``interleaved`` as ``[a_0, a_0, a_1, a_1, ...]`` (GPT-J ``duplicate_interleave``). Both tables are
     multiplied by ``attention_scale``.
     """
+    check_float_dtype(dtype)
     check_choice("layout", layout, ROPE_LAYOUTS)
     if not isinstance(inv_freq, Tensor) or inv_freq.dim() != 1:
         raise TypeError(f"inv_freq must be a 1-D tensor of per-pair frequencies, got {type(inv_freq).__name__}"
@@ -110,6 +115,9 @@ def rotate_pairs(x: Tensor, layout: str) -> Tensor:
 
 def _align_tables(x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
     """Check table shapes and give ``[b, s, r]`` tables a head axis for ``[b, h, s, hd]`` inputs."""
+    if not isinstance(cos, Tensor) or not isinstance(sin, Tensor):
+        raise TypeError(f"cos and sin must be tensors [*p, r] (from rope_cos_sin), got {type(cos).__name__} and "
+                        f"{type(sin).__name__}")
     if cos.shape != sin.shape:
         raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
     r = cos.shape[-1]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_base, check_choice, check_even_dim, check_positive_int, two_pi_mod
+from ._checks import as_positions, check_base, check_choice, check_even_dim, check_float_dtype, check_positive_int, two_pi_mod
 
 __all__ = ["sinusoidal", "sinusoidal_inv_freq", "sinusoidal_table", "LAYOUTS", "SINUSOID_FREQUENCIES"]
 
@@ -80,6 +80,7 @@ def sinusoidal_table(
     What :func:`sinusoidal` computes once its frequencies are known; modules keep ``inv_freq`` and
     call this, so that no Python-level validation of ``base`` runs inside a compiled forward.
     """
+    check_float_dtype(dtype)
     check_choice("layout", layout, LAYOUTS)
     positions = as_positions(positions, device=inv_freq.device)
     angles = two_pi_mod(positions.to(torch.float64)[..., None] * inv_freq.to(torch.float64))  # [*p, d/2]

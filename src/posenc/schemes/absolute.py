@@ -42,6 +42,11 @@ class AbsoluteEncoding(PositionalEncoding):
         code = self._code(positions, s, x).to(x.dtype)  # [s, dim] or [b, s, dim]
         if code.shape[-2] != s:
             raise ValueError(f"positions give {code.shape[-2]} positions for a sequence of length {s}")
+        if code.dim() > 3 or (code.dim() == 3 and code.shape[0] not in (1, b)):
+            shape = tuple(positions.shape) if isinstance(positions, Tensor) else None
+            raise ValueError(f"positions of shape {shape} do not fit embeddings of shape {tuple(x.shape)}: pass [s] "
+                             f"(shared by the batch), [1, s] or [b, s] = [{b}, {s}]"
+                             + (" (coordinates: [s, n_axes] or [b, s, n_axes])" if self.n_axes > 1 else ""))
         if self.config.combine == "add":
             if d != self.dim:
                 raise ValueError(

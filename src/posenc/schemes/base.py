@@ -52,6 +52,18 @@ def default_positions(positions: Tensor | int | None, length: int, device: torch
     return as_positions(positions, device=device)
 
 
+def check_positions_fit(positions: Tensor, x: Tensor, what: str) -> None:
+    """Raise ValueError unless ``positions`` ``[s]``, ``[b, s]`` or ``[b, h, s]`` fit ``x [b, h, s, hd]``
+    (``what``: "query" or "key"), naming both shapes, before tables are built from them (the
+    error would otherwise speak of tables the caller never made)."""
+    p, want = tuple(positions.shape), tuple(x.shape[:-1])
+    lead = want[:1] if x.dim() == 4 and len(p) == 2 else want[:-1]  # [b, s] tables get a head axis
+    if len(p) > len(want) or not p or p[-1] != want[-1] or any(
+            a != b and a != 1 for a, b in zip(reversed(p[:-1]), reversed(lead))):
+        raise ValueError(f"{what} positions of shape {p} do not fit {'queries' if what == 'query' else what + 's'} of shape {tuple(x.shape)}: "
+                         f"expected [s], [b, s] or [b, h, s] with s = {x.shape[-2]}")
+
+
 class PositionalEncoding(nn.Module):
     """Base class of every scheme. Subclasses set ``name``, ``family``, ``Config`` and the hooks."""
 

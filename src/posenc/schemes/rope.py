@@ -31,7 +31,7 @@ from ..functional._checks import check_choice, check_even_dim, check_positive_in
 from ..functional.fast_rope import COMPILE_MIN_NUMEL, fast_apply_rope, fast_apply_rope_pair
 from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ._cache import cached_range, cached_rows
-from .base import PositionalEncoding, check_head_width, default_positions, register
+from .base import PositionalEncoding, check_head_width, check_positions_fit, default_positions, register
 
 __all__ = ["Rope", "RopeConfig"]
 
@@ -56,7 +56,15 @@ class RopeConfig:
                 raise ValueError(f"rotary_dim must be at most dim={self.dim} (rounded up to even when odd: "
                                  f"features rotate in pairs), got {self.rotary_dim}")
         F.rope_inv_freq(self.frequency_dim, base=self.base, scaling=self.scaling)  # validates base and scaling
-        if self.rotary_dim is not None and parse_scaling(self.scaling)[0] == "proportional":
+        kind = parse_scaling(self.scaling)[0]
+        factor = self.scaling.get("partial_rotary_factor") if isinstance(self.scaling, Mapping) else None
+        if factor is not None and kind != "proportional" and int(self.dim * factor) != self.frequency_dim:
+            # transformers 5 keeps the rotated share inside rope_parameters: it must agree with rotary_dim
+            raise ValueError(f"scaling holds partial_rotary_factor={factor!r}, which rotates int({self.dim} * {factor!r})"
+                             f" = {int(self.dim * factor)} features of dim={self.dim}, but rotary_dim is "
+                             f"{self.frequency_dim}; pass rotary_dim={int(self.dim * factor)} (posenc.rope_from_config "
+                             "reads both from a config.json)")
+        if self.rotary_dim is not None and kind == "proportional":
             raise ValueError("rope scaling 'proportional' spans the whole head (its partial_rotary_factor zeroes "
                              f"frequencies instead); leave rotary_dim out, got rotary_dim={self.rotary_dim}")
 
@@ -201,17 +209,18 @@ class Rope(PositionalEncoding):
         return table.unbind(-2)
 
     def _tables(
-        self, positions: Tensor | None, length: int, offset: int, x: Tensor, seq_len: int | Tensor | None = None
+        self, positions: Tensor | None, length: int, offset: int, x: Tensor, seq_len: int | Tensor | None = None,
+        what: str = "key",
     ) -> tuple[Tensor, Tensor]:
         """Tables ``[s, r]`` (or ``[*p, r]``) for ``x``'s positions; ``seq_len`` picks length-dependent frequencies."""
         dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        if self._is_long(seq_len):
-            positions = default_positions(positions, length, x.device, offset=offset).to(x.device)
-            return self._build(positions, dtype, self.inv_freq_at(seq_len)).unbind(-2)
-        if positions is None and dtype == torch.float32:
+        if positions is None and dtype == torch.float32 and not self._is_long(seq_len):
             table = cached_range(self, "_cos_sin", offset, length, self._build, dtype=dtype, device=x.device)
             return table.unbind(-2)  # [s, r] each
         positions = default_positions(positions, length, x.device, offset=offset).to(x.device)
+        check_positions_fit(positions, x, what)
+        if self._is_long(seq_len):
+            return self._build(positions, dtype, self.inv_freq_at(seq_len)).unbind(-2)
         return self.cos_sin(positions, dtype=dtype, seq_len=seq_len)
 
     def rotate(
@@ -229,7 +238,7 @@ class Rope(PositionalEncoding):
         if sq == sk and q.dtype == k.dtype and (q_positions is k_positions or (q_positions is None and k_positions is None)):
             cos_q, sin_q = cos_k, sin_k  # same positions (self-attention without a cache): one lookup
         else:
-            cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q, seq_len)
+            cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q, seq_len, "query")
         layout = self.config.layout
         both = _siblings(q, k) if cos_q is cos_k and q.numel() < COMPILE_MIN_NUMEL else None
         if both is not None:  # q and k slices of one qkv projection: one call rotates both

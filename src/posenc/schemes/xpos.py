@@ -37,7 +37,7 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim, check_number, has_values
-from .base import check_head_width, default_positions, register
+from .base import check_head_width, check_positions_fit, default_positions, register
 from .rope import Rope
 
 __all__ = ["XPos", "XPosConfig"]
@@ -124,6 +124,8 @@ class XPos(Rope):
         sq, sk = q.shape[-2], k.shape[-2]
         q_positions = default_positions(q_positions, sq, q.device, offset=max(sk - sq, 0))
         k_positions = default_positions(k_positions, sk, k.device)
+        check_positions_fit(q_positions, q, "query")
+        check_positions_fit(k_positions, k, "key")
         self._check_range(q_positions, q.dtype)
         self._check_range(k_positions, k.dtype)
         dtype = torch.float64 if q.dtype == torch.float64 else torch.float32

@@ -136,3 +136,23 @@ def test_a_failed_compile_turns_flex_off_for_its_dtype_only(monkeypatch):
     assert torch.equal(got, want) and used == [torch.float32]
     assert not flex.available("cpu", torch.float64) and flex.available("cpu", torch.float32) and not flex.available()
     assert list(flex.errors()) == [("cpu", torch.float64)]
+
+
+def test_attention_scale_reaches_flex_attention(monkeypatch):
+    """``Attention(scale=)`` is what FlexAttention scales by too (T5's weights want 1.0), not only SDPA."""
+    seen = {}
+
+    def fake_compiled(q, k, v, *, score_mod, block_mask, scale):
+        seen["scale"] = scale
+        return torch.zeros_like(q)
+
+    monkeypatch.setattr(flex, "_get_compiled", lambda: fake_compiled)
+    monkeypatch.setattr(flex, "available", lambda *a, **k: True)
+    attn = posenc.Attention(16, 2, encoding="alibi", causal=True, scale=0.5).eval()
+    flex.set_mode("always")
+    try:
+        with torch.no_grad():
+            attn(torch.randn(1, 8, 16))
+    finally:
+        flex.set_mode("auto")
+    assert seen["scale"] == 0.5

@@ -100,6 +100,33 @@ def test_t5_relative_position_bucket(bidirectional: bool, num_buckets: int, max_
 
 
 @pytest.mark.parametrize("is_decoder", [False, True])
+def test_t5_attention_layer_with_hf_weights(is_decoder: bool) -> None:
+    """``posenc.Attention(..., encoding="t5", scale=1.0)`` with the weights of HF ``T5Attention``
+    (its projections concatenated into ``qkv``) gives HF's output: T5 does not scale its logits by
+    1/sqrt(head width), which the default ``scale`` does (2.5 apart without it)."""
+    from transformers import T5Config
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    config = T5Config(d_model=32, d_kv=8, num_heads=4, is_decoder=is_decoder)
+    config._attn_implementation = "eager"
+    hf = T5Attention(config, has_relative_attention_bias=True).eval()
+    ours = posenc.Attention(32, 4, encoding=posenc.create("t5", num_heads=4, bidirectional=not is_decoder),
+                            causal=is_decoder, scale=1.0).eval()
+    with torch.no_grad():
+        ours.qkv.weight.copy_(torch.cat((hf.q.weight, hf.k.weight, hf.v.weight)))
+        ours.proj.weight.copy_(hf.o.weight)
+        ours.proj.bias.zero_()
+        ours.encoding.relative_attention_bias.weight.copy_(hf.relative_attention_bias.weight)
+        x = torch.randn(2, 20, 32)
+        mask = None
+        if is_decoder:  # HF takes the causal mask as an additive [b, 1, sq, sk] tensor
+            mask = torch.full((20, 20), float("-inf")).triu(1)[None, None].expand(2, 1, 20, 20)
+        want = hf(x, mask=mask)[0]
+        torch.testing.assert_close(ours(x), want, atol=2e-6, rtol=0)
+        assert (posenc.Attention(32, 4, encoding="t5", causal=is_decoder).scale, ours.scale) == (8**-0.5, 1.0)
+
+
+@pytest.mark.parametrize("is_decoder", [False, True])
 def test_t5_bias_with_hf_weights(is_decoder: bool) -> None:
     """The ``t5`` scheme loaded with the weights of HF ``T5Attention`` gives ``compute_bias`` exactly,
     also with a cache offset (``past_seen_tokens``)."""

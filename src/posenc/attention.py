@@ -17,6 +17,7 @@ cached ones, keys are cached after rotation, and the causal mask is by index in 
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, field
 
@@ -103,6 +104,7 @@ class Attention(nn.Module):
         causal: bool = False,
         qkv_bias: bool = False,
         dropout: float = 0.0,
+        scale: float | None = None,
     ) -> None:
         super().__init__()
         dim = check_positive_int("dim", dim)
@@ -117,6 +119,12 @@ class Attention(nn.Module):
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"dropout must be a probability in [0, 1], got {dropout!r}")
         self.dropout = float(dropout)
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
+                                  or not math.isfinite(scale) or scale <= 0):
+            raise ValueError(f"scale must be None (1/sqrt(head width)) or a positive number, got {scale!r}")
+        #: what the logits ``q . k`` are multiplied by before the bias is added: 1/sqrt(head width)
+        #: unless given (T5 does not scale: ``scale=1.0`` with its weights, HF ``T5Attention``)
+        self.scale = self.head_dim**-0.5 if scale is None else float(scale)
         self.encoding = _build_encoding(encoding, self.head_dim, num_heads, dim, self.causal)
         self._check_encoding()
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
@@ -214,16 +222,17 @@ class Attention(nn.Module):
             k, v, k_positions = cache.append(k, v, positions, seq_dim=-2 if n_axes > 1 else -1)  # [b, h, sk, hd], [..., sk(, n)]
         # FlexAttention (bias per score, never materialised) when it applies, else None: see posenc.flex
         flex_out = flex.attend(enc, q, k, v, positions, k_positions, causal=self.causal, past=past,
-                               key_mask=key_mask, dropout_p=self._p())
+                               key_mask=key_mask, dropout_p=self._p(), scale=self.scale)
         mask = None if flex_out is not None else self._mask(q, k, enc.bias(positions, k_positions), past, key_mask)
         if flex_out is not None:
             out = flex_out
         elif enc.uses_query_terms:
             out = self._explicit(q, k, v, mask, positions, k_positions)
         elif mask is None:
-            out = nnf.scaled_dot_product_attention(q, k, v, dropout_p=self._p(), is_causal=self.causal and past == 0)
+            out = nnf.scaled_dot_product_attention(q, k, v, dropout_p=self._p(), is_causal=self.causal and past == 0,
+                                                   scale=self.scale)
         else:
-            out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p())
+            out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
         out = out.transpose(1, 2).reshape(b, s, self.dim)  # [b, h, s, hd] -> [b, s, d]
         return self.proj(out)
 
@@ -280,7 +289,7 @@ class Attention(nn.Module):
         extra = enc.query_scores(q, q_positions, k_positions)
         if extra is not None:
             scores = scores + extra
-        scores = scores * self.head_dim**-0.5
+        scores = scores * self.scale
         empty = None
         if mask is not None:
             scores = scores + mask

@@ -172,6 +172,22 @@ def test_bloom_alibi_slopes_1_to_64_heads() -> None:
         torch.testing.assert_close(F.alibi_slopes(n), ref, atol=0, rtol=1e-6, msg=f"num_heads={n}")
 
 
+@pytest.mark.parametrize("max_bias", [4.0, 8.0, 16.0, 5.5])
+def test_mpt_alibi_with_its_alibi_bias_max(max_bias: float) -> None:
+    """HF ``build_mpt_alibi_tensor(heads, L, alibi_bias_max)`` (``-slope · (L - 1 - j)`` along the
+    keys) for 1..40 heads equals the ``alibi`` scheme's causal bias with ``max_bias`` (which MPT
+    configs set; the paper's 8 is the default); float32 powers in HF: rtol 1e-6."""
+    from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+    for n in range(1, 41):
+        ref = build_mpt_alibi_tensor(n, 9, alibi_bias_max=max_bias)[:, 0]  # [n, 9]: the last query's row
+        ours = posenc.create("alibi", num_heads=n, max_bias=max_bias)
+        got = ours.bias(torch.tensor([8]), torch.arange(9))[:, 0]  # [n, 9]
+        torch.testing.assert_close(got, ref, atol=0, rtol=1e-6, msg=f"num_heads={n}")
+    with pytest.raises(ValueError, match="max_bias must be a positive number"):
+        posenc.create("alibi", num_heads=4, max_bias=0)
+
+
 def test_x_transformers_symmetric_alibi() -> None:
     """x-transformers ``AlibiPositionalBias.forward_custom_pos`` (-slope · |i - j|) equals the symmetric
     ``alibi`` scheme, 6 heads (non-power of two), query positions offset from key positions; rtol 1e-6."""

@@ -7,6 +7,7 @@ relative positions. A relative position is always *key position minus query posi
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import Tensor
@@ -83,25 +84,30 @@ def t5_relative_bucket(
     return buckets + torch.where(is_small, distance, if_large)
 
 
-def _power_of_two_slopes(n: int) -> list[float]:
-    start = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
+def _power_of_two_slopes(n: int, max_bias: float) -> list[float]:
+    start = 2.0 ** (-max_bias / n)
     return [start ** (i + 1) for i in range(n)]
 
 
-def alibi_slopes(num_heads: int) -> Tensor:
+def alibi_slopes(num_heads: int, *, max_bias: float = 8.0) -> Tensor:
     """ALiBi's per-head slopes ``[num_heads]`` (float32).
 
     For ``n`` a power of two: the geometric sequence starting at ``2^(-8/n)`` with that ratio.
     Otherwise the slopes of the closest smaller power of two ``m``, followed by every other slope of
     ``2m`` heads until there are ``n``. Press et al. 2022, "Train Short, Test Long", section 3 and
     footnote; matches ``ofirpress/attention_with_linear_biases`` ``get_slopes`` and HF Bloom's
-    ``build_alibi_tensor``.
+    ``build_alibi_tensor``. ``max_bias`` replaces the paper's 8 (the last head of a power-of-two
+    count gets ``2^-max_bias``): MPT's ``alibi_bias_max`` (HF ``build_mpt_alibi_tensor``, which
+    orders the slopes of other head counts the same way).
     """
     num_heads = check_positive_int("num_heads", num_heads)
+    if isinstance(max_bias, bool) or not isinstance(max_bias, numbers.Real) or not math.isfinite(max_bias) \
+            or max_bias <= 0:
+        raise ValueError(f"max_bias must be a positive number (8 in the paper), got {max_bias!r}")
     closest = 2 ** int(math.floor(math.log2(num_heads)))
-    slopes = _power_of_two_slopes(closest)
+    slopes = _power_of_two_slopes(closest, max_bias)
     if closest < num_heads:
-        slopes += _power_of_two_slopes(2 * closest)[0::2][: num_heads - closest]
+        slopes += _power_of_two_slopes(2 * closest, max_bias)[0::2][: num_heads - closest]
     return torch.tensor(slopes, dtype=torch.float64).float()
 
 

@@ -25,24 +25,28 @@ __all__ = ["ALiBi", "ALiBiConfig"]
 class ALiBiConfig:
     num_heads: int
     bidirectional: bool = False  # False: causal form (decoder); True: symmetric -m|i - j| (encoder)
+    max_bias: float = 8.0  # the paper's 8 in 2^(-8h/H); MPT's alibi_bias_max
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_heads", check_positive_int("num_heads", self.num_heads))  # 8.0 -> 8
         check_bool("bidirectional", self.bidirectional)
+        F.alibi_slopes(1, max_bias=self.max_bias)  # validates max_bias
+        object.__setattr__(self, "max_bias", float(self.max_bias))
 
 
 @register
 class ALiBi(PositionalEncoding):
     name = "alibi"
     family = "bias"
-    formula = "logit(i, j) += −m_h · (i − j),  m_h = 2^(−8h/H), h = 1 … H (H a power of two)"
+    formula = "logit(i, j) += −m_h · (i − j),  m_h = 2^(−8h/H), h = 1 … H (H a power of two; 8 = max_bias)"
     citation = "Press et al. 2022, Train Short, Test Long (ALiBi), section 3"
     Config = ALiBiConfig
 
     def __init__(self, config: ALiBiConfig) -> None:
         super().__init__(config)
         # float64 so that module-wide casts keep it exact (see PositionalEncoding._apply); the bias is float32
-        self.register_buffer("slopes", F.alibi_slopes(config.num_heads).double(), persistent=False)  # [h]
+        self.register_buffer("slopes", F.alibi_slopes(config.num_heads, max_bias=config.max_bias).double(),
+                             persistent=False)  # [h]
 
     @classmethod
     def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict:

@@ -48,6 +48,29 @@ def test_matches_rotary_embedding_torch(s: int) -> None:
     torch.testing.assert_close(zero.rotate(q, k)[0] * factor.repeat_interleave(2), peer_q, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("rotary_dim", [8, 16])
+def test_matches_x_transformers_partial(rotary_dim: int) -> None:
+    """x-transformers ``RotaryEmbedding(rotary_emb_dim, use_xpos=True)`` + ``apply_rotary_pos_emb``
+    (``Decoder(rotary_xpos=True)`` rotates half the head by default): the first ``rotary_dim``
+    features rotated and scaled with frequencies and ζ over that width, the rest unchanged;
+    interleaved pairs, centre ``s // 2``. posenc's xPos had no ``rotary_dim`` (scores off by a
+    relative 1.4). Tolerance 1e-5: the peer's float32 frequencies."""
+    xt = pytest.importorskip("x_transformers.x_transformers")
+    s = 40
+    peer = xt.RotaryEmbedding(rotary_dim, use_xpos=True, scale_base=16).double()
+    freqs, scale = peer(torch.arange(s))
+    q, k = _qk(s)
+    peer_q, peer_k = xt.apply_rotary_pos_emb(q, freqs, scale), xt.apply_rotary_pos_emb(k, freqs, scale ** -1)
+    ours = posenc.create("xpos", dim=HD, rotary_dim=rotary_dim, layout="interleaved", scale_base=16.0,
+                         center=float(s // 2))
+    our_q, our_k = ours.rotate(q, k)
+    torch.testing.assert_close(our_q, peer_q, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(our_k, peer_k, rtol=1e-5, atol=1e-5)
+    assert torch.equal(our_q[..., rotary_dim:], q[..., rotary_dim:])
+    with pytest.raises(ValueError, match="rotary_dim must be at most dim=16, got 32"):
+        posenc.create("xpos", dim=HD, rotary_dim=32)
+
+
 def _torchscale_xpos(x: torch.Tensor, scale_base: float, offset: int = 0, downscale: bool = False) -> torch.Tensor:
     """torchscale ``XPOS.forward`` (microsoft/torchscale, component/xpos_relative_position.py), restated:
     over the stream ``0..offset+len-1`` the exponent of position p is ``p - ceil(n/2)``, n = offset + len;

@@ -51,6 +51,10 @@ class XPosConfig:
     scale_base: float = 512.0  # B: the decay factor ζ applies once per B positions of distance
     gamma: float = 0.4  # ζ_i = (2i/d + γ) / (1 + γ)
     center: float = 0.0  # position c at which q and k are unscaled
+    #: rotate and scale only the first rotary_dim features (even), the rest pass unchanged:
+    #: x-transformers' ``rotary_emb_dim`` (``Decoder(rotary_xpos=True)`` defaults to half the head);
+    #: the frequencies and ζ are over that width, as its ``RotaryEmbedding(rotary_emb_dim, use_xpos=True)``
+    rotary_dim: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dim", check_even_dim("dim", self.dim))  # 8.0 -> 8
@@ -58,13 +62,16 @@ class XPosConfig:
         check_number("scale_base", self.scale_base, positive=True)
         check_number("gamma", self.gamma, positive=True)
         check_number("center", self.center)
+        if self.rotary_dim is not None:
+            object.__setattr__(self, "rotary_dim", check_even_dim("rotary_dim", self.rotary_dim))
+            if self.rotary_dim > self.dim:
+                raise ValueError(f"rotary_dim must be at most dim={self.dim}, got {self.rotary_dim}")
 
-    scaling = None  # read by Rope: xPos rotates unscaled, over the whole head
-    rotary_dim = None
+    scaling = None  # read by Rope: xPos rotates unscaled
 
     @property
     def rotary_width(self) -> int:
-        return self.dim
+        return self.dim if self.rotary_dim is None else self.rotary_dim
 
     frequency_dim = rotary_width
 
@@ -79,19 +86,19 @@ class XPos(Rope):
 
     def __init__(self, config: XPosConfig) -> None:
         super().__init__(config)  # type: ignore[arg-type]
-        d = config.dim
+        d = config.rotary_width
         zeta = (torch.arange(0, d, 2, dtype=torch.float64) + config.gamma * d) / ((1 + config.gamma) * d)
-        self.register_buffer("zeta", zeta, persistent=False)  # [d/2] float64
+        self.register_buffer("zeta", zeta, persistent=False)  # [r/2] float64
 
     def decay(self, positions: Tensor, *, sign: float, dtype: torch.dtype = torch.float32) -> Tensor:
-        """``ζ^(sign · (p - c) / scale_base)`` per feature ``[*p, d]`` in the module's layout."""
+        """``ζ^(sign · (p - c) / scale_base)`` per rotated feature ``[*p, r]`` in the module's layout."""
         c = self.config
         power = (positions.to(torch.float64) - c.center) / c.scale_base * sign  # [*p]
         scale = self.zeta ** power[..., None]  # [*p, d/2]
         if c.layout == "half":
-            scale = torch.cat((scale, scale), dim=-1)  # [*p, d]
+            scale = torch.cat((scale, scale), dim=-1)  # [*p, r]
         else:
-            scale = scale.repeat_interleave(2, dim=-1)  # [*p, d]
+            scale = scale.repeat_interleave(2, dim=-1)  # [*p, r]
         return scale.to(dtype)
 
     def _check_range(self, positions: Tensor, dtype: torch.dtype) -> None:

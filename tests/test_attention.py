@@ -377,3 +377,42 @@ def test_decoding_default_positions_stay_a_known_range():
             steps.append(attn(x[:, 7:9], cache=cache))
         torch.testing.assert_close(torch.cat(steps[:4], 1), full[:, :7], atol=1e-6, rtol=0)
         assert known_range(cache.positions) is None and cache.positions[-2:].tolist() == [17, 18]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("kv", [2, 1])
+def test_grouped_query_attention_equals_repeated_key_value_heads(name: str, kv: int) -> None:
+    """``num_kv_heads`` (GQA; 1 is multi-query): equal to full multi-head attention whose key and
+    value projections repeat each shared head for its group of queries, with a cache too, on every
+    path (SDPA with and without a bias, Shaw's explicit math)."""
+    if name in ("sinusoidal_nd", "rope_axial"):
+        pytest.skip("N-D schemes: covered by the 1-D ones (the heads are independent of the coordinates)")
+    torch.manual_seed(2)
+    enc = _build(name, causal=True).encoding
+    grouped = posenc.Attention(D, H, encoding=enc, causal=True, num_kv_heads=kv).double().eval()
+    full = posenc.Attention(D, H, encoding=enc, causal=True).double().eval()
+    with torch.no_grad():
+        for p in grouped.parameters():
+            torch.nn.init.normal_(p, std=0.3)
+        wq, wk, wv = grouped.qkv.weight.split((H * HD, kv * HD, kv * HD))
+        repeat = H // kv  # [kv hd, d] -> [h hd, d]: each shared head once per query head of its group
+        full.qkv.weight.copy_(torch.cat((wq, *(w.view(kv, HD, D).repeat_interleave(repeat, 0).flatten(0, 1)
+                                               for w in (wk, wv)))))
+        full.proj.load_state_dict(grouped.proj.state_dict())
+        x = torch.randn(2, 9, D, dtype=torch.float64)
+        want = full(x)
+        torch.testing.assert_close(grouped(x), want, atol=1e-10, rtol=0)
+        cache = posenc.KVCache()
+        steps = torch.cat([grouped(x[:, i:i + 3], cache=cache) for i in range(0, 9, 3)], 1)
+        torch.testing.assert_close(steps, want, atol=1e-10, rtol=0)
+        assert cache.k.shape == (2, kv, 9, HD)
+
+
+def test_head_and_group_sizes_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"num_kv_heads=3 must divide num_heads=4"):
+        posenc.Attention(32, 4, num_kv_heads=3)
+    with pytest.raises(ValueError, match=r"dim=30 must be divisible by num_heads=4 \(or pass head_dim=\)"):
+        posenc.Attention(30, 4)
+    wide = posenc.Attention(30, 4, head_dim=16, num_kv_heads=2, encoding="rope")
+    assert (wide.qkv.weight.shape, wide.proj.weight.shape) == ((4 * 16 + 2 * 2 * 16, 30), (30, 64))
+    assert wide(torch.randn(1, 5, 30)).shape == (1, 5, 30)

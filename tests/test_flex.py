@@ -115,7 +115,7 @@ def test_a_failed_compile_turns_flex_off_for_its_dtype_only(monkeypatch):
     monkeypatch.setattr(flex, "_errors", {})
     used = []
 
-    def fake(q, k, v, score_mod, mask):
+    def fake(q, k, v, score_mod, mask, scale=None, enable_gqa=False):
         if q.dtype == torch.float64:
             raise RuntimeError("float64 is not supported")
         used.append(q.dtype)
@@ -142,7 +142,7 @@ def test_attention_scale_reaches_flex_attention(monkeypatch):
     """``Attention(scale=)`` is what FlexAttention scales by too (T5's weights want 1.0), not only SDPA."""
     seen = {}
 
-    def fake_compiled(q, k, v, *, score_mod, block_mask, scale):
+    def fake_compiled(q, k, v, *, score_mod, block_mask, scale, enable_gqa):
         seen["scale"] = scale
         return torch.zeros_like(q)
 

@@ -231,3 +231,28 @@ def test_rotary_embedding_torch(dim: int, head_dim: int, offset: int) -> None:
     positions = torch.arange(offset, offset + 40)
     got, _ = rope.rotate(t, t, positions, positions)
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kv", [4, 2, 1])
+def test_llama_attention_layer_with_gqa_and_wide_heads(kv: int) -> None:
+    """``posenc.Attention(64, 4, encoding="rope", num_kv_heads=kv, head_dim=32)`` with the weights of
+    HF ``LlamaAttention`` (``num_key_value_heads=kv``, heads x head_dim = 128 != hidden 64) gives its
+    output, in one pass and decoding three tokens at a time; HF's float32 cos/sin: atol 1e-6."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+    cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=kv, head_dim=32)
+    cfg._attn_implementation = "eager"
+    hf = LlamaAttention(cfg, layer_idx=0).eval()
+    ours = posenc.Attention(64, 4, encoding="rope", causal=True, num_kv_heads=kv, head_dim=32).eval()
+    with torch.no_grad():
+        ours.qkv.weight.copy_(torch.cat((hf.q_proj.weight, hf.k_proj.weight, hf.v_proj.weight)))
+        ours.proj.weight.copy_(hf.o_proj.weight)
+        ours.proj.bias.zero_()
+        x = torch.randn(2, 12, 64)
+        cos, sin = LlamaRotaryEmbedding(cfg)(x, torch.arange(12)[None])
+        want = hf(x, position_embeddings=(cos, sin), attention_mask=torch.full((12, 12), float("-inf")).triu(1)[None, None])[0]
+        torch.testing.assert_close(ours(x), want, atol=1e-6, rtol=0)
+        cache = posenc.KVCache()
+        steps = torch.cat([ours(x[:, i:i + 3], cache=cache) for i in range(0, 12, 3)], 1)
+        torch.testing.assert_close(steps, want, atol=1e-6, rtol=0)

@@ -105,13 +105,22 @@ class Attention(nn.Module):
         qkv_bias: bool = False,
         dropout: float = 0.0,
         scale: float | None = None,
+        num_kv_heads: int | None = None,
+        head_dim: int | None = None,
     ) -> None:
         super().__init__()
         dim = check_positive_int("dim", dim)
         num_heads = check_positive_int("num_heads", num_heads)
-        if dim % num_heads:
-            raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
-        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        if head_dim is None and dim % num_heads:
+            raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads} (or pass head_dim=)")
+        head_dim = dim // num_heads if head_dim is None else check_positive_int("head_dim", head_dim)
+        num_kv_heads = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads} (each group of "
+                             f"{num_heads} // num_kv_heads query heads shares one key/value head)")
+        self.dim, self.num_heads, self.head_dim = dim, num_heads, head_dim
+        #: key/value heads: fewer than ``num_heads`` is grouped-query attention (one for multi-query)
+        self.num_kv_heads = num_kv_heads
         self.causal = check_bool("causal", causal)
         check_bool("qkv_bias", qkv_bias)
         if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
@@ -127,8 +136,9 @@ class Attention(nn.Module):
         self.scale = self.head_dim**-0.5 if scale is None else float(scale)
         self.encoding = _build_encoding(encoding, self.head_dim, num_heads, dim, self.causal)
         self._check_encoding()
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
-        self.proj = nn.Linear(dim, dim)
+        # q, then k, then v along the output features ([(h + 2 kv) hd, d]; [3 d, d] without GQA)
+        self.qkv = nn.Linear(dim, (num_heads + 2 * num_kv_heads) * head_dim, bias=qkv_bias)
+        self.proj = nn.Linear(num_heads * head_dim, dim)
         self._mask_cache: tuple | None = None  # (key, bias, mask): the last causal-masked constant bias
 
     def _check_encoding(self) -> None:
@@ -212,7 +222,11 @@ class Attention(nn.Module):
         # backward stacks the three gradients straight into the projection's [b, s, 3, h, hd] layout
         # (permuting first made it build [3, b, h, s, hd] from token-major gradients and copy that
         # back: ~0.4 ms of a ~2.4 ms forward and backward of the experiments' attention layer)
-        q, k, v = (t.transpose(1, 2) for t in self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim).unbind(2))
+        h, kv, hd = self.num_heads, self.num_kv_heads, self.head_dim
+        if kv == h:
+            q, k, v = (t.transpose(1, 2) for t in self.qkv(x).view(b, s, 3, h, hd).unbind(2))
+        else:  # grouped-query attention: q [b, h, s, hd], k and v [b, kv, s, hd]
+            q, k, v = (t.unflatten(-1, (-1, hd)).transpose(1, 2) for t in self.qkv(x).split((h * hd, kv * hd, kv * hd), -1))
         if default and n_axes == 1:  # a slice of the cached tables, not a gather of them at each call
             q, k = enc.rotate(q, k)
         else:
@@ -222,7 +236,7 @@ class Attention(nn.Module):
             k, v, k_positions = cache.append(k, v, positions, seq_dim=-2 if n_axes > 1 else -1)  # [b, h, sk, hd], [..., sk(, n)]
         # FlexAttention (bias per score, never materialised) when it applies, else None: see posenc.flex
         flex_out = flex.attend(enc, q, k, v, positions, k_positions, causal=self.causal, past=past,
-                               key_mask=key_mask, dropout_p=self._p(), scale=self.scale)
+                               key_mask=key_mask, dropout_p=self._p(), scale=self.scale, enable_gqa=kv != h)
         mask = None if flex_out is not None else self._mask(q, k, enc.bias(positions, k_positions), past, key_mask)
         if flex_out is not None:
             out = flex_out
@@ -230,10 +244,11 @@ class Attention(nn.Module):
             out = self._explicit(q, k, v, mask, positions, k_positions)
         elif mask is None:
             out = nnf.scaled_dot_product_attention(q, k, v, dropout_p=self._p(), is_causal=self.causal and past == 0,
-                                                   scale=self.scale)
+                                                   scale=self.scale, **({"enable_gqa": True} if kv != h else {}))
         else:
-            out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
-        out = out.transpose(1, 2).reshape(b, s, self.dim)  # [b, h, s, hd] -> [b, s, d]
+            out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale,
+                                                   **({"enable_gqa": True} if kv != h else {}))
+        out = out.transpose(1, 2).reshape(b, s, h * hd)  # [b, h, s, hd] -> [b, s, h hd]
         return self.proj(out)
 
     def _p(self) -> float:
@@ -285,6 +300,8 @@ class Attention(nn.Module):
                   k_positions: Tensor) -> Tensor:
         """Attention with explicit math, for schemes whose terms depend on the query or the values."""
         enc = self.encoding
+        if k.shape[1] != q.shape[1]:  # grouped-query attention: each key/value head serves a group of queries
+            k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
         scores = q @ k.transpose(-2, -1)  # [b, h, sq, sk]
         extra = enc.query_scores(q, q_positions, k_positions)
         if extra is not None:

@@ -218,14 +218,15 @@ def _get_compiled():
     return _compiled
 
 
-def flex_attention(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None, mask, scale: float | None = None) -> Tensor:
+def flex_attention(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None, mask, scale: float | None = None,
+                   enable_gqa: bool = False) -> Tensor:
     """Compiled FlexAttention ``[b, h, sq, hd]`` (eager flex builds the full score matrix: never used)."""
     with torch._dynamo.config.patch(recompile_limit=64), warnings.catch_warnings():
         # torch 2.11 warns while tracing flex_attention's own input check with q/k/v that need
         # gradients (it reads .grad of a non-leaf); the warning is about its code, not the caller's
         warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf",
                                 category=UserWarning)
-        return _get_compiled()(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale)
+        return _get_compiled()(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=enable_gqa)
 
 
 def _wanted(encoding: Any, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, dropout_p: float) -> bool:
@@ -248,6 +249,7 @@ def _wanted(encoding: Any, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | N
 def attend(
     encoding: Any, q: Tensor, k: Tensor, v: Tensor, q_positions: Tensor, k_positions: Tensor, *,
     causal: bool, past: int = 0, key_mask: Tensor | None = None, dropout_p: float = 0.0, scale: float | None = None,
+    enable_gqa: bool = False,
 ) -> Tensor | None:
     """Attention ``[b, h, sq, hd]`` through FlexAttention when it applies (see module doc), else None."""
     if not _wanted(encoding, q, k, v, key_mask, dropout_p):
@@ -260,7 +262,7 @@ def attend(
         return None
     mask = block_mask(q.shape[-2], k.shape[-2], causal=causal, q_offset=past, device=q.device)
     try:
-        return flex_attention(q, k, v, score_mod, mask, scale)
+        return flex_attention(q, k, v, score_mod, mask, scale, enable_gqa)
     except Exception as err:  # no compiler here, or a dtype the kernel refuses: SDPA with a bias is exact
         _errors[(q.device.type, q.dtype)] = f"{type(err).__name__}: {err}"
         return None

@@ -424,3 +424,36 @@ def test_extend_scores_each_scaling_and_restores_the_model():
     assert len(fields["linear"]["metrics"]["loss_per_position"]) == 8 * job.train.max_length
     assert fields["linear"]["metrics"]["scaling"] == {"rope_type": "linear", "factor": 8}
     assert fields["default"]["out_of_distribution"] != fields["linear"]["out_of_distribution"]
+
+
+def test_every_job_of_every_experiment_has_its_own_checkpoint(tmp_path):
+    """probe's residual / no-residual and add-vs-concat's add / concat train separate models of one
+    scheme and seed: they shared a checkpoint file, so a run stopped in the first one refused to
+    resume ("written with another configuration")."""
+    from posenc.experiments.runner import checkpoint_path
+    from posenc.experiments.suite import EXPERIMENTS
+
+    for name in EXPERIMENTS:
+        for quick in (True, False):
+            jobs = plan(name, Settings(quick=quick))
+            assert len({checkpoint_path(j, tmp_path) for j in jobs}) == len(jobs), name
+
+
+def test_a_probe_stopped_in_its_first_variant_resumes(tmp_path):
+    settings = Settings(steps=4, schemes=("none",), quick=True)
+
+    class StopInFirstJob:
+        def job_started(self, job, index, total):
+            pass
+
+        def step(self, step, steps, loss, speed):
+            if step == 2:
+                raise KeyboardInterrupt
+
+        def job_finished(self, job, records, skipped):
+            pass
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment("probe", tmp_path, settings, hooks=StopInFirstJob())
+    records = run_experiment("probe", tmp_path, settings)  # used to refuse: the checkpoint of the other variant
+    assert {"residual", "no-residual"} <= {r["variant"] for r in records}

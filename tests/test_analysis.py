@@ -368,3 +368,19 @@ def test_analysis_imports_torch_and_the_standard_library_only() -> None:
             else:
                 continue
             assert all(name.split(".")[0] in allowed for name in names), (path.name, names)
+
+
+def test_a_code_of_one_direction_draws_as_zeros_not_round_off() -> None:
+    """``index`` and ``fraction`` codes are one vector scaled: every cosine distance is 0 and the
+    second principal axis is empty. Round-off used to show as a pattern (distances of ±6e-15 on
+    the colour scale, a PCA axis of 1e-12 drawn as structure)."""
+    from posenc.analysis import cosine_distance_matrix, project_2d
+
+    code = torch.arange(1, 301, dtype=torch.float64)[:, None] * torch.randn(1, 64, dtype=torch.float64)  # [300, 64]
+    assert torch.equal(cosine_distance_matrix(code), torch.zeros(300, 300, dtype=torch.float64))
+    points = project_2d(code)
+    assert torch.equal(points[:, 1], torch.zeros(300, dtype=torch.float64)) and points[:, 0].std() > 1
+    spread = project_2d(torch.randn(300, 64, dtype=torch.float64))  # a full-rank code keeps both axes
+    assert spread[:, 1].abs().min() >= 0 and spread[:, 1].std() > 0.5
+    close = torch.tensor([[1.0, 0.0], [1.0, 1e-5]], dtype=torch.float64)  # a real small distance stays
+    assert cosine_distance_matrix(close)[0, 1] == pytest.approx(5e-11, rel=1e-3)

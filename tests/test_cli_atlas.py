@@ -219,3 +219,15 @@ def test_version():
 
     result = _run("--version")
     assert result.exit_code == 0 and result.output.strip() == f"posenc {posenc.__version__}"
+
+
+def test_report_thresholds_are_not_rounded_past_the_value() -> None:
+    """A learned table of 4096 rows passes "extrapolates" at 4095 >= 4095; the page showed the
+    threshold as 4.1e+03, which reads as a pass below its threshold."""
+    from posenc.analysis.checks import CheckResult
+    from posenc.report.atlas import _properties_table
+
+    result = CheckResult("extrapolates", 4095.0, 4095.0, True, "", comparison=">=")
+    html = _properties_table({"results": {"extrapolates": result}, "verdict": {"extrapolates": "pass"},
+                              "reasons": {"extrapolates": ""}})
+    assert "4095</td>" in html and "&gt;= 4095" in html and "e+03" not in html

@@ -33,12 +33,20 @@ def dot_matrix(E: Tensor) -> Tensor:
     return E @ E.T  # [n, n]
 
 
+#: Cosine distances closer to 0 than this are the round-off of ``1 - cos`` for parallel codes (a
+#: few units of float64's 2.2e-16), not a distance: they are reported as 0, so that a code of one
+#: direction (``index``, ``fraction``) draws as the zeros it is, not as a pattern of noise.
+COSINE_ROUNDOFF = 1e-12
+
+
 def cosine_distance_matrix(E: Tensor) -> Tensor:
-    """``1 - E[i]·E[j] / (|E[i]| |E[j]|)``: ``[n, n]`` float64; NaN where either code is the zero vector."""
+    """``1 - E[i]·E[j] / (|E[i]| |E[j]|)``: ``[n, n]`` float64 in [0, 2]; NaN where either code is
+    the zero vector; values within :data:`COSINE_ROUNDOFF` of 0 are 0."""
     E = _as_matrix(E)
     norms = E.norm(dim=-1)  # [n]
     unit = E / norms[:, None]  # [n, d]; rows of zeros become NaN
-    distance = 1.0 - unit @ unit.T  # [n, n]
+    distance = (1.0 - unit @ unit.T).clamp_(0.0, 2.0)  # [n, n]
+    distance = distance.masked_fill_(distance < COSINE_ROUNDOFF, 0.0)
     return distance.fill_diagonal_(0.0).masked_fill_((norms == 0)[:, None] | (norms == 0)[None, :], float("nan"))
 
 

@@ -17,14 +17,21 @@ __all__ = ["project_2d", "word_plus_position", "PROJECTIONS"]
 PROJECTIONS = ("pca", "umap")
 
 
+#: A principal axis whose singular value is below this fraction of the largest carries only
+#: round-off (the codes span fewer dimensions): its coordinates are reported as 0.
+PCA_RANK_RTOL = 1e-9
+
+
 def _pca(E: Tensor, n_components: int) -> Tensor:
     centred = E - E.mean(dim=0, keepdim=True)  # [n, d]
-    _, _, vh = torch.linalg.svd(centred, full_matrices=False)  # vh [min(n, d), d]
+    _, sv, vh = torch.linalg.svd(centred, full_matrices=False)  # sv [min(n, d)], vh [min(n, d), d]
     components = vh[:n_components]  # [c, d]
     # fix each axis's sign (SVD's is arbitrary): the largest loading is positive
     signs = components.gather(1, components.abs().argmax(dim=1, keepdim=True)).sign()  # [c, 1]
     components = components * torch.where(signs == 0, 1.0, signs)
     out = centred @ components.T  # [n, c]
+    if sv.numel():  # axes of no variance (a rank-1 code such as index or fraction): zeros, not noise
+        out[:, sv[:n_components] <= PCA_RANK_RTOL * sv[0]] = 0.0
     if out.shape[1] < n_components:  # fewer positions or features than axes: pad with zeros
         out = torch.cat((out, out.new_zeros(out.shape[0], n_components - out.shape[1])), dim=1)
     return out

@@ -73,7 +73,7 @@ def _properties_table(row: dict[str, Any]) -> str:
         if result is None:
             rows.append([criterion, ("n/a", "na"), "", "", row["reasons"][criterion]])
             continue
-        rows.append([criterion, (verdict, verdict), f"{result.value:.6g}", f"{result.comparison} {result.threshold:.3g}",
+        rows.append([criterion, (verdict, verdict), f"{result.value:.6g}", f"{result.comparison} {result.threshold:.6g}",
                      row["reasons"][criterion]])
     return table_html(["criterion", "verdict", "value", "threshold", "what was found"], rows)
 

@@ -154,7 +154,7 @@ def _distance(scheme: str, options: PlotOptions) -> Any:
     from .similarity import position_matrix
 
     code = code_matrix(scheme, options.positions or 250, options, dim=_seed_004_dim(scheme))  # [n, d]
-    return position_matrix(cosine_distance_matrix(code), colorbar_label="cosine distance",
+    return position_matrix(cosine_distance_matrix(code), colorbar_label="cosine distance", vmin=0.0,
                            title=f"{scheme} (d = {code.shape[1]}): cosine distance between positions")
 
 

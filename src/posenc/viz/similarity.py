@@ -17,14 +17,24 @@ __all__ = ["position_matrix", "distance_from_position", "projection_2d", "grid_d
 
 
 def position_matrix(
-    matrix: Any, *, title: str, colorbar_label: str, first_position: int = 0, cmap: str = "viridis"
+    matrix: Any, *, title: str, colorbar_label: str, first_position: int = 0, cmap: str = "viridis",
+    vmin: float | None = None,
 ) -> Any:
-    """Heatmap of a ``[p, p]`` matrix between positions (rows: position i, columns: position j)."""
+    """Heatmap of a ``[p, p]`` matrix between positions (rows: position i, columns: position j);
+    ``vmin`` pins the bottom of the colour scale (0 for distances, which a constant matrix would
+    otherwise centre on a symmetric range with negative values)."""
+    import numpy as np
+
     matrix = as_array(matrix, "matrix", ndim=2)  # [p, p]
     p, q = matrix.shape
     figure = new_figure(5.6, 4.6)
     ax = figure.add_subplot()
-    image = ax.imshow(matrix, cmap=cmap, interpolation="nearest", aspect="equal",
+    vmax = None
+    if vmin is not None:
+        finite = matrix[np.isfinite(matrix)]
+        top = float(finite.max()) if finite.size else vmin
+        vmax = top if top > vmin else vmin + 1.0  # all at vmin: a scale above it
+    image = ax.imshow(matrix, cmap=cmap, interpolation="nearest", aspect="equal", vmin=vmin, vmax=vmax,
                       extent=(first_position - 0.5, first_position + q - 0.5,
                               first_position + p - 0.5, first_position - 0.5))
     integer_ticks(ax)
@@ -72,8 +82,13 @@ def projection_2d(points: Any, positions: Any, *, method: str = "PCA", title: st
     ax = figure.add_subplot()
     ax.plot(points[:, 0], points[:, 1], color="0.88", lw=0.6, zorder=1)
     scatter = ax.scatter(points[:, 0], points[:, 1], c=positions, cmap="viridis", s=7, zorder=2)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(5))  # long tick labels (-0.075) ran into each other
+    ax.yaxis.set_major_locator(MaxNLocator(6))
     ax.set_xlabel(f"{method} component 1")
-    ax.set_ylabel(f"{method} component 2")
+    flat = points.shape[0] > 1 and not points[:, 1].any()
+    ax.set_ylabel(f"{method} component 2" + (" (0: the codes lie on a line)" if flat else ""))
     ax.set_title(f"{title} ({method}, {points.shape[0]} positions)")
     figure.colorbar(scatter, ax=ax, label="position")
     return figure

@@ -219,6 +219,17 @@ def test_version():
 
     result = _run("--version")
     assert result.exit_code == 0 and result.output.strip() == f"posenc {posenc.__version__}"
+    import subprocess
+    import sys
+
+    module = subprocess.run([sys.executable, "-m", "posenc", "--version"], capture_output=True, text=True)  # python -m posenc
+    assert module.returncode == 0 and module.stdout.strip() == f"posenc {posenc.__version__}", module.stderr
+
+
+def test_help_shows_switches_as_switches():
+    """Rich help printed "--quick <bool>", as if the switch took a value ("--quick true" is an error)."""
+    text = _run("experiment", "--help").output
+    assert "--quick " in text and "<bool>" not in text
 
 
 def test_report_thresholds_are_not_rounded_past_the_value() -> None:

@@ -28,6 +28,9 @@ def build_app():  # -> typer.Typer
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        # plain click help and errors: rich mode prints "<bool>" beside every on/off switch (--quick
+        # looked like it took a value) and boxes usage errors unlike posenc's own one-line errors
+        rich_markup_mode=None,
     )
     def show_version(value: bool) -> None:
         if value:  # an eager option's callback: runs before click asks for a command

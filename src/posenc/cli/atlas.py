@@ -92,7 +92,7 @@ def register(app: Any) -> None:
 
     kind_help = f"Kind of figure: {', '.join(KINDS)} (`--kind list` shows those that apply to SCHEME)."
 
-    @app.command("plot")
+    @app.command("plot", short_help="Draw one figure of one scheme (PNG, SVG or PDF).")
     def plot_command(
         scheme: str = typer.Argument(..., help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
         kind: str = typer.Option(..., "--kind", "-k", help=kind_help),
@@ -131,7 +131,7 @@ def register(app: Any) -> None:
             _fail(f"--out: cannot write {str(out)!r} ({err.strerror or err})")
         typer.echo(f"wrote {path}")
 
-    @app.command("check")
+    @app.command("check", short_help="Measure one scheme against the property criteria.")
     def check_command(
         scheme: str = typer.Argument(..., help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
         dim: Optional[int] = typer.Option(None, help="Code width (head width for rope, xpos, shaw)."),
@@ -176,7 +176,7 @@ def register(app: Any) -> None:
                               f"{result.comparison} {result.threshold:.6g}", escape(row["reasons"][criterion]))
         Console().print(table)
 
-    @app.command("report")
+    @app.command("report", short_help="Write the atlas: index.html with every figure and check.")
     def report_command(
         out: Path = typer.Option(Path("atlas"), "--out", "-o", help="Folder to write index.html into."),
         results: Optional[Path] = typer.Option(None, "--results", help="Runs folder of `posenc experiment`: adds its results."),

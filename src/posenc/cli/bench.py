@@ -10,7 +10,7 @@ __all__ = ["register"]
 def register(app) -> None:  # app: typer.Typer
     import typer
 
-    @app.command("bench")
+    @app.command("bench", short_help="Time RoPE, biases, attention and training against the floor.")
     def bench(
         quick: bool = typer.Option(False, "--quick", help="Small sizes and short timings: checks the harness in about a minute."),
         json_file: Path | None = typer.Option(None, "--json", help="Write every row (and the run's metadata) to this JSON file."),

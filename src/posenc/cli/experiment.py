@@ -195,4 +195,4 @@ def experiment(
 
 def register(app: typer.Typer) -> None:
     """Add ``posenc experiment`` to the root app."""
-    app.command("experiment")(experiment)
+    app.command("experiment", short_help="Train small transformers to compare encodings (resumable).")(experiment)

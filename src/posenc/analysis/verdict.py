@@ -81,7 +81,7 @@ WHY: dict[tuple[str, str], str] = {
     ("none", "unique"): "no position code: every position looks the same",
     ("learned", "deterministic"): "a learned table starts as random draws: its codes depend on the initialisation "
                                   "until training sets them",
-    ("learned", "extrapolates"): "a table has no position embeddings beyond its maximum length (seed 002)",
+    ("learned", "extrapolates"): "a table has no position embeddings beyond its maximum length (“A Brief Summary on Positional Encoding Methods”)",
     ("learned", "decays_with_distance"): "independent random rows: PE(1)·PE(1+t) is noise at every t",
     ("t5", "deterministic"): "one learned scalar per bucket and head: random until training sets them",
     ("t5", "decays_with_distance"): "the buckets' biases are learned: random at initialisation, so no decay yet",

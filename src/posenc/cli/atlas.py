@@ -99,7 +99,8 @@ def register(app: Any) -> None:
         out: Path = typer.Option(Path("figure.png"), "--out", "-o", help="Output file: .png, .svg or .pdf."),
         dim: Optional[int] = typer.Option(None, help="Code width (head width for rope, xpos, shaw)."),
         positions: Optional[int] = typer.Option(None, help="Number of positions 0 .. N-1 (at most 8192; for --kind grid "
-                                                 "the side of an N x N grid, at most 512)."),
+                                                 "the side of an N x N grid, at most 512). The N x N figures "
+                                                 "(distance, dot) need ~5 GB and ~20 s at 8192."),
         base: Optional[float] = typer.Option(None, help="Frequency base (sinusoids, rotary schemes)."),
         heads: Optional[int] = typer.Option(None, help="Number of heads (alibi, t5)."),
         scaling: Optional[str] = typer.Option(None, help=_SCALING_HELP),

@@ -398,7 +398,10 @@ def parse_scaling(scaling: Mapping[str, Any] | str | None) -> tuple[str, dict[st
     accepted = required | optional
     unknown = sorted(set(params) - accepted - _PASSTHROUGH_KEYS)
     if unknown:
-        raise ValueError(f"rope scaling {kind!r} does not take {unknown}; it accepts: {_describe(kind)}")
+        whole = {"rope_scaling", "rope_parameters", "model_type", "hidden_size"} & set(unknown)
+        hint = ("; this looks like a whole config.json: pass its rope_scaling object, or read the file with "
+                "posenc.rope_from_config") if whole else ""
+        raise ValueError(f"rope scaling {kind!r} does not take {unknown}; it accepts: {_describe(kind)}{hint}")
     missing = sorted(k for k in required if params.get(k) is None)
     if missing:
         raise ValueError(f"rope scaling {kind!r} needs {missing}; it accepts: {_describe(kind)}")

@@ -53,7 +53,7 @@ def _header(name: str, family: str) -> tuple[str, str]:
     from ..schemes import scheme_class
 
     if family == "reference":
-        return REFERENCE_ENCODINGS[name], REFERENCE_SOURCES.get(name, "naive reference code of the seed articles")
+        return REFERENCE_ENCODINGS[name], REFERENCE_SOURCES.get(name, "naive reference code of the articles posenc was founded on")
     cls = scheme_class(name)
     return cls.formula or "(no formula given)", cls.citation or "(no citation given)"
 
@@ -170,7 +170,7 @@ def _assemble(sections: list[_Section], compared: set[str], results_html: str | 
     )
     n_refs = sum(s.family == "reference" for s in sections)
     intro = (
-        "<p>Every positional encoding in posenc, drawn and checked: the figures the seed articles draw, "
+        "<p>Every positional encoding in posenc, drawn and checked: the figures the articles posenc was founded on draw, "
         "and the criteria they argue in words, made into measurements. "
         f"posenc {escape(_version())}; scheme sections: {len(sections) - n_refs}, naive references: {n_refs}.</p>"
     )

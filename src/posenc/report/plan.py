@@ -28,13 +28,13 @@ _PLAN: dict[str, list[FigureSpec]] = {
     "sinusoidal": [
         _spec("heatmap", "The classic picture: 128 dims × 50 positions (Vaswani et al. 2017, §3.5).", dim=128, positions=50),
         _spec("heatmap", "512 dims × 128 positions: the slow half of the features barely moves.", dim=512, positions=128),
-        _spec("clock", "Each (sin, cos) pair is a clock hand turning at its own speed (seed 003).", dim=128, positions=31),
-        _spec("bits", "Binary digits of p beside the sinusoid's bands: the continuous counter (seed 000).", positions=64),
-        _spec("dot", "PE(i)·PE(j): constant along each diagonal, i.e. a function of j − i alone (seed 000).", dim=128, positions=100),
-        _spec("cosine", "Cosine distance from position 1, d = 1024, positions up to 250 (seed 004).", dim=1024, positions=251),
-        _spec("distance", "Cosine distance between all pairs of the first 250 positions, d = 1024 (seed 004).", dim=1024, positions=250),
+        _spec("clock", "Each (sin, cos) pair is a clock hand turning at its own speed (“Transformer’s Positional Encoding”).", dim=128, positions=31),
+        _spec("bits", "Binary digits of p beside the sinusoid's bands: the continuous counter (Kazemnejad 2019).", positions=64),
+        _spec("dot", "PE(i)·PE(j): constant along each diagonal, i.e. a function of j − i alone (Kazemnejad 2019).", dim=128, positions=100),
+        _spec("cosine", "Cosine distance from position 1, d = 1024, positions up to 250 (“Understanding positional embeddings”, 2023).", dim=1024, positions=251),
+        _spec("distance", "Cosine distance between all pairs of the first 250 positions, d = 1024 (“Understanding positional embeddings”, 2023).", dim=1024, positions=250),
         _spec("projection", "1000 positions projected to 2D (PCA): a smooth curve ordered by position.", dim=128, positions=1000),
-        _spec("word", "Adding a 2-wide code puts a word's copies on a circle around it (seed 003).", positions=8),
+        _spec("word", "Adding a 2-wide code puts a word's copies on a circle around it (“Transformer’s Positional Encoding”).", positions=8),
     ],
     "learned": [
         _spec("heatmap", "A learned table at initialisation (GPT-2's N(0, 0.02)): no structure until trained.", positions=50),
@@ -109,10 +109,10 @@ _GENERIC = {
 
 #: Where the naive reference codes come from (they are not schemes, so have no class attributes).
 REFERENCE_SOURCES = {
-    "index": "Seed 004 (\"Understanding positional embeddings in transformer models\", 2023, naive ideas); Kazemnejad 2019 (seed 000)",
-    "fraction": "Seed 004 (\"Understanding positional embeddings in transformer models\", 2023, naive ideas)",
-    "binary": "Kazemnejad 2019, \"Transformer Architecture: The Positional Encoding\", the binary-counter intuition (seed 000)",
-    "sine_only": "Kazemnejad 2019 (seed 000) and seed 003: why both sine and cosine",
+    "index": "\"Understanding positional embeddings in transformer models\" (2023), its naive ideas; Kazemnejad 2019",
+    "fraction": "\"Understanding positional embeddings in transformer models\" (2023), its naive ideas",
+    "binary": "Kazemnejad 2019, \"Transformer Architecture: The Positional Encoding\", the binary-counter intuition",
+    "sine_only": "Kazemnejad 2019 and “Transformer’s Positional Encoding”: why both sine and cosine",
 }
 
 

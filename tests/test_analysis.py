@@ -378,6 +378,7 @@ def test_a_code_of_one_direction_draws_as_zeros_not_round_off() -> None:
 
     code = torch.arange(1, 301, dtype=torch.float64)[:, None] * torch.randn(1, 64, dtype=torch.float64)  # [300, 64]
     assert torch.equal(cosine_distance_matrix(code), torch.zeros(300, 300, dtype=torch.float64))
+    assert torch.equal(A.distance_from(code, 1), torch.zeros(300, dtype=torch.float64))  # the "cosine" figure
     points = project_2d(code)
     assert torch.equal(points[:, 1], torch.zeros(300, dtype=torch.float64)) and points[:, 0].std() > 1
     spread = project_2d(torch.randn(300, 64, dtype=torch.float64))  # a full-rank code keeps both axes

@@ -95,7 +95,7 @@ def test_variant_names_are_printed_not_taken_for_markup():
 
     console = Console(file=io.StringIO(), width=200)
     progress = type("P", (), {"console": console})()
-    job = type("J", (), {"label": "add-vs-concat/text/sinusoidal/seed0"})()
+    job = type("J", (), {"label": "add-vs-concat/text/sinusoidal/seed0/concat", "base_label": "add-vs-concat/text/sinusoidal/seed0"})()
     record = {"variant": "concat", "in_distribution": 1.5, "out_of_distribution": None, "summary_metric": "loss",
               "wall_time_s": 3.0}
     _Progress(progress).job_finished(job, [record, {**record, "variant": "add"}], False)

@@ -184,7 +184,7 @@ def test_mpt_alibi_with_its_alibi_bias_max(max_bias: float) -> None:
         ours = posenc.create("alibi", num_heads=n, max_bias=max_bias)
         got = ours.bias(torch.tensor([8]), torch.arange(9))[:, 0]  # [n, 9]
         torch.testing.assert_close(got, ref, atol=0, rtol=1e-6, msg=f"num_heads={n}")
-    with pytest.raises(ValueError, match="max_bias must be a positive number"):
+    with pytest.raises(ValueError, match="max_bias must be a positive finite number, got 0"):
         posenc.create("alibi", num_heads=4, max_bias=0)
 
 

@@ -17,7 +17,6 @@ cached ones, keys are cached after rotation, and the causal mask is by index in 
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import dataclass, field
 
@@ -26,7 +25,7 @@ import torch.nn.functional as nnf
 from torch import Tensor, nn
 
 from . import flex
-from .functional._checks import check_bool, check_positive_int
+from .functional._checks import check_bool, check_number, check_positive_int
 from .functional.fast_bias import known_range, mark_range
 from .functional.multidim import as_coordinates
 from .schemes.base import PositionalEncoding, create, default_positions, scheme_class
@@ -128,12 +127,9 @@ class Attention(nn.Module):
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"dropout must be a probability in [0, 1], got {dropout!r}")
         self.dropout = float(dropout)
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
-                                  or not math.isfinite(scale) or scale <= 0):
-            raise ValueError(f"scale must be None (1/sqrt(head width)) or a positive number, got {scale!r}")
         #: what the logits ``q . k`` are multiplied by before the bias is added: 1/sqrt(head width)
         #: unless given (T5 does not scale: ``scale=1.0`` with its weights, HF ``T5Attention``)
-        self.scale = self.head_dim**-0.5 if scale is None else float(scale)
+        self.scale = self.head_dim**-0.5 if scale is None else check_number("scale", scale, positive=True)
         self.encoding = _build_encoding(encoding, self.head_dim, num_heads, dim, self.causal)
         self._check_encoding()
         # q, then k, then v along the output features ([(h + 2 kv) hd, d]; [3 d, d] without GQA)
@@ -246,8 +242,9 @@ class Attention(nn.Module):
             out = nnf.scaled_dot_product_attention(q, k, v, dropout_p=self._p(), is_causal=self.causal and past == 0,
                                                    scale=self.scale, **({"enable_gqa": True} if kv != h else {}))
         else:
-            out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale,
-                                                   **({"enable_gqa": True} if kv != h else {}))
+            if kv != h:  # SDPA's enable_gqa with a mask falls back to its slowest kernel on CUDA: repeat, as HF does
+                k, v = (t.repeat_interleave(h // kv, dim=1) for t in (k, v))
+            out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
         out = out.transpose(1, 2).reshape(b, s, h * hd)  # [b, h, s, hd] -> [b, s, h hd]
         return self.proj(out)
 

@@ -265,7 +265,8 @@ def _scaling(config: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any
     if kind == "proportional":
         scaling["partial_rotary_factor"] = _partial_factor(config, params)
     if kind == "default":
-        return None if len(_known_keys(kind, scaling)) == 1 else scaling
+        _known_keys(kind, scaling)  # warns about keys the default RoPE does not take
+        return None
     max_len = config.get("max_position_embeddings")
     if kind in _NEEDS_ORIGINAL:
         original = config.get("original_max_position_embeddings") or scaling.get("original_max_position_embeddings")

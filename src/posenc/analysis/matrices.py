@@ -39,14 +39,19 @@ def dot_matrix(E: Tensor) -> Tensor:
 COSINE_ROUNDOFF = 1e-12
 
 
+def _cosine(cosines: Tensor) -> Tensor:
+    """``1 - cosines`` in [0, 2], with values within :data:`COSINE_ROUNDOFF` of 0 set to 0 (NaN stays)."""
+    distance = (1.0 - cosines).clamp_(0.0, 2.0)
+    return distance.masked_fill_(distance < COSINE_ROUNDOFF, 0.0)
+
+
 def cosine_distance_matrix(E: Tensor) -> Tensor:
     """``1 - E[i]·E[j] / (|E[i]| |E[j]|)``: ``[n, n]`` float64 in [0, 2]; NaN where either code is
     the zero vector; values within :data:`COSINE_ROUNDOFF` of 0 are 0."""
     E = _as_matrix(E)
     norms = E.norm(dim=-1)  # [n]
     unit = E / norms[:, None]  # [n, d]; rows of zeros become NaN
-    distance = (1.0 - unit @ unit.T).clamp_(0.0, 2.0)  # [n, n]
-    distance = distance.masked_fill_(distance < COSINE_ROUNDOFF, 0.0)
+    distance = _cosine(unit @ unit.T)  # [n, n]
     return distance.fill_diagonal_(0.0).masked_fill_((norms == 0)[:, None] | (norms == 0)[None, :], float("nan"))
 
 
@@ -72,7 +77,7 @@ def distance_from(E: Tensor, position: int, *, metric: str = "cosine") -> Tensor
     if metric == "euclidean":
         return (E - row).norm(dim=-1)  # [n]
     norms = E.norm(dim=-1) * row.norm()  # [n]
-    out = 1.0 - (E @ row) / norms
+    out = _cosine((E @ row) / norms)  # [n]; as cosine_distance_matrix: round-off of parallel codes is 0
     out[position] = 0.0
     return out.masked_fill(norms == 0, float("nan"))
 

@@ -253,7 +253,8 @@ def markdown(result: dict) -> str:
             clone = cases.get("floor, new tensors")
             new = f"{fresh['x_floor']:.2f} / {clone['x_floor']:.2f}" if fresh and clone else "-"
             in_place = x(f"posenc in-place ({path})") + (f" / {cases['floor, in place']['x_floor']:.2f}"
-                                                         if "floor, in place" in cases else "")
+                                                         if "floor, in place" in cases
+                                                         and f"posenc in-place ({path})" in cases else "")
             wrong.update(f"{n} ({dtype} {layout}, L = {L}: largest error {c['max_error']:.3g})"
                          for n, c in peers.items() if _wrong(c))
             load = max((c.get("other_cpu") or 0.0) for c in cases.values())

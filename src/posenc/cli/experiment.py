@@ -91,7 +91,7 @@ class _Progress:
         for r in records:
             ind, ood = r["in_distribution"], r["out_of_distribution"]
             text = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-            named = job.label if job.label.endswith("/" + r["variant"]) else f"{job.label} [{r['variant']}]"
+            named = f"{job.base_label} [{r['variant']}]"
             self.progress.console.print(escape(f"{named}: {r['summary_metric']} in {text(ind)}, "
                                                f"out {text(ood)} ({r['wall_time_s']:.0f} s)"))
 

@@ -108,7 +108,7 @@ def _check_stored(jobs: list[Job], records: list[dict[str, Any]], out: Path) -> 
                 diff = config_differences(config, wanted)
                 if diff:
                     raise ValueError(
-                        f"{out / RESULTS_FILE} already holds {job.label.removesuffix('/' + key[3])} [{key[3]}] made with "
+                        f"{out / RESULTS_FILE} already holds {job.base_label} [{key[3]}] made with "
                         "another configuration "
                         f"({describe_differences(diff)}); give another --out, or move "
                         "that results.json away to train again")

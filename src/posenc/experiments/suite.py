@@ -56,12 +56,17 @@ class Job:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def base_label(self) -> str:
+        """``experiment/task/scheme/seedN``."""
+        return f"{self.experiment}/{self.task.name}/{self.scheme}/seed{self.seed}"
+
+    @property
     def label(self) -> str:
-        """``experiment/task/scheme/seedN``, and ``/variant`` for a job that trains a model of its own
-        per variant (``probe``'s residual and no-residual, ``add-vs-concat``'s add and concat): the
-        name of its checkpoint too, so that two variants never share one."""
+        """:attr:`base_label`, and ``/variant`` for a job that trains a model of its own per variant
+        (``probe``'s residual and no-residual, ``add-vs-concat``'s add and concat): the name of its
+        checkpoint too, so that two variants never share one."""
         own = self.variants[0] if len(self.variants) == 1 and self.variants[0] not in ("default", "randomized") else None
-        return f"{self.experiment}/{self.task.name}/{self.scheme}/seed{self.seed}" + (f"/{own}" if own else "")
+        return self.base_label + (f"/{own}" if own else "")
 
 
 def parse_scheme(spec: str) -> tuple[str, bool]:

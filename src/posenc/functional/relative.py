@@ -7,12 +7,11 @@ relative positions. A relative position is always *key position minus query posi
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from torch import Tensor
 
-from ._checks import check_integer_positions, check_positive_int
+from ._checks import check_integer_positions, check_number, check_positive_int
 
 __all__ = ["t5_relative_bucket", "alibi_slopes", "alibi_bias", "relative_positions", "clipped_relative_index"]
 
@@ -101,9 +100,7 @@ def alibi_slopes(num_heads: int, *, max_bias: float = 8.0) -> Tensor:
     orders the slopes of other head counts the same way).
     """
     num_heads = check_positive_int("num_heads", num_heads)
-    if isinstance(max_bias, bool) or not isinstance(max_bias, numbers.Real) or not math.isfinite(max_bias) \
-            or max_bias <= 0:
-        raise ValueError(f"max_bias must be a positive number (8 in the paper), got {max_bias!r}")
+    max_bias = check_number("max_bias", max_bias, positive=True)  # 8 in the paper
     closest = 2 ** int(math.floor(math.log2(num_heads)))
     slopes = _power_of_two_slopes(closest, max_bias)
     if closest < num_heads:

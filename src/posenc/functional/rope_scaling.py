@@ -396,6 +396,10 @@ def parse_scaling(scaling: Mapping[str, Any] | str | None) -> tuple[str, dict[st
         raise ValueError(f"unknown rope scaling type {kind!r}; choose one of: {', '.join(map(repr, ROPE_SCALINGS))}")
     required, optional = SCALING_KEYS[kind]
     accepted = required | optional
+    for key, ok, what in (("partial_rotary_factor", _fraction, "a number in (0, 1]"),
+                          ("rope_theta", lambda v: _is_number(v) and v > 1, "a finite number greater than 1")):
+        if params.get(key) is not None and not ok(params[key]):
+            raise ValueError(f"rope scaling's {key} must be {what}, got {params[key]!r}")
     unknown = sorted(set(params) - accepted - _PASSTHROUGH_KEYS)
     if unknown:
         whole = {"rope_scaling", "rope_parameters", "model_type", "hidden_size"} & set(unknown)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from .. import functional as F
-from ..functional._checks import check_bool, check_positive_int
+from ..functional._checks import check_bool, check_number, check_positive_int
 from ..functional.fast_bias import cached_bias
 from .base import PositionalEncoding, register
 
@@ -30,8 +30,7 @@ class ALiBiConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_heads", check_positive_int("num_heads", self.num_heads))  # 8.0 -> 8
         check_bool("bidirectional", self.bidirectional)
-        F.alibi_slopes(1, max_bias=self.max_bias)  # validates max_bias
-        object.__setattr__(self, "max_bias", float(self.max_bias))
+        object.__setattr__(self, "max_bias", check_number("max_bias", self.max_bias, positive=True))
 
 
 @register

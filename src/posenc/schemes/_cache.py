@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ..functional._checks import has_values, stale_inference, version_of
-from ..functional.fast_bias import known_range
+from ..functional.fast_bias import _params_key, _same_params, known_range
 
 __all__ = ["cached_rows", "cached_range", "forget", "MAX_ROWS", "GROWTH"]
 
@@ -38,14 +38,12 @@ def _sources(module: nn.Module) -> list[Tensor]:
     return [b for n, b in module._buffers.items() if b is not None and n not in caches and b.dtype == torch.float64]
 
 
-def _source_key(module: nn.Module) -> list[tuple]:
-    """Address, version counter and shape of each source: an in-place edit of ``inv_freq`` bumps
-    its version, a new tensor assigned to it has another address. On the CPU a copy of the values
-    too: an edit through ``.data`` (as HF-style initialisation makes) leaves the version counter
-    alone. On an accelerator no values are read, so no device synchronises (this runs at every
-    call)."""
-    return [(b.data_ptr(), b._version, tuple(b.shape), b.device, b.detach().clone() if b.device.type == "cpu" else None)
-            for b in _sources(module)]
+def _source_key(module: nn.Module) -> list:
+    """What identifies each source's contents (:func:`~posenc.functional.fast_bias._params_key`): on
+    the CPU a copy of its values (an edit through ``.data``, as HF-style initialisation makes,
+    leaves the version counter alone); on an accelerator its address and version counter, so that
+    no device synchronises (this runs at every call)."""
+    return [_params_key(b) for b in _sources(module)]
 
 
 def _stale_source(module: nn.Module, name: str, table: Tensor) -> bool:
@@ -55,9 +53,7 @@ def _stale_source(module: nn.Module, name: str, table: Tensor) -> bool:
     if seen is None or seen[1] != version_of(table):
         return True
     sources = _sources(module)
-    return len(sources) != len(seen[0]) or not all(
-        (b.data_ptr(), b._version, tuple(b.shape), b.device) == key[:4] and (key[4] is None or torch.equal(key[4], b.detach()))
-        for b, key in zip(sources, seen[0]))
+    return len(sources) != len(seen[0]) or not all(_same_params(key, b) for key, b in zip(seen[0], sources))
 
 
 def _store(module: nn.Module, name: str, table: Tensor) -> None:

@@ -256,3 +256,29 @@ def test_llama_attention_layer_with_gqa_and_wide_heads(kv: int) -> None:
         cache = posenc.KVCache()
         steps = torch.cat([ours(x[:, i:i + 3], cache=cache) for i in range(0, 12, 3)], 1)
         torch.testing.assert_close(steps, want, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize(("left", "right"), [(64, 8), (4, 4), (3, 7)])
+def test_shaw_asymmetric_clipping_equals_wav2vec2_bert_relative_key(left: int, right: int) -> None:
+    """HF Wav2Vec2-BERT's ``relative_key`` (``clip(k - q, -left, right) + left`` into
+    ``left + right + 1`` embeddings, SeamlessM4T's too) is Shaw with ``max_relative_position=(left,
+    right)``: the query term ``q · a[k - q]`` equals it with the same table, queries and keys of
+    different lengths included."""
+    from types import SimpleNamespace
+
+    from transformers.models.wav2vec2_bert.modeling_wav2vec2_bert import _apply_relative_key_position_encoding
+
+    hd = 8
+    shaw = posenc.create("shaw", dim=hd, max_relative_position=(left, right), values=False)
+    assert shaw.key_embeddings.num_embeddings == left + right + 1
+    peer = SimpleNamespace(left_max_position_embeddings=left, right_max_position_embeddings=right,
+                           distance_embedding=shaw.key_embeddings, scaling=1.0)
+    for sq, sk in ((30, 30), (12, 30)):
+        q, k = torch.randn(2, 3, sq, hd), torch.randn(2, 3, sk, hd)
+        _, want = _apply_relative_key_position_encoding(peer, q, k)  # HF's queries index from 0 too
+        with torch.no_grad():
+            got = shaw.query_scores(q, torch.arange(sq), torch.arange(sk))
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    assert posenc.create("shaw", dim=hd, max_relative_position=5).config.max_relative_position == 5
+    with pytest.raises(ValueError, match=r"max_relative_position must be K or a pair \(left, right\)"):
+        posenc.create("shaw", dim=hd, max_relative_position=(1, 2, 3))

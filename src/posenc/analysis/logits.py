@@ -132,11 +132,11 @@ def shaw_embeddings(scheme: str | PositionalEncoding = "shaw", *, seed: int = 0,
     module = build_scheme(scheme, seed=seed, **config)
     if not isinstance(module, Shaw):
         raise ValueError(f"shaw_embeddings needs the 'shaw' scheme, got {module.name!r}")
-    K = module.config.max_relative_position
+    left, right = F.relative_clip(module.config.max_relative_position)
     value = module.value_embeddings
     return {
-        "relative_positions": torch.arange(-K, K + 1),
+        "relative_positions": torch.arange(-left, right + 1),
         "key": module.key_embeddings.weight.detach().to(torch.float64),
         "value": value.weight.detach().to(torch.float64) if value is not None else None,
-        "max_relative_position": K,
+        "max_relative_position": module.config.max_relative_position,
     }

@@ -18,7 +18,7 @@ from .randomized import randomized_positions
 from .layouts import permute_qk_weight, rope_layout_permutation
 from .fast_bias import alibi_bias_range, t5_bias_range, toeplitz
 from .fast_rope import fast_apply_rope, fast_apply_rope_
-from .relative import alibi_bias, alibi_slopes, clipped_relative_index, relative_positions, t5_relative_bucket
+from .relative import alibi_bias, alibi_slopes, clipped_relative_index, relative_clip, relative_positions, t5_relative_bucket
 from .rope import ROPE_LAYOUTS, apply_rope, rope_cos_sin, rope_inv_freq, rotate_pairs
 from .rope_scaling import ROPE_SCALINGS
 from .sinusoidal import LAYOUTS, SINUSOID_FREQUENCIES, sinusoidal, sinusoidal_inv_freq
@@ -40,6 +40,7 @@ __all__ = [
     "alibi_bias",
     "relative_positions",
     "clipped_relative_index",
+    "relative_clip",
     "as_positions",
     "permute_qk_weight",
     "rope_layout_permutation",

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ._checks import check_integer_positions, check_number, check_positive_int
 
-__all__ = ["t5_relative_bucket", "alibi_slopes", "alibi_bias", "relative_positions", "clipped_relative_index"]
+__all__ = ["t5_relative_bucket", "alibi_slopes", "alibi_bias", "relative_positions", "clipped_relative_index", "relative_clip"]
 
 
 def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
@@ -130,14 +130,29 @@ def alibi_bias(
     return -slopes * distance.unsqueeze(-3)  # [..., 1, sq, sk] -> [..., h, sq, sk]
 
 
-def clipped_relative_index(q_positions: Tensor, k_positions: Tensor, max_relative_position: int) -> Tensor:
+def clipped_relative_index(q_positions: Tensor, k_positions: Tensor, max_relative_position: int | tuple[int, int]) -> Tensor:
     """Shaw et al.'s embedding index ``clip(k - q, -K, K) + K`` in ``[0, 2K]``: ``[..., sq, sk]``.
 
     Shaw, Uszkoreit and Vaswani 2018, "Self-Attention with Relative Position Representations",
     section 3.2: distances beyond ``K`` share the edge embeddings, so ``2K + 1`` embeddings serve any
-    length. Matches tensor2tensor ``_generate_relative_positions_matrix``.
+    length. Matches tensor2tensor ``_generate_relative_positions_matrix``. ``(left, right)``
+    clips keys before the query at ``left`` and after it at ``right``: ``clip(k - q, -left, right) +
+    left`` in ``[0, left + right]`` (HF Wav2Vec2-BERT's and SeamlessM4T's ``relative_key``:
+    ``left_max_position_embeddings``, ``right_max_position_embeddings``).
     """
-    k_max = check_positive_int("max_relative_position", max_relative_position)
+    left, right = relative_clip(max_relative_position)
     q_positions = check_integer_positions(q_positions, "shaw relative positions")
     k_positions = check_integer_positions(k_positions, "shaw relative positions")
-    return relative_positions(q_positions, k_positions).clamp(-k_max, k_max) + k_max
+    return relative_positions(q_positions, k_positions).clamp(-left, right) + left
+
+
+def relative_clip(max_relative_position: int | tuple[int, int]) -> tuple[int, int]:
+    """``(left, right)`` clipping distances from Shaw's ``K`` (both ``K``) or a pair ``(left, right)``."""
+    if isinstance(max_relative_position, (tuple, list)):
+        if len(max_relative_position) != 2:
+            raise ValueError("max_relative_position must be K or a pair (left, right) of clipping distances, got "
+                             f"{max_relative_position!r}")
+        return (check_positive_int("max_relative_position left", max_relative_position[0]),
+                check_positive_int("max_relative_position right", max_relative_position[1]))
+    k_max = check_positive_int("max_relative_position", max_relative_position)
+    return k_max, k_max

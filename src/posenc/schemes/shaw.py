@@ -28,14 +28,17 @@ __all__ = ["Shaw", "ShawConfig"]
 @dataclass(frozen=True)
 class ShawConfig:
     dim: int  # head width
-    max_relative_position: int = 16  # K: distances beyond share the edge embeddings
+    #: K: distances beyond share the edge embeddings; or (left, right): keys before the query clip at
+    #: left, after it at right (HF Wav2Vec2-BERT / SeamlessM4T ``relative_key``: 64 and 8)
+    max_relative_position: int | tuple[int, int] = 16
     values: bool = True  # also add a^V to the values (the paper's full form)
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dim", check_positive_int("dim", self.dim))  # 8.0 -> 8
-        object.__setattr__(self, "max_relative_position",
-                           check_positive_int("max_relative_position", self.max_relative_position))
+        left, right = F.relative_clip(self.max_relative_position)
+        object.__setattr__(self, "max_relative_position", left if left == right and not isinstance(
+            self.max_relative_position, (tuple, list)) else (left, right))
         check_bool("values", self.values)
         check_number("init_std", self.init_std, low=0.0)
 
@@ -51,7 +54,8 @@ class Shaw(PositionalEncoding):
 
     def __init__(self, config: ShawConfig) -> None:
         super().__init__(config)
-        n = 2 * config.max_relative_position + 1
+        left, right = F.relative_clip(config.max_relative_position)
+        n = left + right + 1
         self.key_embeddings = nn.Embedding(n, config.dim)
         nn.init.normal_(self.key_embeddings.weight, std=config.init_std)
         self.value_embeddings: nn.Embedding | None = None
@@ -64,7 +68,7 @@ class Shaw(PositionalEncoding):
         return {"dim": head_dim}
 
     def index(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        """Embedding index of every pair ``[..., sq, sk]`` in ``[0, 2K]``."""
+        """Embedding index of every pair ``[..., sq, sk]`` in ``[0, 2K]`` (``[0, left + right]``)."""
         return F.clipped_relative_index(F.as_positions(q_positions), F.as_positions(k_positions),
                                         self.config.max_relative_position)
 

@@ -219,8 +219,11 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
     from ..analysis import build_scheme
 
     clip = getattr(build_scheme(scheme, seed=options.seed, **config).config, "max_relative_position", None)
-    return draw_lines(distances, curves, ylabel="logit term  q · a^K", mark=clip,
-                      mark_label=f"clipping distance K = {clip}" if clip is not None else "",
+    if isinstance(clip, tuple):  # (left, right): the figure's keys are before the query, clipped at left
+        clip, label = clip[0], f"clipping distance left = {clip[0]} (right = {clip[1]})"
+    else:
+        label = f"clipping distance K = {clip}" if clip is not None else ""
+    return draw_lines(distances, curves, ylabel="logit term  q · a^K", mark=clip, mark_label=label,
                       title=f"{scheme}: query term against distance (random queries), flat past K")
 
 

@@ -53,6 +53,11 @@ def test_plot_writes_the_format_of_the_suffix(tmp_path, suffix, magic):
          "dpi must be a whole number from 1 to 1200, got 20000"),
         (("plot", "sinusoidal", "--kind", "heatmap", "--out", "/dev/null/x.png"),
          "cannot write '/dev/null/x.png': '/dev/null' is a file, not a folder"),
+        # options the figure would have ignored without a word
+        (("plot", "sinusoidal", "--kind", "heatmap", "--method", "umap", "--out", "x.png"),
+         "method='umap' chooses the 2D projection of --kind projection; figure kind 'heatmap' draws none"),
+        (("plot", "rope", "--kind", "logits", "--seed", "3", "--out", "x.png"),
+         "seed=3 sets the random initialisation of learned tables (learned, t5, shaw); 'rope' has none"),
     ],
 )
 def test_bad_input_exits_2_with_the_choices(tmp_path, args, message):

@@ -301,4 +301,17 @@ def plot(scheme: str, kind: str, options: PlotOptions | None = None) -> Any:
             f"figure kind {kind!r} applies to {entry.needs}, not to {scheme!r}; "
             f"kinds for {scheme!r}: {', '.join(kinds_for(scheme)) or '(none)'}"
         )
+    if options.method != "pca" and kind != "projection":  # options the figure would silently ignore
+        raise ValueError(f"method={options.method!r} chooses the 2D projection of --kind projection; "
+                         f"figure kind {kind!r} draws none")
+    if options.seed != 0 and not _randomly_initialised(scheme, options):
+        raise ValueError(f"seed={options.seed} sets the random initialisation of learned tables (learned, t5, "
+                         f"shaw); {scheme!r} has none, so every seed draws the same figure")
     return entry.draw(scheme, options)
+
+
+def _randomly_initialised(scheme: str, options: PlotOptions) -> bool:
+    from ..analysis import build_scheme, is_reference
+
+    return not is_reference(scheme) and any(
+        p.requires_grad for p in build_scheme(scheme, **scheme_config(scheme, options)).parameters())

@@ -11,6 +11,7 @@ so tables are compared at ``2e-6 + 1.5e-7 * largest angle``.
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -453,6 +454,12 @@ def _hf_rotary_module(model_type: str, hf_config):
 #: ``create_sinusoidal_positions`` over ``rotary_dim``, 64 by default).
 _NO_ROTARY_MODULE = ("gptj", "codegen")
 
+#: Model types whose module-level ``apply_rotary_pos_emb`` is not what their attention applies to
+#: these tables as a whole (DeepSeek-V2's complex ``freqs_cis``, DeepSeek-V3's interleaved variant;
+#: Phi, Persimmon and StableLM slice the rotated part off q before calling it): covered by their
+#: own tests above.
+_OWN_APPLY = ("deepseek_v2", "deepseek_v3", "phi", "persimmon", "stablelm")
+
 
 @pytest.mark.parametrize("model_type", sorted({*posenc.rope_config.MODEL_LAYOUTS} - {"gemma3", "gemma3n", "gemma4", "qwen3_5",
                                                                       "qwen3_5_moe"}))
@@ -469,7 +476,8 @@ def test_every_model_type_reads_a_bare_config_as_transformers_does(model_type, s
     if scaling is not None:
         if model_type in ("apertus", "gemma4_text", "phi3", "deepseek_v2"):
             pytest.skip("a class default scaling, longrope-only, or complex-valued tables: covered elsewhere")
-        if model_type in ("ministral", "mixtral", "phimoe"):  # its head_dim field is None / it wants mscales
+        if model_type in ("ministral", "mixtral", "phimoe", "minimax", "hunyuan_v1_dense", "hunyuan_v1_moe"):
+            # its head_dim field is None / it wants mscales
             pytest.skip("transformers 5.23 cannot build this model type's dynamic RoPE from a bare config")
         bare["rope_scaling"] = scaling
     with warnings.catch_warnings():
@@ -489,6 +497,11 @@ def test_every_model_type_reads_a_bare_config_as_transformers_does(model_type, s
         assert rope.inv_freq.shape == inv_freq.shape, (layer_type, rope.config)
         torch.testing.assert_close(rope.inv_freq.float(), inv_freq.float(), rtol=2e-6, atol=0)
         assert rope.attention_scale == pytest.approx(float(scale), rel=1e-6)
+        apply = getattr(sys.modules[type(hf).__module__], "apply_rotary_pos_emb", None)
+        if scaling is None and apply is not None and model_type not in _OWN_APPLY:  # the layout too
+            positions = torch.arange(40, 56)[None]
+            cos, sin = hf(torch.zeros(1), positions, *([layer_type] if layer_type else []))
+            _rotated_like_transformers(rope, cos, sin, apply, positions, rope.config.dim, 8 * (2e-6 + 1.5e-7 * 56))
         if scaling is not None and layer_type in (None, "full_attention"):  # past the original length
             long = hf_config.max_position_embeddings * 3
             with torch.no_grad():

@@ -91,6 +91,12 @@ def _build_encoding(encoding: PositionalEncoding | str | None, head_dim: int, nu
     raise TypeError(f"encoding must be a scheme name, a PositionalEncoding or None, got {type(encoding).__name__}")
 
 
+def _repeat_kv(k: Tensor, v: Tensor, heads: int) -> tuple[Tensor, Tensor]:
+    """Grouped-query keys and values ``[b, kv, sk, hd]`` as ``[b, heads, sk, hd]``: each shared head
+    once per query head of its group (HF ``repeat_kv``)."""
+    return k.repeat_interleave(heads // k.shape[1], dim=1), v.repeat_interleave(heads // v.shape[1], dim=1)
+
+
 class Attention(nn.Module):
     """Multi-head self-attention ``[b, s, d] -> [b, s, d]`` with a pluggable positional encoding."""
 
@@ -243,7 +249,7 @@ class Attention(nn.Module):
                                                    scale=self.scale, **({"enable_gqa": True} if kv != h else {}))
         else:
             if kv != h:  # SDPA's enable_gqa with a mask falls back to its slowest kernel on CUDA: repeat, as HF does
-                k, v = (t.repeat_interleave(h // kv, dim=1) for t in (k, v))
+                k, v = _repeat_kv(k, v, h)
             out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
         out = out.transpose(1, 2).reshape(b, s, h * hd)  # [b, h, s, hd] -> [b, s, h hd]
         return self.proj(out)
@@ -298,7 +304,7 @@ class Attention(nn.Module):
         """Attention with explicit math, for schemes whose terms depend on the query or the values."""
         enc = self.encoding
         if k.shape[1] != q.shape[1]:  # grouped-query attention: each key/value head serves a group of queries
-            k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+            k, v = _repeat_kv(k, v, q.shape[1])
         scores = q @ k.transpose(-2, -1)  # [b, h, sq, sk]
         extra = enc.query_scores(q, q_positions, k_positions)
         if extra is not None:

@@ -58,12 +58,12 @@ class RopeConfig:
         F.rope_inv_freq(self.frequency_dim, base=self.base, scaling=self.scaling)  # validates base and scaling
         kind = parse_scaling(self.scaling)[0]
         factor = self.scaling.get("partial_rotary_factor") if isinstance(self.scaling, Mapping) else None
-        if factor is not None and kind != "proportional" and int(self.dim * factor) != self.frequency_dim:
+        implied = None if factor is None or kind == "proportional" else int(self.dim * factor)
+        if implied is not None and implied != self.frequency_dim:
             # transformers 5 keeps the rotated share inside rope_parameters: it must agree with rotary_dim
             raise ValueError(f"scaling holds partial_rotary_factor={factor!r}, which rotates int({self.dim} * {factor!r})"
-                             f" = {int(self.dim * factor)} features of dim={self.dim}, but rotary_dim is "
-                             f"{self.frequency_dim}; pass rotary_dim={int(self.dim * factor)} (posenc.rope_from_config "
-                             "reads both from a config.json)")
+                             f" = {implied} features of dim={self.dim}, but rotary_dim is {self.frequency_dim}; "
+                             f"pass rotary_dim={implied} (posenc.rope_from_config reads both from a config.json)")
         if self.rotary_dim is not None and kind == "proportional":
             raise ValueError("rope scaling 'proportional' spans the whole head (its partial_rotary_factor zeroes "
                              f"frequencies instead); leave rotary_dim out, got rotary_dim={self.rotary_dim}")

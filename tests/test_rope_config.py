@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 
 import pytest
 import torch
@@ -463,16 +464,25 @@ _OWN_APPLY = ("deepseek_v2", "deepseek_v3", "phi", "persimmon", "stablelm")
 
 @pytest.mark.parametrize("model_type", sorted({*posenc.rope_config.MODEL_LAYOUTS} - {"gemma3", "gemma3n", "gemma4", "qwen3_5",
                                                                       "qwen3_5_moe"}))
-@pytest.mark.parametrize("scaling", [None, {"rope_type": "dynamic", "factor": 2.0}])
+@pytest.mark.parametrize("scaling", [None, "partial", {"rope_type": "dynamic", "factor": 2.0}])
 def test_every_model_type_reads_a_bare_config_as_transformers_does(model_type, scaling):
     """A config.json that names only the sizes gets what transformers' config class gives the rest
     (``default_theta``, a fixed ``head_dim``, ``max_position_embeddings`` for the dynamic rule, the
     family's rotated share, Apertus' default Llama 3 scaling, Gemma 4's proportional RoPE):
     frequencies, rotated width and attention scale equal the model's own rotary module's. posenc
-    used to give every model type base 10000 and ``hidden_size / num_attention_heads``."""
+    used to give every model type base 10000 and ``hidden_size / num_attention_heads``.
+
+    ``partial``: a top-level ``partial_rotary_factor`` of 0.75, which only some families read (the
+    others rotate the whole head; Bamba's class sets 0.5 over it); posenc used to honour it for ~20
+    types that ignore it (errors of 5-8 against their ``apply_rotary_pos_emb``)."""
     import warnings
 
     bare = {"hidden_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2}
+    if scaling == "partial":
+        if model_type in ("apertus", "cwm", "solar_open"):
+            pytest.skip("transformers 5.23 builds these frequencies over the partial width (a class default "
+                        "llama3 scaling; Solar Open's rotary module) and then cannot apply them to the whole head")
+        scaling, bare["partial_rotary_factor"] = None, 0.75
     if scaling is not None:
         if model_type in ("apertus", "gemma4_text", "phi3", "deepseek_v2"):
             pytest.skip("a class default scaling, longrope-only, or complex-valued tables: covered elsewhere")
@@ -569,3 +579,56 @@ def test_olmo3_scales_full_attention_only():
     assert (sliding.config.base, sliding.config.scaling) == (500000.0, None)
     _same_frequencies(full, hf, "full_attention")
     _same_frequencies(sliding, hf, "sliding_attention")
+
+
+def test_phimoe_scales_cos_and_sin_by_its_mscale():
+    """Phi-3.5-MoE's LongRoPE scales cos and sin by ``short_mscale`` / ``long_mscale`` (1.2432 in
+    its config.json), not by LongRoPE's own ``sqrt(1 + ln(factor) / ln(original))`` = 1.1902
+    (HF ``PhimoeRotaryEmbedding.forward``); posenc used to drop them with a warning that transformers
+    ignores them (an error of 0.22 on q). Checked inside the original length, where HF 5.23's
+    frequencies are right (past it, its forward keeps ``short_factor``: see the module docstring)."""
+    n = 16
+    cfg = {"model_type": "phimoe", "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+           "rope_scaling": {"type": "longrope", "short_factor": [1 + 0.05 * i for i in range(n)],
+                            "long_factor": [1 + 2.0 * i for i in range(n)],
+                            "short_mscale": 1.243163121016122, "long_mscale": 1.243163121016122}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the mscales are read, not dropped with a warning
+        rope = posenc.rope_from_config(cfg)
+    assert rope.attention_scale == pytest.approx(1.243163121016122, rel=1e-12)
+    from transformers.models.phimoe import modeling_phimoe
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = modeling_phimoe.PhimoeRotaryEmbedding(CONFIG_MAPPING["phimoe"](**json.loads(json.dumps(cfg))))
+    positions = torch.arange(100, 132)[None]
+    cos, sin = hf(torch.zeros(1), positions)
+    _rotated_like_transformers(rope, cos, sin, modeling_phimoe.apply_rotary_pos_emb, positions, 32, 5e-5)
+    unequal = json.loads(json.dumps(cfg))
+    unequal["rope_scaling"]["long_mscale"] = 1.5
+    with pytest.raises(ValueError, match="short_mscale 1.243163121016122 and long_mscale 1.5 differ"):
+        posenc.rope_from_config(unequal)
+    missing = json.loads(json.dumps(cfg))
+    del missing["rope_scaling"]["short_mscale"]
+    with pytest.raises(ValueError, match="needs 'short_mscale', a number"):
+        posenc.rope_from_config(missing)
+
+
+@pytest.mark.parametrize("model_type", ["olmo3", "gemma3_text"])
+def test_per_layer_type_ropes_ignore_a_top_level_original_length(model_type):
+    """With a RoPE per layer type, HF's ``standardize_rope_params`` (case 2) takes the original
+    length from each dict, else ``max_position_embeddings``; a top-level
+    ``original_max_position_embeddings`` counts only for a single RoPE dict (Phi-3). posenc used to
+    take it for these too (cos off by 2.28 at position 2000)."""
+    cfg = {"model_type": model_type, "hidden_size": 512, "num_attention_heads": 4, "head_dim": 128,
+           "max_position_embeddings": 4096, "original_max_position_embeddings": 1024,
+           "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}
+    rope = posenc.rope_from_config(cfg, layer_type="full_attention")
+    assert rope.config.scaling["original_max_position_embeddings"] == 4096
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = _hf_rotary_module(model_type, CONFIG_MAPPING[model_type](**json.loads(json.dumps(cfg))))
+    _same_frequencies(rope, hf, "full_attention")
+    flat = posenc.rope_from_config({**cfg, "model_type": "llama"})  # one RoPE dict: the top level wins
+    assert flat.config.scaling["original_max_position_embeddings"] == 1024

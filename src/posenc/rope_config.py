@@ -14,10 +14,10 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
   10000, when absent;
 * partial rotary: ``partial_rotary_factor`` (GPT-NeoX: only ``rotary_pct``; when absent, the family's
   default as HF's config classes set it: 0.25 for GPT-NeoX, StableLM and Qwen3-Next, 0.5 for Phi,
-  Persimmon, Nemotron and GLM, else 1; GPT-J / CodeGen ``rotary_dim``) gives
-  ``rotary_dim = int(head_dim * factor)``, odd or even as HF computes it, except for the model types
-  whose transformers code rotates the whole head and never reads it (Llama, Mistral, Qwen2/3,
-  Gemma, ...: ``_WHOLE_HEAD_TYPES``), where it is ignored as there;
+  Persimmon, Nemotron, GLM and Bamba (whose class sets 0.5 over a top-level value), else 1; GPT-J / CodeGen ``rotary_dim``) gives
+  ``rotary_dim = int(head_dim * factor)``, odd or even as HF computes it, for the model types whose
+  transformers code reads it (``_READS_PARTIAL``) and for unknown ones; the other known types
+  (Llama, Mistral, Qwen2/3, Gemma, OLMoE, ...) rotate the whole head and ignore it, as there;
 * which dict: ``rope_scaling`` when a config has it, else ``rope_parameters`` (HF
   ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``); a RoPE per layer type
   (Gemma 3's and 3n's ``rope_local_base_freq`` beside ``rope_theta``, transformers 5's nested
@@ -25,7 +25,8 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
 * scaling: that dict as written, completed as HF completes it
   (``RotaryEmbeddingConfigMixin.standardize_rope_params`` and the rope functions): ``llama3``,
   ``yarn`` and ``longrope`` take ``original_max_position_embeddings`` from the top level (which
-  wins, as for Phi-3) or ``max_position_embeddings``; ``dynamic`` rescales past
+  wins in a single RoPE dict, as for Phi-3, and is ignored beside per-layer-type ones), else from
+  their dict, else ``max_position_embeddings``; ``dynamic`` rescales past
   ``max_position_embeddings``; ``longrope`` and ``yarn`` without ``factor`` use
   ``max_position_embeddings / original_max_position_embeddings``;
 * layout: the pair layout the model's HF code applies to its checkpoint weights, from
@@ -35,6 +36,15 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
   ``(2i, 2i+1)``, writing its output in half order, which leaves scores unchanged). Meta's own
   Llama checkpoints are interleaved; HF's conversion permutes them to ``half``
   (:func:`posenc.functional.permute_qk_weight` does the same). Unknown model types need ``layout=``.
+
+* Phi-3.5-MoE (``phimoe``): its ``short_mscale`` / ``long_mscale`` scale cos and sin (when equal,
+  as published; posenc has one scale for every length).
+
+Where transformers 5.23 departs from its own configs, posenc follows the config: ``phimoe``'s
+rotary module always uses ``short_factor`` (its ``forward`` recomputes the frequencies without the
+length), where posenc switches to ``long_factor`` past the original length as LongRoPE does; and
+its yarn rule reads ``truncate`` from the outer ``rope_parameters``, so a ``"truncate": false``
+inside a per-layer-type dict (Gemma 3, OLMo 3) is lost there and honoured here.
 
 Not part of RoPE and so not returned: DeepSeek's YaRN softmax-scale correction
 (``mscale(factor, mscale_all_dim)^2`` on ``1/sqrt(d)``, HF ``DeepseekV3Attention.scaling``).
@@ -245,19 +255,28 @@ def _head_dim(config: Mapping[str, Any]) -> int:
     return _whole(names[0], config[names[0]]) // _whole(names[1], config[names[1]])
 
 
-#: Model types whose transformers code rotates the whole head and never reads
-#: ``partial_rotary_factor`` (their modeling and configuration files do not name it; transformers
-#: 5.23): a factor in such a config is ignored here too, as there. Families that read it (GPT-NeoX,
-#: Phi, Phi-3, StableLM, Persimmon, GLM, Nemotron, ...) and unknown types honour it.
-_WHOLE_HEAD_TYPES = frozenset({
-    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3",
-    "gemma3_text", "gemma3n", "gemma3n_text", "olmo", "olmo2", "starcoder2", "cohere", "cohere2", "falcon", "granite", "granitemoe", "phimoe",
-    "exaone4", "smollm3",
+#: Model types whose transformers code reads ``partial_rotary_factor`` (their rotary module's
+#: default frequencies span ``int(head_dim * factor)`` and their ``apply_rotary_pos_emb`` rotates
+#: only that much; transformers 5.23). Every other type in :data:`MODEL_LAYOUTS` rotates the whole
+#: head and ignores a factor in its config, as here (OLMoE, Llama, Qwen2/3, ...: an audit found
+#: ~20 types where posenc used to honour it, errors of 5-8 against transformers). Unknown model
+#: types, read with ``layout=``, honour it. GPT-J and CodeGen rotate ``rotary_dim`` features and
+#: Gemma 4 zeroes frequencies (``proportional``) instead.
+_READS_PARTIAL = frozenset({
+    "gpt_neox", "phi", "phi3", "stablelm", "persimmon", "nemotron", "glm", "glm4", "qwen3_next", "qwen3_5",
+    "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "solar_open", "bamba",
 })
+#: Bamba's config class sets its factor to 0.5 whatever the config.json says at its top level
+#: (``kwargs["partial_rotary_factor"] = 0.5``); one inside ``rope_parameters`` still wins there.
+_FIXED_PARTIAL = {"bamba": 0.5}
+#: GPT-J and CodeGen rotate ``rotary_dim`` features (``create_sinusoidal_positions``).
+_ROTARY_DIM_TYPES = ("gptj", "codegen")
 
 
 def _partial_factor(config: Mapping[str, Any], params: Mapping[str, Any]) -> float:
     factor = _field(params, "partial_rotary_factor")
+    if factor is None and config.get("model_type") in _FIXED_PARTIAL:
+        factor = _FIXED_PARTIAL[config["model_type"]]
     if factor is None:
         neox = config.get("model_type") in _NEOX
         factor = _field(config, *(("rotary_pct",) if neox else ("partial_rotary_factor", "rotary_pct")))
@@ -268,17 +287,21 @@ def _partial_factor(config: Mapping[str, Any], params: Mapping[str, Any]) -> flo
 
 
 def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: int) -> int:
-    if "qk_rope_head_dim" in config or config.get("model_type") in _WHOLE_HEAD_TYPES:
+    model_type = config.get("model_type")
+    if "qk_rope_head_dim" in config:
         return head_dim
     if params.get("rope_type", params.get("type")) == "proportional":
         return head_dim  # its frequencies span the head; the factor zeroes some (the scaling keeps it)
-    if config.get("rotary_dim") is not None and params.get("partial_rotary_factor") is None:  # GPT-J, CodeGen
+    if config.get("rotary_dim") is not None and (model_type in _ROTARY_DIM_TYPES or (
+            model_type not in MODEL_LAYOUTS and params.get("partial_rotary_factor") is None)):
         return _whole("rotary_dim", config["rotary_dim"])
+    if model_type in MODEL_LAYOUTS and model_type not in _READS_PARTIAL:
+        return head_dim  # rotates the whole head; a factor in its config is ignored there
     # may be odd (GPT-NeoX with rotary_pct 0.3 of 64): RopeConfig reads it as transformers does
     return int(head_dim * _partial_factor(config, params))
 
 
-def _scaling(config: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any] | None:
+def _scaling(config: Mapping[str, Any], params: dict[str, Any], nested: bool) -> dict[str, Any] | None:
     kind = params.get("rope_type", params.get("type", "default"))
     if kind == "su" or (kind == "yarn" and config.get("model_type") in _YARN_IS_LONGROPE):
         kind = "longrope"
@@ -289,15 +312,49 @@ def _scaling(config: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any
     if kind == "default":
         _known_keys(kind, scaling)  # warns about keys the default RoPE does not take
         return None
+    if config.get("model_type") in _MSCALE_TYPES:
+        _mscale(kind, scaling)
     max_len = config.get("max_position_embeddings")
     if kind in _NEEDS_ORIGINAL:
-        original = config.get("original_max_position_embeddings") or scaling.get("original_max_position_embeddings")
+        # a top-level original length wins in a single RoPE dict (Phi-3); per-layer-type dicts take
+        # theirs, else max_position_embeddings (HF ``standardize_rope_params``, cases 1 and 2)
+        top = None if nested else config.get("original_max_position_embeddings")
+        original = top or scaling.get("original_max_position_embeddings")
         scaling["original_max_position_embeddings"] = original or max_len
     if kind == "dynamic":
         scaling["original_max_position_embeddings"] = max_len
     if kind in ("longrope", "yarn") and scaling.get("factor") is None and max_len and scaling.get("original_max_position_embeddings"):
         scaling["factor"] = max_len / scaling["original_max_position_embeddings"]
     return _known_keys(kind, scaling)
+
+
+#: Model types whose rotary module scales cos and sin by the config's ``short_mscale`` (sequences
+#: up to the original length) or ``long_mscale`` (longer ones) in place of the rope type's own
+#: attention factor (HF ``PhimoeRotaryEmbedding.forward``; ``PhimoeConfig.validate_rope``
+#: requires both for any rope type but ``default``).
+_MSCALE_TYPES = ("phimoe",)
+
+
+def _mscale(kind: str, scaling: dict[str, Any]) -> None:
+    """Phi-3.5-MoE's ``short_mscale`` / ``long_mscale`` (1.2432 in its config.json, against the
+    1.1902 that LongRoPE's own rule gives) as the ``attention_factor`` of its RoPE; posenc used to
+    drop them (logits 8.7% too small). One scale serves every length here, so the two must agree."""
+    short, long = scaling.pop("short_mscale", None), scaling.pop("long_mscale", None)
+    if kind == "default":
+        return
+    for name, value in (("short_mscale", short), ("long_mscale", long)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"config rope scaling {kind!r} of model type 'phimoe' needs {name!r}, a number "
+                             f"(transformers requires it too), got {value!r}")
+    if short != long:
+        raise ValueError(f"config rope scaling: short_mscale {short} and long_mscale {long} differ; posenc's RoPE "
+                         "scales every length alike, so it reads them only when they are equal (as in Phi-3.5-MoE)")
+    if kind != "longrope":
+        if short != 1:
+            raise ValueError(f"config rope scaling {kind!r} with mscale {short}: posenc scales cos and sin only "
+                             "for 'longrope' (attention_factor); use mscale 1 or rope type 'longrope'")
+        return
+    scaling["attention_factor"] = float(short)
 
 
 def _known_keys(kind: str, scaling: dict[str, Any]) -> dict[str, Any]:
@@ -417,10 +474,11 @@ def rope_from_config(
         base = _number("rope_theta", base)
     head_dim = _layer_head_dim(config, layer_type, _head_dim(config))
     rotary_dim = _rotary_dim(config, params, head_dim)
+    nested = config.get("model_type") in _LAYER_TYPED or _nested(config.get("rope_scaling") or config.get("rope_parameters"))
     return Rope(RopeConfig(
         dim=head_dim,
         base=base if base is not None else _DEFAULT_BASE,
         layout=_layout(config, layout),
-        scaling=_scaling(config, params),
+        scaling=_scaling(config, params, nested),
         rotary_dim=None if rotary_dim == head_dim else rotary_dim,
     ))

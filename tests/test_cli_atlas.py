@@ -207,6 +207,19 @@ def test_rope_scaling_reaches_the_figures_and_the_checks(tmp_path):
     assert refused.exit_code == 2 and "scheme 'alibi' has no 'scaling' (--scaling)" in refused.output
 
 
+def test_a_toml_scaling_file_without_a_toml_reader_is_a_clear_error(tmp_path, monkeypatch):
+    """Python 3.10 has no ``tomllib``: the cli extra brings ``tomli``, and with neither the command
+    says what to install (it raised ModuleNotFoundError with a traceback)."""
+    import sys
+
+    (tmp_path / "lin.toml").write_text('rope_type = "linear"\nfactor = 8.0\n')
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # import raises ModuleNotFoundError
+    monkeypatch.setitem(sys.modules, "tomli", None)
+    result = _run("check", "rope", "--scaling", str(tmp_path / "lin.toml"))
+    assert result.exit_code == 2 and "needs Python 3.11 or newer, or the tomli package" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_figures_stay_readable_at_sizes_the_limits_allow(tmp_path):
     """A learned table as long as --positions (the CLI has no --max-len), and ALiBi's slope bars in
     a figure of bounded width (it grew 0.45 inch per head: 55536 pixels at 1024 heads)."""

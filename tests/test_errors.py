@@ -257,6 +257,14 @@ def test_cos_sin_that_do_not_broadcast_with_x() -> None:
         F.apply_rope(x, torch.ones(3, 8), torch.ones(3, 6))
     with _raises(ValueError, "rotate 16", "only 8"):
         F.apply_rope(x, torch.ones(3, 16), torch.ones(3, 16))
+    # HF's unsqueeze_dim=2 tables [s, 1, r] for x [b, s, h, hd]: a 3-D table reads as [b, s, r], and
+    # the message shows the shape as given (it showed the head axis posenc had inserted) and the fix
+    seq_first = torch.randn(2, 3, 5, 8)  # [b, s, h, hd]
+    cos3, sin3 = F.rope_cos_sin(3, INV8)
+    with _raises(ValueError, "of shape (3, 1, 8)", "[1, s, 1, r] or [b, s, 1, r] for x [b, s, h, hd]"):
+        F.apply_rope(seq_first, cos3[:, None], sin3[:, None])
+    torch.testing.assert_close(F.apply_rope(seq_first, cos3[None, :, None], sin3[None, :, None]),
+                               F.apply_rope(seq_first.transpose(1, 2), cos3, sin3).transpose(1, 2))
 
 
 def test_q_positions_that_do_not_match_q() -> None:

@@ -50,11 +50,10 @@ def _parse_scaling(text: Optional[str]) -> Optional[dict]:
         except (OSError, UnicodeDecodeError) as err:
             raise ValueError(f"--scaling: cannot read {text!r} ({err})") from None
         if path.suffix.lower() == ".toml":
-            import tomllib
-
+            toml = _toml_reader()
             try:
-                value: Any = tomllib.loads(raw)
-            except tomllib.TOMLDecodeError as err:
+                value: Any = toml.loads(raw)
+            except toml.TOMLDecodeError as err:
                 raise ValueError(f"--scaling: {text!r} is not valid TOML ({err})") from None
         else:
             value = _json(raw, repr(text))
@@ -64,6 +63,20 @@ def _parse_scaling(text: Optional[str]) -> Optional[dict]:
         raise ValueError(f"--scaling must be a JSON object like {{\"rope_type\": \"linear\", \"factor\": 4}}, "
                          f"got {type(value).__name__}")
     return value
+
+
+def _toml_reader() -> Any:
+    """The standard library's ``tomllib`` (Python 3.11+), else ``tomli`` (the ``cli`` extra
+    installs it on 3.10), else a clear error."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            raise ValueError("--scaling: reading a .toml file needs Python 3.11 or newer, or the tomli package "
+                             "(pip install tomli); a .json file works everywhere") from None
+    return tomllib
 
 
 def _json(text: str, what: str) -> Any:

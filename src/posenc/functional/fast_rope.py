@@ -813,11 +813,12 @@ def fast_apply_rope(
 
     Same arguments and result as the reference (``cos``/``sin`` ``[s, r]``, ``[b, s, r]`` or
     ``[b, h, s, r]`` from :func:`~posenc.functional.rope_cos_sin`; the first ``r`` features rotate,
-    the rest pass unchanged). ``compile``: ``"auto"`` sends inputs of fewer than
-    :data:`COMPILE_MIN_NUMEL` elements to the reference formula when no ``out`` is given (a few ops
-    on a small tensor: as fast as any pass) and larger ones to the compiled pass where a compiler
-    works (half pairs, bfloat16 interleaved pairs) or the eager pass; ``True`` always tries to
-    compile, ``False`` stays eager. Differentiable in ``x`` (backward = inverse rotation) when
+    the rest pass unchanged; 16-bit results are rounded once from float32 as there, and may differ
+    from it by one unit in the last place where the float32 sums round differently). ``compile``:
+    ``"auto"`` keeps inputs of fewer than :data:`COMPILE_MIN_NUMEL` elements uncompiled when no
+    ``out`` is given (16-bit interleaved pairs take the reference formula, the rest the eager pass)
+    and sends larger ones to the compiled pass where a compiler works (half pairs, bfloat16
+    interleaved pairs) or the eager pass; ``True`` always tries to compile, ``False`` stays eager. Differentiable in ``x`` (backward = inverse rotation) when
     ``out`` is None; tables that require grad take the reference path. Inside ``torch.compile`` the reference formula is
     returned for the outer compiler to fuse.
     """

@@ -125,13 +125,15 @@ def _align_tables(x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
         raise ValueError(f"the rotated width cos.shape[-1] must be a positive even number, got {r}")
     if r > x.shape[-1]:
         raise ValueError(f"cos/sin rotate {r} features but x has only {x.shape[-1]} (x shape {tuple(x.shape)})")
+    given = tuple(cos.shape)
     if x.dim() == 4 and cos.dim() == 3:
         cos, sin = cos[:, None], sin[:, None]  # [b, s, r] -> [b, 1, s, r]
     # a plain loop: torch.broadcast_shapes costs ~40 us a call, as much as a small rotation
     if any(a != b and a != 1 and b != 1 for a, b in zip(reversed(x.shape[:-1]), reversed(cos.shape[:-1]))):
         raise ValueError(
-            f"cos/sin of shape {tuple(cos.shape)} do not broadcast against x of shape {tuple(x.shape)}; "
-            "expected tables [s, r], [b, s, r] or [b, h, s, r] for x [b, h, s, hd]"
+            f"cos/sin of shape {given} do not broadcast against x of shape {tuple(x.shape)}; expected tables "
+            "[s, r], [b, s, r] (read as [b, 1, s, r]) or [b, h, s, r] for x [b, h, s, hd], and 4-D tables "
+            "[1, s, 1, r] or [b, s, 1, r] for x [b, s, h, hd]"
         )
     return cos, sin
 
@@ -139,8 +141,10 @@ def _align_tables(x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half") -> Tensor:
     """Rotate the first ``cos.shape[-1]`` features of ``x``'s last dim; the rest pass unchanged.
 
-    ``x`` is ``[b, h, s, hd]`` (or any shape whose leading dims broadcast with the tables);
-    ``cos``/``sin`` come from :func:`rope_cos_sin`. Partial rotary (GPT-NeoX ``rotary_pct``, GPT-J
+    ``x`` is ``[b, h, s, hd]``, with tables ``[s, r]``, ``[b, s, r]`` (a 3-D table for a 4-D ``x``
+    is always read as ``[b, s, r]`` and given a head axis) or ``[b, h, s, r]``; other ranks and
+    layouts (``[b, s, h, hd]``) need tables whose leading dims broadcast against ``x``'s as they
+    stand (``[1, s, 1, r]``). ``cos``/``sin`` come from :func:`rope_cos_sin`. Partial rotary (GPT-NeoX ``rotary_pct``, GPT-J
     ``rotary_dim``) is simply a table narrower than ``hd``.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)

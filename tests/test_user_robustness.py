@@ -677,3 +677,140 @@ def test_row_caches_follow_casts_and_frequency_edits(name: str) -> None:
     assert not torch.equal(run(m), run(posenc.create(name, dim=16)))
     m.inv_freq = m.inv_freq * 0.5
     assert torch.equal(run(m), run(posenc.create(name, dim=16)))
+
+
+# -- found by the 2026-11-23 API audit -------------------------------------------------------------
+
+def test_rope_second_order_gradients_equal_the_reference() -> None:
+    """Gradient penalties differentiate the backward: RoPE's autograd functions were
+    once-differentiable, so ``autograd.grad(..., create_graph=True)`` followed by a gradient
+    through it gave a wrong weight gradient (off by ~1000 of ~1600) without an error."""
+    torch.manual_seed(0)
+    rope = posenc.create("rope", dim=8)
+    cos, sin = rope.cos_sin(4)
+    w = torch.randn(8, 8, requires_grad=True)
+    x = torch.randn(1, 1, 4, 8, requires_grad=True)
+
+    def penalty_grad(rotate):
+        a = rotate(x @ w)
+        (g,) = torch.autograd.grad((a * a.roll(1, -2)).sum(), x, create_graph=True)
+        return torch.autograd.grad(g.pow(2).sum(), w)[0]
+
+    want = penalty_grad(lambda t: F.apply_rope(t, cos, sin))
+    torch.testing.assert_close(penalty_grad(lambda t: rope.rotate(t, t)[0]), want, rtol=1e-5, atol=1e-4)
+    q = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(1, 2, 4, 8, dtype=torch.float64)
+    assert torch.autograd.gradgradcheck(lambda t: rope.rotate(t, k)[0], (q,))
+    qkv = torch.randn(1, 4, 3, 2, 8, dtype=torch.float64, requires_grad=True)  # q and k slices of one projection
+
+    def pair(t):
+        a, b = rope.rotate(*t.transpose(1, 3).unbind(2)[:2])
+        return 2 * a + b
+    assert torch.autograd.gradgradcheck(pair, (qkv,))
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")  # torch: vmap over SDPA runs per sample
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "xpos"])
+def test_torch_func_transforms_run_and_agree_with_autograd(name: str) -> None:
+    """``torch.func.grad`` / ``vmap`` (per-sample gradients): the fast paths keyed their plans and
+    caches on storages, which the transforms' tensors lack ("Cannot access data pointer"), and SDPA's
+    fused CPU kernel takes no gradient for T5's learned mask under them."""
+    torch.manual_seed(0)
+    attn = posenc.Attention(16, 2, encoding=name, causal=True).double()
+    xs = torch.randn(3, 5, 16, dtype=torch.float64)
+    params = {n: p.detach() for n, p in attn.named_parameters()}
+
+    def loss(p, x):
+        return torch.func.functional_call(attn, p, (x[None],)).pow(2).sum()
+
+    per_sample = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0))(params, xs)
+    for i in range(xs.shape[0]):
+        attn.zero_grad()
+        attn(xs[i:i + 1]).pow(2).sum().backward()
+        for n, p in attn.named_parameters():
+            torch.testing.assert_close(per_sample[n][i], p.grad, rtol=1e-9, atol=1e-12)
+    dx = torch.func.grad(lambda x: attn(x).pow(2).sum())(xs)
+    ref = xs.clone().requires_grad_()
+    attn(ref).pow(2).sum().backward()
+    torch.testing.assert_close(dx, ref.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_a_kv_cache_keeps_copies_of_what_it_is_given() -> None:
+    """The first append kept the caller's positions tensor (and contiguous k / v) itself: a
+    positions buffer stepped with ``+=`` between decoding calls, or edited prefill positions,
+    changed the cache (outputs off by 0.006-0.07)."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 6, 32)
+    for name in ("alibi", "rope", "learned"):
+        attn = posenc.Attention(32, 4, encoding=name, causal=True).eval()
+        with torch.no_grad():
+            full = attn(x)
+            cache, pos, outs = posenc.KVCache(), torch.tensor([0]), []
+            for i in range(6):
+                outs.append(attn(x[:, i:i + 1], pos, cache=cache))
+                pos += 1
+            torch.testing.assert_close(torch.cat(outs, 1), full, rtol=0, atol=1e-6)
+            cache, prefill = posenc.KVCache(), torch.arange(3)
+            first = attn(x[:, :3], prefill, cache=cache)
+            prefill.zero_()
+            torch.testing.assert_close(torch.cat((first, attn(x[:, 3:], cache=cache)), 1), full, rtol=0, atol=1e-6)
+    cache, k = posenc.KVCache(), torch.randn(1, 2, 3, 8)
+    cache.append(k, k.clone(), torch.arange(3))
+    k.zero_()
+    assert cache.k.abs().sum() > 0
+
+
+def test_narrow_integer_positions_continue_past_their_dtype() -> None:
+    """A cache of uint8 positions 252..255 continued at 0..3 (int8 wraps at 127)."""
+    torch.manual_seed(0)
+    attn = posenc.Attention(32, 4, encoding="rope", causal=True).eval()
+    x = torch.randn(1, 8, 32)
+    with torch.no_grad():
+        cache = posenc.KVCache()
+        first = attn(x[:, :4], torch.arange(252, 256, dtype=torch.uint8), cache=cache)
+        rest = attn(x[:, 4:], cache=cache)
+        want = attn(x, torch.arange(252, 260))
+    assert cache.positions.tolist() == list(range(252, 260))
+    torch.testing.assert_close(torch.cat((first, rest), 1), want, rtol=0, atol=1e-6)
+
+
+def test_rope_config_keeps_its_own_copy_of_the_scaling() -> None:
+    """Editing the dict passed as ``scaling`` changed ``config.scaling`` (and what a meta-built
+    module rebuilt from it) but not the frequencies already made."""
+    scaling = {"rope_type": "linear", "factor": 2.0}
+    rope = posenc.create("rope", dim=8, scaling=scaling)
+    scaling["factor"] = 8.0
+    assert rope.config.scaling["factor"] == 2.0
+    torch.testing.assert_close(rope.inv_freq, F.rope_inv_freq(8, scaling={"rope_type": "linear", "factor": 2.0})[0])
+
+
+def test_sinusoidal_nd_embeds_float64_in_float64() -> None:
+    """It built float32 codes for float64 embeddings (3e-8 off, and gradcheck on coordinates failed)."""
+    enc = posenc.create("sinusoidal_nd", dim=8).double()
+    x = torch.zeros(1, 5, 8, dtype=torch.float64)
+    coords = (torch.rand(5, 2, dtype=torch.float64) * 10).requires_grad_()
+    assert torch.equal(enc.embed(x, coords)[0], F.sinusoidal_nd(coords, 8, dtype=torch.float64))
+    assert torch.autograd.gradcheck(lambda c: enc.embed(x, c), (coords,))
+
+
+def test_more_bad_inputs_get_clear_errors() -> None:
+    """Each of these ended in an internal error (IndexError, torch.finfo, a meta copy, tables the
+    caller never made, torch's overlap check)."""
+    x = torch.zeros(1, 5, 8)
+    for name in ("sinusoidal", "learned"):
+        with pytest.raises(ValueError, match="must have a sequence axis"):
+            posenc.create(name, dim=8).embed(x, torch.tensor(2))
+    ints = torch.ones(1, 1, 3, 8, dtype=torch.long)
+    with pytest.raises(TypeError, match="xpos: queries and keys must be floating-point tensors"):
+        posenc.create("xpos", dim=8).rotate(ints, ints)
+    axial, q = posenc.create("rope_axial", dim=16), torch.randn(2, 2, 5, 16)
+    meta = torch.zeros(5, 2, device="meta")
+    with pytest.raises(ValueError, match="on the meta device"):
+        axial.rotate(q, q, meta, meta)
+    with pytest.raises(ValueError, match=r"key positions of shape \(3, 5\) do not fit keys"):
+        axial.rotate(q, q, torch.zeros(3, 5, 2), torch.zeros(3, 5, 2))
+    cos, sin = F.rope_cos_sin(5, F.rope_inv_freq(16)[0])
+    with pytest.raises(ValueError, match="share memory"):
+        F.fast_apply_rope_(torch.randn(1, 1, 1, 16).expand(2, 2, 5, 16), cos, sin)
+    with pytest.raises(ValueError, match="share memory"):
+        F.fast_apply_rope(q, cos, sin, out=torch.empty(1, 1, 1, 16).expand(2, 2, 5, 16))

@@ -25,7 +25,7 @@ import torch.nn.functional as nnf
 from torch import Tensor, nn
 
 from . import flex
-from .functional._checks import check_bool, check_number, check_positive_int
+from .functional._checks import check_bool, check_number, check_positive_int, in_transform, tracing
 from .functional.fast_bias import known_range, mark_range
 from .functional.multidim import as_coordinates
 from .schemes.base import PositionalEncoding, create, default_positions, scheme_class
@@ -52,8 +52,12 @@ class KVCache:
         Positions ``[s]``, ``[1, s]`` and ``[b, s]`` may follow each other: once one is batched, the
         cache holds ``[b, sk]``."""
         if self.k is None:  # copies of their own: views would keep the whole qkv projection alive (and
-            # give compiled decoding a second layout to specialise on at the next step)
-            self.k, self.v, self.positions = k.contiguous(), v.contiguous(), positions
+            # give compiled decoding a second layout to specialise on at the next step), and the
+            # caller's tensors may be edited or reused (a positions buffer stepped with +=)
+            self.k, self.v = (t.clone(memory_format=torch.contiguous_format) for t in (k, v))
+            self.positions, start = positions.clone(), known_range(positions)
+            if start is not None:  # a default range stays known (decoding continues it without a read)
+                mark_range(self.positions, start)
         else:
             if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or k.dtype != self.k.dtype \
                     or k.device != self.k.device:
@@ -207,7 +211,8 @@ class Attention(nn.Module):
             if start is not None:
                 positions = default_positions(None, s, cache.positions.device, offset=start + cache.positions.shape[0])
             else:
-                positions = cache.positions[..., -1:] + 1 + torch.arange(s, device=cache.positions.device)  # [s] or [b, s]
+                # int64: a cache of uint8 / int8 positions would wrap at 255 / 127
+                positions = cache.positions[..., -1:].long() + 1 + torch.arange(s, device=cache.positions.device)  # [s] or [b, s]
         positions = default_positions(positions, s, x.device, offset=past)
         n_axes = self.encoding.n_axes
         if n_axes > 1:
@@ -250,7 +255,13 @@ class Attention(nn.Module):
         else:
             if kv != h:  # SDPA's enable_gqa with a mask falls back to its slowest kernel on CUDA: repeat, as HF does
                 k, v = _repeat_kv(k, v, h)
-            out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
+            if in_transform():  # torch.func: SDPA's fused CPU kernel takes no gradient for a learned mask (T5)
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+
+                with sdpa_kernel(SDPBackend.MATH):
+                    out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
+            else:
+                out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
         out = out.transpose(1, 2).reshape(b, s, h * hd)  # [b, h, s, hd] -> [b, s, h hd]
         return self.proj(out)
 
@@ -263,7 +274,7 @@ class Attention(nn.Module):
         explicit_causal = self.causal and (past > 0 or bias is not None or key_mask is not None or self.encoding.uses_query_terms)
         if bias is None and not explicit_causal and key_mask is None:
             return None
-        cacheable = (not torch.compiler.is_compiling() and bias is not None and key_mask is None  # no tracing:
+        cacheable = (not tracing() and bias is not None and key_mask is None  # not compiling, not in torch.func
                      and not bias.requires_grad and not bias.is_inference()  # is_inference() stops Dynamo
                      and not torch.is_inference_mode_enabled())
         if cacheable:

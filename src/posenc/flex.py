@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .functional._checks import check_positive_int
+from .functional._checks import check_positive_int, tracing
 from .functional.fast_bias import _range_start
 from .functional.relative import t5_relative_bucket
 
@@ -234,7 +234,7 @@ def _wanted(encoding: Any, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | N
         return False
     if q.shape[-2] == 0 or k.shape[-2] == 0:
         return False  # nothing to attend: SDPA's path returns the empty result
-    if getattr(encoding, "uses_query_terms", False) or torch.compiler.is_compiling():
+    if getattr(encoding, "uses_query_terms", False) or tracing():
         return False
     if torch.is_grad_enabled():
         if any(p.requires_grad for p in encoding.parameters()):

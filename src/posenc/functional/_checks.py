@@ -106,14 +106,28 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
     return value  # type: ignore[return-value]
 
 
-def _is_compiling() -> bool:
-    return torch.compiler.is_compiling()
+_interpreters = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
+
+
+def in_transform() -> bool:
+    """Whether a ``torch.func`` transform (``grad``, ``vmap``, ``jacrev``, ...) is running: every
+    tensor made under it is a wrapper without storage or data pointer, so the fast paths, whose
+    plans and caches are keyed on those, step aside for the reference formulas (as inside
+    ``torch.compile``)."""
+    return _interpreters is not None and _interpreters() is not None
+
+
+def tracing() -> bool:
+    """Inside ``torch.compile`` or a ``torch.func`` transform: no host reads of values, and no
+    cache keyed on (or storing) tensors made there."""
+    return torch.compiler.is_compiling() or in_transform()
 
 
 def has_values(t: Tensor) -> bool:
     """Whether ``t``'s values can be read on the host now: not while compiling (a graph break, or
-    a symbolic value) and not on the ``meta`` device (shapes only)."""
-    return not torch.compiler.is_compiling() and t.device.type != "meta"
+    a symbolic value), under a ``torch.func`` transform (a batched value) or on the ``meta``
+    device (shapes only)."""
+    return not tracing() and t.device.type != "meta"
 
 
 def version_of(t: Tensor) -> int | None:
@@ -132,8 +146,9 @@ def stale_inference(cached: Tensor) -> bool:
 
 
 def check_finite_positions(positions: Tensor) -> None:
-    """Reject NaN or infinite positions (skipped while compiling: it would need a host sync)."""
-    if positions.is_floating_point() and not _is_compiling():
+    """Reject NaN or infinite positions (skipped while compiling, where it would need a host sync,
+    and on the meta device, which holds no values)."""
+    if positions.is_floating_point() and has_values(positions):
         if not bool(torch.isfinite(positions).all()):
             bad = positions[~torch.isfinite(positions)].flatten()[0].item()
             raise ValueError(f"positions must be finite numbers, got {bad!r}")
@@ -147,7 +162,7 @@ def check_integer_positions(positions: Tensor, what: str) -> Tensor:
     """
     if positions.is_floating_point():
         check_finite_positions(positions)
-        if not _is_compiling() and not bool((positions == positions.round()).all()):
+        if has_values(positions) and not bool((positions == positions.round()).all()):
             bad = positions[positions != positions.round()].flatten()[0].item()
             raise TypeError(
                 f"{what} needs integer positions, got a float position {bad!r}; "
@@ -187,12 +202,12 @@ def as_positions(positions: int | Tensor | Iterable[float], *, device: torch.dev
         )
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"positions must be integer or real, got dtype {positions.dtype}")
+    if device is not None and positions.device.type == "meta" and torch.device(device).type != "meta":
+        raise ValueError(f"positions (or the tensors they come with) are on the meta device, but this encoding's "
+                         f"tables are on {device}: a meta-device run needs the module on meta too "
+                         "(build it under torch.device('meta') or call .to('meta'))")
     check_finite_positions(positions)
     if device is not None:
-        if positions.device.type == "meta" and torch.device(device).type != "meta":
-            raise ValueError(f"positions (or the tensors they come with) are on the meta device, but this encoding's "
-                             f"tables are on {device}: a meta-device run needs the module on meta too "
-                             "(build it under torch.device('meta') or call .to('meta'))")
         positions = positions.to(device)
     return positions
 

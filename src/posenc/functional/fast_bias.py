@@ -28,7 +28,7 @@ import weakref
 import torch
 from torch import Tensor, nn
 
-from ._checks import stale_inference, version_of
+from ._checks import stale_inference, tracing, version_of
 from .relative import t5_relative_bucket
 
 __all__ = ["toeplitz", "relative_range", "alibi_bias_range", "t5_bias_range", "cached_bias", "cached_t5_buckets",
@@ -192,7 +192,7 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
     version counter: treat it as read-only there.
     """
     name = getattr(module, "name", None)
-    if name not in ("alibi", "t5") or torch.compiler.is_compiling():
+    if name not in ("alibi", "t5") or tracing():
         return None
     if not isinstance(q_positions, Tensor) or not isinstance(k_positions, Tensor):
         return None
@@ -237,7 +237,7 @@ def cached_t5_buckets(module: nn.Module, q_positions: Tensor, k_positions: Tenso
     pair anew took ~15 kernels and, on an accelerator, synchronising checks of the positions.
     The buckets come from the ``w`` distinct distances (:func:`t5_relative_bucket`) expanded by
     :func:`toeplitz`, the same numbers as bucketing each pair."""
-    if torch.compiler.is_compiling() or not isinstance(q_positions, Tensor) or not isinstance(k_positions, Tensor):
+    if tracing() or not isinstance(q_positions, Tensor) or not isinstance(k_positions, Tensor):
         return None
     q0, k0 = _range_start(q_positions), _range_start(k_positions)
     if q0 is None or k0 is None:

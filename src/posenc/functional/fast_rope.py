@@ -68,10 +68,9 @@ from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from . import _rope_triton
-from ._checks import check_choice
+from ._checks import check_choice, in_transform
 from ._rope_eager import _cached_table, _complexable, _eager, _remember, _scratch, _tables_key
 from ._rope_pairs import (
     _int32_pairs,
@@ -709,9 +708,10 @@ class RopeFunction(torch.autograd.Function):
         return _rotate_into(x, cos_h, sin_h, torch.empty_like(x), layout, False, compile)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
         cos_h, sin_h = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph (gradient penalties): the inverse rotation, itself differentiable
+            return RopeFunction.apply(grad, cos_h, -sin_h, ctx.layout, ctx.compile), None, None, None, None
         grad_x = torch.empty_like(grad)
         _rotate_into(grad, cos_h, sin_h, grad_x, ctx.layout, True, ctx.compile)
         return grad_x, None, None, None, None
@@ -741,9 +741,12 @@ class RopePairFunction(torch.autograd.Function):
         return outs if outs is not None else _aliases(_eager_both(both, cos_h, sin_h, layout))
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad_q: Tensor, grad_k: Tensor) -> tuple[Tensor | None, ...]:
         cos_h, sin_h = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph: the inverse rotations, themselves differentiable
+            minus = -sin_h
+            return (*(RopeFunction.apply(g, cos_h, minus, ctx.layout, False) for g in (grad_q, grad_k)),
+                    None, None, None, None)
         grads = tuple(torch.empty_like(g) for g in (grad_q, grad_k))
         if not _pair_kernel(grad_q, grad_k, *grads, cos_h, sin_h, ctx.layout, True):
             compile = "auto" if _on_triton(grad_q) else False  # a GPU: a Triton launch each
@@ -822,11 +825,12 @@ def fast_apply_rope(
     ``out`` is None; tables that require grad take the reference path. Inside ``torch.compile`` the reference formula is
     returned for the outer compiler to fuse.
     """
-    lane = None if out is None else _lane_key(x, cos, sin, out, layout, compile)
+    wrapped = in_transform()  # torch.func: no storage to key a plan on
+    lane = None if out is None or wrapped else _lane_key(x, cos, sin, out, layout, compile)
     if _replayed(lane, x, out):  # a repeated call: its plan, without the checks it passed before
         return out
     cos, sin = _check(x, cos, sin, layout)
-    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)):
+    if torch.compiler.is_compiling() or wrapped or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)):
         if out is not None:
             return out.copy_(apply_rope(x, cos, sin, layout=layout))
         return apply_rope(x, cos, sin, layout=layout)
@@ -848,6 +852,7 @@ def fast_apply_rope(
     if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
         raise ValueError(f"out must match x (shape {tuple(x.shape)}, {x.dtype}, {x.device}); "
                          f"got shape {tuple(out.shape)}, {out.dtype}, {out.device}")
+    _no_overlap(out, "out", "fast_apply_rope(..., out=)")
     if out.data_ptr() == x.data_ptr() and out.stride() == x.stride():
         return fast_apply_rope_(x, cos, sin, layout=layout, compile=compile)
     return _rotate_into(x, cos_h, sin_h, out, layout, False, compile, lane)
@@ -880,6 +885,15 @@ def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: T
     return outs
 
 
+def _no_overlap(t: Tensor, name: str, what: str) -> None:
+    """Refuse to write into a tensor whose elements share memory (an ``expand``-ed, stride-0 view):
+    several results would land on one element."""
+    if not in_transform() and torch._debug_has_internal_overlap(t) == 1:
+        raise ValueError(f"{what}: {name} of shape {tuple(t.shape)} and strides {t.stride()} has elements that share "
+                         f"memory (an expand()-ed view?), so it cannot be written into; pass {name}.contiguous() "
+                         "or a fresh tensor")
+
+
 def _check_pair(q: Tensor, k: Tensor, both: Tensor) -> None:
     for name, t in (("q", q), ("k", k), ("both", both)):
         if not isinstance(t, Tensor):
@@ -894,13 +908,15 @@ def _check_pair(q: Tensor, k: Tensor, both: Tensor) -> None:
 def fast_apply_rope_(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half",
                      compile: CompileMode = "auto") -> Tensor:
     """In-place :func:`fast_apply_rope`: rotates ``x`` itself and returns it (no autograd)."""
-    lane = _lane_key(x, cos, sin, x, layout, compile)
+    wrapped = in_transform()
+    lane = None if wrapped else _lane_key(x, cos, sin, x, layout, compile)
     if _replayed(lane, x, x):
         return x
     cos, sin = _check(x, cos, sin, layout)
     _no_autograd(x, "fast_apply_rope_")
+    _no_overlap(x, "x", "fast_apply_rope_ (in place)")
     cos_h, sin_h = _half_tables(cos, sin, layout)
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or wrapped:
         return x.copy_(apply_rope(x, cos, sin, layout=layout))
     return _rotate_into(x, cos_h, sin_h, x, layout, False, compile, lane)
 

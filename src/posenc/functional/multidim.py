@@ -65,16 +65,18 @@ def grid_positions(
     return torch.stack(grid, dim=-1).reshape(-1, len(sizes))  # [*sizes, n] -> [prod(sizes), n]
 
 
-def as_coordinates(positions: int | Tensor, n_axes: int, *, length: int | None = None) -> Tensor:
+def as_coordinates(positions: int | Tensor, n_axes: int, *, length: int | None = None,
+                   device: torch.device | None = None) -> Tensor:
     """``positions`` as coordinates ``[*p, n_axes]``.
 
     A tensor whose last dim is ``n_axes`` (and, when ``length`` is given, whose dim before it is
     ``length``) is taken as coordinates already. Anything else (an int ``n``, or positions ``[s]`` /
     ``[b, s]``) is read as 1-D positions on axis 0, the other coordinates 0. Where both readings fit
-    (a ``[2, 2]`` tensor for two axes and ``length=2``) the coordinate reading wins.
+    (a ``[2, 2]`` tensor for two axes and ``length=2``) the coordinate reading wins. ``device``:
+    where the coordinates are needed (see :func:`~posenc.functional.as_positions`).
     """
     n_axes = check_positive_int("n_axes", n_axes)
-    positions = as_positions(positions)
+    positions = as_positions(positions, device=device)
     is_coords = positions.dim() >= 2 and positions.shape[-1] == n_axes
     if is_coords and length is not None:
         is_coords = positions.shape[-2] == length

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from ..functional._checks import has_values, stale_inference, version_of
+from ..functional._checks import has_values, stale_inference, tracing, version_of
 from ..functional.fast_bias import _params_key, _same_params, known_range
 
 __all__ = ["cached_rows", "cached_range", "forget", "MAX_ROWS", "GROWTH"]
@@ -101,7 +101,7 @@ def cached_range(
     """Rows ``start .. start + length - 1`` as a slice of the cache (no gather, no host sync)."""
     table = getattr(module, name, None)
     end = start + length
-    if torch.compiler.is_compiling():
+    if tracing():  # compiling, or a torch.func transform: read the cache, never fill it
         if table is not None and table.shape[0] >= end and table.device == device and table.dtype == dtype:
             return table[start:end]
         return build(torch.arange(start, end, device=device))

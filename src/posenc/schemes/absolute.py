@@ -40,6 +40,9 @@ class AbsoluteEncoding(PositionalEncoding):
             raise TypeError(f"embed expects floating-point token embeddings [b, s, d], got dtype {x.dtype}")
         b, s, d = x.shape
         code = self._code(positions, s, x).to(x.dtype)  # [s, dim] or [b, s, dim]
+        if code.dim() < 2:  # a single position (0-d): one code, no sequence axis
+            raise ValueError(f"positions must have a sequence axis: [s], [1, s] or [b, s] = [{b}, {s}], got a single "
+                             f"position of shape {tuple(positions.shape) if isinstance(positions, Tensor) else ()}")
         if code.shape[-2] != s:
             raise ValueError(f"positions give {code.shape[-2]} positions for a sequence of length {s}")
         if code.dim() > 3 or (code.dim() == 3 and code.shape[0] not in (1, b)):

@@ -36,11 +36,16 @@ _REGISTRY: dict[str, type[PositionalEncoding]] = {}
 
 
 def check_head_width(scheme: str, dim: int, *heads: Tensor) -> None:
-    """Raise if queries or keys ``[b, h, s, hd]`` do not have the head width ``dim`` the scheme was built for."""
+    """Raise if queries or keys ``[b, h, s, hd]`` are not floating-point tensors with the head width
+    ``dim`` the scheme was built for."""
     for x in heads:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{scheme}: queries and keys must be tensors [b, h, s, hd], got {type(x).__name__}")
         if x.dim() == 0 or x.shape[-1] != dim:
             raise ValueError(f"{scheme} was built for heads of width dim={dim}, got queries/keys of shape "
                              f"{tuple(x.shape)}; build it with dim equal to the head width")
+        if not x.is_floating_point():  # the rotated or scaled values would be truncated to integers
+            raise TypeError(f"{scheme}: queries and keys must be floating-point tensors, got dtype {x.dtype}")
 
 
 def default_positions(positions: Tensor | int | None, length: int, device: torch.device, *, offset: int = 0) -> Tensor:

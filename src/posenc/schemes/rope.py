@@ -19,6 +19,7 @@ the current call alone.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ import torch
 from torch import Tensor
 
 from .. import functional as F
-from ..functional._checks import check_choice, check_even_dim, check_positive_int
+from ..functional._checks import check_choice, check_even_dim, check_positive_int, in_transform
 from ..functional.fast_rope import COMPILE_MIN_NUMEL, fast_apply_rope, fast_apply_rope_pair
 from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ._cache import cached_range, cached_rows
@@ -50,6 +51,8 @@ class RopeConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "dim", check_even_dim("dim", self.dim))  # 8.0 -> 8
         check_choice("layout", self.layout, F.ROPE_LAYOUTS)
+        if isinstance(self.scaling, Mapping):  # a copy of its own: the caller may edit or reuse the dict
+            object.__setattr__(self, "scaling", copy.deepcopy(dict(self.scaling)))
         if self.rotary_dim is not None:
             object.__setattr__(self, "rotary_dim", check_positive_int("rotary_dim", self.rotary_dim))
             if self.rotary_width > self.dim:
@@ -89,8 +92,8 @@ def _siblings(q: Tensor, k: Tensor) -> Tensor | None:
     (the rotation writes new tensors), so it may overlap; gradients reach ``q`` and ``k`` through
     :class:`~posenc.functional.fast_rope.RopePairFunction`, not through the view.
     """
-    if torch.compiler.is_compiling():
-        return None  # the outer compiler fuses the two rotations anyway (and cannot trace storages)
+    if torch.compiler.is_compiling() or in_transform():
+        return None  # the outer compiler fuses the two rotations anyway (and cannot trace storages); torch.func has none
     if q.shape != k.shape or q.stride() != k.stride() or q.dtype != k.dtype or q.device != k.device:
         return None
     if q.numel() == 0 or q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr():

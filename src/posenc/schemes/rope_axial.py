@@ -30,7 +30,7 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim, check_positive_int
-from .base import PositionalEncoding, check_head_width, register
+from .base import PositionalEncoding, check_head_width, check_positions_fit, register
 
 __all__ = ["RopeAxial", "RopeAxialConfig"]
 
@@ -90,11 +90,12 @@ class RopeAxial(PositionalEncoding):
         coords = F.as_coordinates(coords, self.config.n_axes)
         return F.axial_rope_cos_sin(coords, self.inv_freq, layout=self.config.layout, dtype=dtype)
 
-    def _tables(self, positions: Tensor | None, length: int, offset: int, x: Tensor) -> tuple[Tensor, Tensor]:
+    def _tables(self, positions: Tensor | None, length: int, offset: int, x: Tensor, what: str) -> tuple[Tensor, Tensor]:
         dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
         if positions is None:
             positions = torch.arange(offset, offset + length, device=x.device)
-        coords = F.as_coordinates(positions, self.config.n_axes, length=length)  # [s, n] or [b, s, n]
+        coords = F.as_coordinates(positions, self.config.n_axes, length=length, device=x.device)  # [s, n] or [b, s, n]
+        check_positions_fit(coords[..., 0], x, what)  # in the caller's terms, before any table is built
         return self.cos_sin(coords.to(x.device), dtype=dtype)
 
     def rotate(
@@ -106,10 +107,10 @@ class RopeAxial(PositionalEncoding):
         """
         check_head_width(self.name, self.config.dim, q, k)
         sq, sk = q.shape[-2], k.shape[-2]
-        cos_k, sin_k = self._tables(k_positions, sk, 0, k)
+        cos_k, sin_k = self._tables(k_positions, sk, 0, k, "key")
         if q_positions is None and k_positions is None and sq == sk:
             cos_q, sin_q = cos_k, sin_k
         else:
-            cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q)
+            cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q, "query")
         layout = self.config.layout
         return F.apply_rope(q, cos_q, sin_q, layout=layout), F.apply_rope(k, cos_k, sin_k, layout=layout)

@@ -20,7 +20,7 @@ from torch import Tensor
 from .. import functional as F
 from ..functional._checks import check_positive_int
 from .absolute import AbsoluteEncoding, check_combine
-from .base import register
+from .base import default_positions, register
 
 __all__ = ["SinusoidalND", "SinusoidalNDConfig"]
 
@@ -51,7 +51,11 @@ class SinusoidalND(AbsoluteEncoding):
         super().__init__(config)
         self.n_axes = config.n_axes  # type: ignore[misc]  # per instance: the config decides
 
-    def encode(self, positions: Tensor | int) -> Tensor:
-        """The code ``[*p, dim]`` (float32) of coordinates ``[*p, n_axes]`` (1-D positions: axis 0)."""
+    def encode(self, positions: Tensor | int, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        """The code ``[*p, dim]`` in ``dtype`` of coordinates ``[*p, n_axes]`` (1-D positions: axis 0)."""
         coords = F.as_coordinates(positions, self.config.n_axes)
-        return F.sinusoidal_nd(coords, self.config.dim, base=self.config.base)
+        return F.sinusoidal_nd(coords, self.config.dim, base=self.config.base, dtype=dtype)
+
+    def _code(self, positions: Tensor | None, length: int, x: Tensor) -> Tensor:
+        coords = F.as_coordinates(default_positions(positions, length, x.device), self.n_axes, length=length)
+        return self.encode(coords, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)  # [*p, dim]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..functional._checks import check_positive_int
 from .base import PositionalEncoding, register
 
 __all__ = ["NoPositionalEncoding", "NoneConfig"]
@@ -19,6 +20,10 @@ class NoneConfig:
     """No options; ``dim`` is accepted (and ignored) so that every scheme takes the common keys."""
 
     dim: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.dim is not None:
+            object.__setattr__(self, "dim", check_positive_int("dim", self.dim))
 
 
 @register

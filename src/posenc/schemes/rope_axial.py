@@ -46,11 +46,11 @@ class RopeAxialConfig:
     rotary_dim: int | None = None  # rotate only the first rotary_dim features (a multiple of 2·n_axes)
 
     def __post_init__(self) -> None:
-        check_even_dim("dim", self.dim)
-        check_positive_int("n_axes", self.n_axes)
+        object.__setattr__(self, "dim", check_even_dim("dim", self.dim))  # 8.0 -> 8
+        object.__setattr__(self, "n_axes", check_positive_int("n_axes", self.n_axes))
         check_choice("layout", self.layout, F.ROPE_LAYOUTS)
         if self.rotary_dim is not None:
-            check_even_dim("rotary_dim", self.rotary_dim)
+            object.__setattr__(self, "rotary_dim", check_even_dim("rotary_dim", self.rotary_dim))
             if self.rotary_dim > self.dim:
                 raise ValueError(f"rotary_dim must be at most dim={self.dim}, got {self.rotary_dim}")
         F.axial_rope_inv_freq(self.rotary_width, self.n_axes, base=self.base, frequencies=self.frequencies,

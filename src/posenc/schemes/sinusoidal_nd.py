@@ -33,8 +33,8 @@ class SinusoidalNDConfig:
     combine: str = "add"  # "add" to the token embedding, or "concat" after it
 
     def __post_init__(self) -> None:
-        check_positive_int("dim", self.dim)
-        check_positive_int("n_axes", self.n_axes)
+        object.__setattr__(self, "dim", check_positive_int("dim", self.dim))  # 8.0 -> 8
+        object.__setattr__(self, "n_axes", check_positive_int("n_axes", self.n_axes))
         check_combine(self.combine)
         F.sinusoidal_inv_freq(2, base=self.base)  # validates base
 

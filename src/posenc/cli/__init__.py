@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["main", "build_app"]
+__all__ = ["main", "build_app", "fail"]
+
+
+def fail(message: str, code: int = 2):  # -> NoReturn
+    """Print ``error: MESSAGE`` as one line on stderr (never wrapped: logs and pipes stay greppable)
+    and exit with ``code``: 2 for bad input (the usage-error code), 1 for a run that failed."""
+    import typer
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=code)
 
 _GROUPS = ("posenc.cli.atlas", "posenc.cli.experiment", "posenc.cli.bench")
 

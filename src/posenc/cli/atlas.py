@@ -10,18 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from . import fail as _fail
+
 __all__ = ["register"]
-
-
-
-def _fail(message: str) -> None:
-    import typer
-    from rich.console import Console
-
-    from rich.markup import escape
-
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code=2)
 
 
 def _scheme_config(scheme: str, dim: Optional[int], base: Optional[float], heads: Optional[int],

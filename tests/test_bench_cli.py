@@ -125,6 +125,7 @@ def test_cli_rejects_bad_options(capsys):
     captured = capsys.readouterr()
     assert "device 'tpu9' is not usable here" in captured.out + captured.err
     for args, message in ((["--lengths", "0,2048"], "RoPE lengths must be positive integers, got [0, 2048]"),
+                          (["--lengths", "99999999999"], "--lengths must be at most 65536"),  # not an allocator error
                           (["--dtypes", "int8"], "RoPE dtypes must be floating point"),
                           (["--sections", ","], "no bench section given"),
                           (["--json", "/proc/posenc/bench.json"], "--json: cannot write /proc/posenc/bench.json")):

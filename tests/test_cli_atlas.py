@@ -207,6 +207,55 @@ def test_rope_scaling_reaches_the_figures_and_the_checks(tmp_path):
     assert refused.exit_code == 2 and "scheme 'alibi' has no 'scaling' (--scaling)" in refused.output
 
 
+def test_report_out_that_cannot_be_written_fails_before_drawing(tmp_path, monkeypatch):
+    """A folder without write access, or index.html that is a folder: one line, exit 2, before the
+    figures are drawn (it was a traceback after ~10 s of drawing)."""
+    import tempfile
+
+    import posenc.report
+
+    drawn = []
+    monkeypatch.setattr(posenc.report, "build_report", lambda *a, **k: drawn.append(a))
+    (tmp_path / "a" / "index.html").mkdir(parents=True)
+    result = _run("report", "--out", str(tmp_path / "a"), "--scheme", "alibi")
+    assert result.exit_code == 2 and "index.html' is a folder" in result.output, result.output
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    result = _run("report", "--out", str(tmp_path / "b"), "--scheme", "alibi")
+    assert result.exit_code == 2 and "cannot write into the folder" in result.output and "Permission denied" in result.output
+    assert not drawn and "Traceback" not in result.output
+
+
+def test_scaling_values_that_are_not_objects_or_json_files(tmp_path):
+    """A file of another suffix, a folder, or a JSON value that is not an object: named as such
+    (they read as "not valid JSON", or "got NoneType")."""
+    (tmp_path / "s.txt").write_text('{"rope_type": "linear", "factor": 2}')
+    for value, message in ((str(tmp_path / "s.txt"), "is a file, but not a .json or .toml one"),
+                           (str(tmp_path), "is a folder"), ("null", "got null"), ('"linear"', "got a string")):
+        result = _run("check", "rope", "--scaling", value)
+        assert result.exit_code == 2 and message in result.output, (value, result.output)
+
+
+def test_check_refuses_a_seed_that_changes_nothing():
+    """As ``posenc plot`` does: --seed only moves learned tables (it was accepted and ignored)."""
+    result = _run("check", "sinusoidal", "--seed", "3")
+    assert result.exit_code == 2 and "'sinusoidal' has none" in result.output
+    assert _run("check", "learned", "--seed", "3").exit_code == 0
+    assert _run("plot", "learned", "--kind", "heatmap", "--seed", "99999999999999999999").exit_code == 2
+
+
+def test_report_warns_of_results_in_another_schema(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "results.json").write_text('{"schema": 99, "records": []}')
+    result = _run("report", "--out", str(tmp_path / "atlas"), "--results", str(tmp_path / "runs"), "--scheme", "alibi")
+    assert result.exit_code == 0, result.output
+    assert "has schema 99, and this posenc writes schema 1" in result.output and "holds no records" in result.output
+    assert "0 results" in result.output
+
+
 def test_a_toml_scaling_file_without_a_toml_reader_is_a_clear_error(tmp_path, monkeypatch):
     """Python 3.10 has no ``tomllib``: the cli extra brings ``tomli``, and with neither the command
     says what to install (it raised ModuleNotFoundError with a traceback)."""

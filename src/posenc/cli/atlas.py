@@ -33,6 +33,11 @@ def _parse_scaling(text: Optional[str]) -> Optional[dict]:
     if text is None:
         return None
     path = Path(text)
+    if path.is_dir():
+        raise ValueError(f"--scaling: {text!r} is a folder; give a JSON object or a .json/.toml file")
+    if path.is_file() and path.suffix.lower() not in (".json", ".toml"):
+        raise ValueError(f"--scaling: {text!r} is a file, but not a .json or .toml one; rename it, or pass its "
+                         "contents as the value")
     if path.suffix.lower() in (".json", ".toml"):
         if not path.is_file():
             raise ValueError(f"--scaling: no file {text!r}")
@@ -51,9 +56,23 @@ def _parse_scaling(text: Optional[str]) -> Optional[dict]:
     else:
         value = _json(text, "the value")
     if not isinstance(value, dict):
+        kind = {type(None): "null", bool: "true/false", int: "a number", float: "a number", str: "a string",
+                list: "an array"}.get(type(value), type(value).__name__)
         raise ValueError(f"--scaling must be a JSON object like {{\"rope_type\": \"linear\", \"factor\": 4}}, "
-                         f"got {type(value).__name__}")
+                         f"got {kind}")
     return value
+
+
+def _check_writable(folder: Path) -> None:
+    """Fail now, with the reason, when files cannot be created in ``folder`` (a read-only mount, a
+    folder of another user)."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        _fail(f"--out: cannot write into the folder {str(folder)!r} ({err.strerror or err})")
 
 
 def _toml_reader() -> Any:
@@ -98,19 +117,19 @@ def register(app: Any) -> None:
 
     @app.command("plot", short_help="Draw one figure of one scheme (PNG, SVG or PDF).")
     def plot_command(
-        scheme: str = typer.Argument(..., help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
-        kind: str = typer.Option(..., "--kind", "-k", help=kind_help),
-        out: Path = typer.Option(Path("figure.png"), "--out", "-o", help="Output file: .png, .svg or .pdf."),
-        dim: Optional[int] = typer.Option(None, help="Code width (head width for rope, xpos, shaw)."),
-        positions: Optional[int] = typer.Option(None, help="Number of positions 0 .. N-1 (at most 8192; for --kind grid "
+        scheme: str = typer.Argument(..., metavar="SCHEME", help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
+        kind: str = typer.Option(..., "--kind", "-k", metavar="KIND", help=kind_help),
+        out: Path = typer.Option(Path("figure.png"), "--out", "-o", metavar="FILE", help="Output file: .png, .svg or .pdf."),
+        dim: Optional[int] = typer.Option(None, metavar="D", help="Code width (head width for rope, xpos, shaw)."),
+        positions: Optional[int] = typer.Option(None, metavar="N", help="Number of positions 0 .. N-1 (at most 8192; for --kind grid "
                                                  "the side of an N x N grid, at most 512). The N x N figures "
                                                  "(distance, dot) need ~5 GB and ~20 s at 8192."),
-        base: Optional[float] = typer.Option(None, help="Frequency base (sinusoids, rotary schemes)."),
-        heads: Optional[int] = typer.Option(None, help="Number of heads (alibi, t5)."),
-        scaling: Optional[str] = typer.Option(None, help=_SCALING_HELP),
-        method: str = typer.Option("pca", help="2D projection: pca, or umap when umap-learn is installed."),
-        seed: int = typer.Option(0, help="Seed of random initialisations (learned, t5, shaw)."),
-        dpi: int = typer.Option(120, help="Resolution of PNG output (1 to 1200 dots per inch)."),
+        base: Optional[float] = typer.Option(None, metavar="BASE", help="Frequency base (sinusoids, rotary schemes)."),
+        heads: Optional[int] = typer.Option(None, metavar="H", help="Number of heads (alibi, t5)."),
+        scaling: Optional[str] = typer.Option(None, metavar="JSON|FILE", help=_SCALING_HELP),
+        method: str = typer.Option("pca", metavar="METHOD", help="2D projection: pca, or umap when umap-learn is installed."),
+        seed: int = typer.Option(0, min=0, max=2**63 - 1, metavar="SEED", help="Seed of random initialisations (learned, t5, shaw)."),
+        dpi: int = typer.Option(120, metavar="DPI", help="Resolution of PNG output (1 to 1200 dots per inch)."),
     ) -> None:
         """Draw one figure of one scheme and save it (PNG, SVG or PDF by the suffix of --out)."""
         from ..viz import KINDS, PlotOptions, kinds_for, plot, save_figure
@@ -138,12 +157,12 @@ def register(app: Any) -> None:
 
     @app.command("check", short_help="Measure one scheme against the property criteria.")
     def check_command(
-        scheme: str = typer.Argument(..., help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
-        dim: Optional[int] = typer.Option(None, help="Code width (head width for rope, xpos, shaw)."),
-        base: Optional[float] = typer.Option(None, help="Frequency base (sinusoids, rotary schemes)."),
-        heads: Optional[int] = typer.Option(None, help="Number of heads (alibi, t5)."),
-        scaling: Optional[str] = typer.Option(None, help=_SCALING_HELP),
-        seed: int = typer.Option(0, help="Seed of random initialisations (learned, t5, shaw)."),
+        scheme: str = typer.Argument(..., metavar="SCHEME", help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
+        dim: Optional[int] = typer.Option(None, metavar="D", help="Code width (head width for rope, xpos, shaw)."),
+        base: Optional[float] = typer.Option(None, metavar="BASE", help="Frequency base (sinusoids, rotary schemes)."),
+        heads: Optional[int] = typer.Option(None, metavar="H", help="Number of heads (alibi, t5)."),
+        scaling: Optional[str] = typer.Option(None, metavar="JSON|FILE", help=_SCALING_HELP),
+        seed: int = typer.Option(0, min=0, max=2**63 - 1, metavar="SEED", help="Seed of random initialisations (learned, t5, shaw)."),
     ) -> None:
         """Measure the seed articles' criteria for one scheme and print the property table."""
         from rich.console import Console
@@ -151,13 +170,16 @@ def register(app: Any) -> None:
         from rich.table import Table
 
         from ..analysis.verdict import verdict_table
-        from ..viz.kinds import PlotOptions
+        from ..viz.kinds import PlotOptions, _randomly_initialised
 
         _check_scheme(scheme)
         try:
             rope_scaling = _parse_scaling(scaling)
-            PlotOptions(dim=dim, base=base, heads=heads, scaling=rope_scaling)  # validates the values
+            options = PlotOptions(dim=dim, base=base, heads=heads, scaling=rope_scaling)  # validates the values
             config = _scheme_config(scheme, dim, base, heads, rope_scaling)
+            if seed != 0 and not _randomly_initialised(scheme, options):  # as `posenc plot` says
+                raise ValueError(f"--seed {seed} sets the random initialisation of learned tables (learned, t5, "
+                                 f"shaw); {scheme!r} has none, so every seed gives the same table")
             target: Any = scheme
             if config:
                 from ..analysis import build_scheme, is_reference
@@ -183,10 +205,10 @@ def register(app: Any) -> None:
 
     @app.command("report", short_help="Write the atlas: index.html with every figure and check.")
     def report_command(
-        out: Path = typer.Option(Path("atlas"), "--out", "-o", help="Folder to write index.html into."),
-        results: Optional[Path] = typer.Option(None, "--results", help="Runs folder of `posenc experiment`: adds its results."),
+        out: Path = typer.Option(Path("atlas"), "--out", "-o", metavar="DIR", help="Folder to write index.html into."),
+        results: Optional[Path] = typer.Option(None, "--results", metavar="DIR", help="Runs folder of `posenc experiment`: adds its results."),
         scheme: Optional[list[str]] = typer.Option(
-            None, "--scheme", "-s", help="Only this scheme's section (repeat for several); default: every scheme and reference."),
+            None, "--scheme", "-s", metavar="NAME", help="Only this scheme's section (repeat for several); default: every scheme and reference."),
     ) -> None:
         """Write the atlas: one self-contained index.html with every scheme drawn and checked."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -204,6 +226,10 @@ def register(app: Any) -> None:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             _fail(f"--out: cannot create the folder {str(out)!r} ({err.strerror or err})")
+        page = out / "index.html"
+        if page.is_dir():
+            _fail(f"--out: {str(page)!r} is a folder; remove it or give another --out")
+        _check_writable(out)  # before the figures are drawn, not after
         with Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), transient=False) as bar:
             task = bar.add_task("atlas", total=None)
@@ -211,10 +237,13 @@ def register(app: Any) -> None:
             def progress(label: str, done: int, total: int) -> None:
                 bar.update(task, description=label, completed=done, total=total)
 
-            summary = build_report(out, results_dir=results, schemes=scheme or None, progress=progress)
+            try:
+                summary = build_report(out, results_dir=results, schemes=scheme or None, progress=progress)
+            except OSError as err:
+                _fail(f"--out: cannot write {str(err.filename or out)!r} ({err.strerror or err})", code=1)
         sections = len(summary.schemes)
         typer.echo(f"wrote {summary.path}: {sections} section{'s' * (sections != 1)}, {summary.figures} figures"
-                   + (f", {summary.results} results" if results is not None else "")
+                   + (f", {summary.results} result{'s' * (summary.results != 1)}" if results is not None else "")
                    + f" in {summary.seconds:.1f} s")
         for error in summary.errors:
             typer.echo(f"warning: {error}", err=True)

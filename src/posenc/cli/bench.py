@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import fail
+
 __all__ = ["register"]
+
+#: Longest RoPE sequence ``--lengths`` takes: q and k ``[1, 32, L, 128]`` are 0.5 GiB each in
+#: float32 at 32768, and the peers make several copies.
+MAX_LENGTH = 65536
 
 
 def register(app) -> None:  # app: typer.Typer
@@ -13,15 +19,16 @@ def register(app) -> None:  # app: typer.Typer
     @app.command("bench", short_help="Time RoPE, biases, attention and training against the floor.")
     def bench(
         quick: bool = typer.Option(False, "--quick", help="Small sizes and short timings: checks the harness in about a minute."),
-        json_file: Path | None = typer.Option(None, "--json", help="Write every row (and the run's metadata) to this JSON file."),
-        sections: str = typer.Option("rope,bias,attention,flex,training", "--sections",
+        json_file: Path | None = typer.Option(None, "--json", metavar="FILE", help="Write every row (and the run's metadata) to this JSON file."),
+        sections: str = typer.Option("rope,bias,attention,flex,training", "--sections", metavar="LIST",
                                      help="Comma-separated: rope, bias, attention, flex, training."),
-        threads: int = typer.Option(1, "--threads", min=1, help="Threads for torch and for every timing."),
-        lengths: str | None = typer.Option(None, "--lengths", help="RoPE sequence lengths, e.g. 2048,8192."),
-        dtypes: str = typer.Option("float32,bfloat16", "--dtypes", help="RoPE dtypes."),
+        threads: int = typer.Option(1, "--threads", min=1, metavar="N", help="Threads for torch and for every timing."),
+        lengths: str | None = typer.Option(None, "--lengths", metavar="LIST",
+                                            help=f"RoPE sequence lengths, e.g. 2048,8192 (1 to {MAX_LENGTH})."),
+        dtypes: str = typer.Option("float32,bfloat16", "--dtypes", metavar="LIST", help="RoPE dtypes."),
         no_peers: bool = typer.Option(False, "--no-peers", help="Skip the peer libraries."),
-        device: str = typer.Option("cpu", "--device", help="Where the tensors live: cpu, cuda, cuda:1, ..."),
-        markdown_file: Path | None = typer.Option(None, "--markdown", help="Write the tables of docs/performance.md here."),
+        device: str = typer.Option("cpu", "--device", metavar="DEVICE", help="Where the tensors live: cpu, cuda, cuda:1, ..."),
+        markdown_file: Path | None = typer.Option(None, "--markdown", metavar="FILE", help="Write the tables of docs/performance.md here."),
     ) -> None:
         """Time RoPE, bias construction, attention and a training step; print ratios to the floor."""
         import json
@@ -41,22 +48,25 @@ def register(app) -> None:  # app: typer.Typer
             if not all(isinstance(d, torch.dtype) for d in dtype_list):
                 raise AttributeError
         except AttributeError:
-            raise typer.BadParameter(f"--dtypes takes torch dtype names such as float32,bfloat16; got {dtypes!r}") from None
+            fail(f"--dtypes takes torch dtype names such as float32,bfloat16; got {dtypes!r}")
         try:
             length_list = [int(v) for v in lengths.split(",") if v.strip()] if lengths is not None else None
         except ValueError:
-            raise typer.BadParameter(f"--lengths takes comma-separated integers, got {lengths!r}") from None
+            fail(f"--lengths takes comma-separated integers, got {lengths!r}")
         if length_list == []:  # " , " would otherwise mean the default lengths
-            raise typer.BadParameter("--lengths is empty; give comma-separated integers or leave the option out")
+            fail("--lengths is empty; give comma-separated integers or leave the option out")
+        if length_list and max(length_list) > MAX_LENGTH:  # (the run refuses lengths below 1)
+            fail(f"--lengths must be at most {MAX_LENGTH} (q and k [1, 32, L, 128] and the peers' copies of them: "
+                 f"~{MAX_LENGTH * 32 * 128 * 4 * 12 / 2**30:.0f} GiB at L = {MAX_LENGTH} in float32), got {lengths!r}")
         section_list = list(dict.fromkeys(s.strip() for s in sections.split(",") if s.strip()))  # each once
         if json_file is not None and markdown_file is not None and json_file.resolve() == markdown_file.resolve():
-            raise typer.BadParameter(f"--json and --markdown name the same file ({json_file}); give two paths")
+            fail(f"--json and --markdown name the same file ({json_file}); give two paths")
         for option, path in (("--json", json_file), ("--markdown", markdown_file)):
             if path is not None:  # before the run: a bad path should not cost a full benchmark
                 try:
                     check_output_path(path)
                 except ValueError as err:
-                    raise typer.BadParameter(f"{option}: {err}") from None
+                    fail(f"{option}: {err}")
         def save(result: dict) -> None:  # after every section: an interrupted run keeps what it finished
             if json_file is not None:
                 write_output(json_file, json.dumps(result, indent=1))
@@ -69,10 +79,9 @@ def register(app) -> None:  # app: typer.Typer
                              dtypes=dtype_list, peers=not no_peers, device=device, progress=lambda msg: status.update(msg),
                              on_section=save)
         except ValueError as err:
-            raise typer.BadParameter(str(err)) from None
+            fail(str(err))
         except RuntimeError as err:  # a fast path that does not match the reference: nothing was timed
-            console.print(f"[red]error:[/red] {escape(str(err))}")
-            raise typer.Exit(1) from None
+            fail(str(err), code=1)
         except KeyboardInterrupt:
             kept = [str(p) for p in (json_file, markdown_file) if p is not None and p.exists()]
             console.print("interrupted: " + (f"the sections finished are in {' and '.join(kept)}" if kept

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..experiments.results import SCHEMA_VERSION as _SCHEMA
 from .html import figure_html, table_html
 
 __all__ = ["read_results", "results_section", "COLUMNS"]
@@ -37,6 +38,11 @@ def read_results(runs_dir: str | Path) -> tuple[list[tuple[Path, list[dict[str, 
             continue
         if isinstance(data, dict) and isinstance(data.get("records"), list):
             records = data["records"]
+            if data.get("schema") != _SCHEMA:
+                problems.append(f"{path.relative_to(runs_dir)}: has schema {data.get('schema')!r}, and this posenc "
+                                f"writes schema {_SCHEMA}; its records are shown as far as their fields match")
+            if not records:
+                problems.append(f"{path.relative_to(runs_dir)}: holds no records")
         elif isinstance(data, list):
             records = data
         elif isinstance(data, dict):

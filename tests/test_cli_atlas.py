@@ -245,6 +245,9 @@ def test_check_refuses_a_seed_that_changes_nothing():
     assert result.exit_code == 2 and "'sinusoidal' has none" in result.output
     assert _run("check", "learned", "--seed", "3").exit_code == 0
     assert _run("plot", "learned", "--kind", "heatmap", "--seed", "99999999999999999999").exit_code == 2
+    # a base only for the reference that has one (index drew the same figure whatever --base said)
+    refused = _run("plot", "index", "--kind", "heatmap", "--base", "3")
+    assert refused.exit_code == 2 and "scheme 'index' has no 'base' (--base)" in refused.output
 
 
 def test_report_warns_of_results_in_another_schema(tmp_path):

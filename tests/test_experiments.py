@@ -199,13 +199,28 @@ def test_resumed_training_equals_uninterrupted_bitwise(tmp_path):
     assert resumed.wall_time_s > torch.load(path, weights_only=True)["wall_time_s"] > 0  # both runs' time
 
 
-@pytest.mark.parametrize("content", [b"garbage\n", b"", b"PK\x03\x04 truncated zip"])
-def test_unreadable_checkpoint_is_a_clear_error(tmp_path, content):
+@pytest.mark.parametrize("content, reason", [
+    (b"garbage\n", "(UnpicklingError: Unsupported operand"),
+    (b"", "(EOFError"),
+    (b"PK\x03\x04 truncated zip", "(RuntimeError: PytorchStreamReader failed reading zip archive"),
+    (None, "(UnpicklingError: Unsupported global: GLOBAL argparse.Namespace"),
+])
+def test_unreadable_checkpoint_is_a_clear_error(tmp_path, content, reason):
+    """The reason is the exception's type and first sentence: torch's advice to load the file with
+    weights_only=False (which runs whatever code it holds) is never passed on."""
+    import argparse
+
     task = get_task("copy")
     path = tmp_path / "run.pt"
-    path.write_bytes(content)
-    with pytest.raises(ValueError, match=f"checkpoint {path} is unreadable .*; delete it to start over"):
+    if content is None:  # a pickle of a class the safe loader refuses
+        torch.save({"args": argparse.Namespace(steps=2)}, path)
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"checkpoint {path} is unreadable .*; delete it to start over") as caught:
         train(_tiny(task, "none"), task, TrainConfig(steps=2, batch_size=4, max_length=5), checkpoint=path)
+    said = str(caught.value)
+    assert said.startswith(f"checkpoint {path} is unreadable {reason}") and len(said) < len(str(path)) + 160, said
+    assert "weights_only" not in said and "arbitrary code" not in said and "\n" not in said and "\x1b" not in said
     torch.save({"weights": torch.zeros(2)}, path)  # a loadable file of another kind
     with pytest.raises(ValueError, match="is not a posenc training checkpoint"):
         train(_tiny(task, "none"), task, TrainConfig(steps=2, batch_size=4, max_length=5), checkpoint=path)
@@ -321,6 +336,73 @@ def test_ctrl_c_saves_the_step_it_finishes_and_resumes_bitwise(tmp_path):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
+def _refuse_sigterm(signum, frame):
+    raise AssertionError("SIGTERM reached the test's own handler")  # the run did not take it over
+
+
+def test_sigterm_in_training_saves_the_step_it_finishes_and_resumes_bitwise(tmp_path):
+    """SIGTERM (kill, timeout, Slurm, docker stop) is handled as Ctrl-C: the step in progress is saved
+    and Interrupted says which signal it was; the previous handler is back afterwards."""
+    import os
+    import signal
+
+    from posenc.experiments.train import Interrupted
+
+    def terminate(step, total, loss, speed):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, _refuse_sigterm)  # fails the test, not the process, without the fix
+    try:
+        caught, saved, _ = _stopped_then_resumed("rope", 12, tmp_path / "run.pt", terminate, Interrupted)
+        assert caught.signum == signal.SIGTERM and caught.step == saved and 3 <= saved <= 4
+        assert signal.getsignal(signal.SIGTERM) is _refuse_sigterm  # restored
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_outside_training_interrupts_the_run_at_once(tmp_path):
+    import os
+    import signal
+
+    from posenc.experiments.train import Interrupted
+
+    class TerminateAfterFirstJob:
+        def job_started(self, job, index, total):
+            pass
+
+        def step(self, step, steps, loss, speed):
+            pass
+
+        def job_finished(self, job, records, skipped):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, _refuse_sigterm)
+    try:
+        with pytest.raises(Interrupted) as caught:
+            run_experiment("length", tmp_path, Settings(steps=1, tasks=("copy",), schemes=("none", "t5"), quick=True),
+                           hooks=TerminateAfterFirstJob())
+        assert caught.value.signum == signal.SIGTERM and caught.value.step is None
+        assert signal.getsignal(signal.SIGTERM) is _refuse_sigterm
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert [r["scheme"] for r in load_results(tmp_path)] == ["none"]  # the finished job is stored
+
+
+def test_one_run_at_a_time_per_folder(tmp_path):
+    """A run holds DIR/.lock: a second one stops at once, naming the folder, before it trains."""
+    fcntl = pytest.importorskip("fcntl")
+    settings = Settings(steps=1, tasks=("copy",), schemes=("none",), quick=True)
+    with open(tmp_path / ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ValueError, match=f"another posenc experiment is running on {tmp_path} "):
+            run_experiment("length", tmp_path, settings)
+    assert not (tmp_path / "results.json").exists()
+    assert len(run_experiment("length", tmp_path, settings)) == 1  # free again: it runs, then lets go
+    with open(tmp_path / ".lock", "a") as again:
+        fcntl.flock(again, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
 def test_stale_checkpoints_and_unwritable_folders_stop_before_training(tmp_path):
     from posenc.experiments.runner import checkpoint_path
 
@@ -338,6 +420,29 @@ def test_stale_checkpoints_and_unwritable_folders_stop_before_training(tmp_path)
     torch.save({"config": {}, "model": {}, "optimizer": {}, "step": 5, "losses": 5}, path)
     with pytest.raises(ValueError, match="is not a posenc training checkpoint"):
         run_experiment("length", tmp_path, settings)
+    (tmp_path / "b" / "results.json").mkdir(parents=True)  # a folder where the results file goes
+    with pytest.raises(ValueError, match=r"cannot write results to .*b: .*results.json is a folder, where the results "
+                                         "file goes"):
+        run_experiment("length", tmp_path / "b", settings)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "checkpoints").write_text("")  # a file where the checkpoints' folder goes
+    with pytest.raises(ValueError, match=r"cannot write results to .*c: .*checkpoints is a file, not a folder"):
+        run_experiment("length", tmp_path / "c", settings)
+
+
+@pytest.mark.parametrize("content, message", [
+    ({"schema": 99, "records": []}, "has schema 99; this posenc reads schema 1"),
+    ({"records": []}, "is not a posenc results file: it has no schema field (this posenc reads schema 1)"),
+    ({"schema": 1}, "is not a posenc results file: it has no records list"),
+    ([], 'is not a posenc results file (it holds an array, not an object {"schema": 1, "records": [...]})'),
+])
+def test_results_files_of_another_schema_say_what_they_hold(tmp_path, content, message):
+    """"is not a posenc results file (schema 1)" read as if the file had schema 1."""
+    (tmp_path / "results.json").write_text(json.dumps(content))
+    with pytest.raises(ValueError) as caught:
+        load_results(tmp_path)
+    assert str(caught.value).startswith(f"{tmp_path / 'results.json'} {message}"), str(caught.value)
+    assert "(schema 1)" not in str(caught.value)
 
 
 @pytest.mark.parametrize("records", [[{"experiment": "length"}], [1], [{"experiment": "length", "task": "copy",

@@ -8,6 +8,7 @@ al. 2017, §3.5); ALiBi's slopes are ``2^(-8h/H)`` (Press et al. 2022, §3).
 
 from __future__ import annotations
 
+import itertools
 import math
 import subprocess
 import sys
@@ -187,3 +188,136 @@ def test_importing_posenc_viz_does_not_import_matplotlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     assert posenc.viz is not None
+
+
+def _rendered(figure):
+    """The figure drawn at its dpi: ``[height, width, 3]`` RGB integers, row 0 at the top."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].astype(int)
+
+
+def _column_pixels(figure, ax, x, first, last):
+    """The pixels down data column ``x`` from data row ``first`` to ``last``, clear of the spines."""
+    rgb = _rendered(figure)
+    (col, y0), (_, y1) = ax.transData.transform([(x, first), (x, last)])
+    top, bottom = sorted((rgb.shape[0] - y0, rgb.shape[0] - y1))
+    spine = 2 + int(figure.dpi / 72)  # a 0.8-point line, and a pixel to spare
+    return rgb[int(top) + spine:int(bottom) - spine, int(col)]
+
+
+@pytest.mark.parametrize("dpi", [72, 120, 300])
+def test_bit_0_of_many_positions_is_drawn_as_its_mean_colour_not_moire(dpi):
+    """8192 positions in a few hundred pixels: bit 0 flips every position, so each pixel covers
+    dozens of 0s and 1s; drawn cell by cell ("nearest") it showed ~20 irregular black/white bands."""
+    figure = plot("sinusoidal", "bits", PlotOptions(positions=8192))
+    figure.set_dpi(dpi)
+    bits_ax, code_ax = _main_axes(figure)
+    image = bits_ax.images[0]
+    assert image.get_array().shape == (8192, 13) and image.get_interpolation() == "nearest"  # every cell kept
+    bit0 = _column_pixels(figure, bits_ax, 0, 0, 8191)
+    assert len(bit0) > 150
+    assert abs(bit0.mean() - 127.5) < 6 and bit0.max() - bit0.min() <= 10  # one mid grey all the way down
+    bit12 = _column_pixels(figure, bits_ax, 12, 0, 8191)[:, 0]  # 0 for 0-4095, then 1: stays sharp
+    assert set(bit12[: len(bit12) // 3].tolist()) == {255} and set(bit12[-len(bit12) // 3:].tolist()) == {0}
+    sin0 = _column_pixels(figure, code_ax, 0, 0, 8191)  # sin(p): period 2π positions, far below a pixel
+    assert (sin0.max(axis=0) - sin0.min(axis=0)).max() <= 24  # one mixed colour, not red (103, 0, 31) and blue bands
+
+
+def test_small_images_keep_one_sharp_block_per_cell():
+    figure = plot("sinusoidal", "bits", PlotOptions(positions=64))
+    bits_ax = _main_axes(figure)[0]
+    bit0 = _column_pixels(figure, bits_ax, 0, 0, 63)[:, 0]  # 5 or so pixels per position
+    assert set(bit0.tolist()) <= {0, 255} and bit0.tolist().count(0) > len(bit0) / 3
+    runs = [len(list(run)) for _, run in itertools.groupby(bit0.tolist())]
+    assert len(runs) >= 60 and min(runs[1:-1]) >= 3  # every position its own block
+
+
+def test_heatmap_of_many_positions_shows_no_bands_that_are_not_in_the_data():
+    figure = plot("sinusoidal", "heatmap", PlotOptions(positions=8192))
+    ax = _main_axes(figure)[0]
+    assert ax.images[0].get_array().shape == (8192, 128)
+    for feature in (0, 1, 2):  # sin and cos of p and of 0.87 p: many periods per pixel
+        pixels = _column_pixels(figure, ax, feature, 0, 8191)
+        assert (pixels.max(axis=0) - pixels.min(axis=0)).max() <= 12
+
+
+@pytest.mark.parametrize(
+    ("scaling", "label"),
+    [
+        (None, "rope"),
+        ({"rope_type": "linear", "factor": 8}, "rope, linear ×8"),
+        ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}, "rope, yarn ×4"),
+        ({"type": "dynamic", "factor": 2.5}, "rope, dynamic ×2.5"),
+        ({"rope_type": "llama3", "factor": True}, "rope, llama3"),
+    ],
+)
+def test_scaled_rope_is_named_with_its_scaling(scaling, label):
+    from posenc.viz.options import scheme_label
+
+    assert scheme_label("rope", scaling) == label
+    assert PlotOptions(scaling=scaling).label("rope") == label  # what `posenc check` puts in its title
+    if scaling and scaling.get("rope_type") == "linear":
+        ax = _main_axes(plot("rope", "heatmap", PlotOptions(scaling=scaling)))[0]
+        assert ax.get_title().startswith(label + ":")
+
+
+def _record(experiment, task, scheme, variant, metrics, *, seed=0, train_length=3):
+    return {"experiment": experiment, "task": task, "scheme": scheme, "variant": variant, "seed": seed,
+            "train_length": train_length, "metrics": metrics}
+
+
+def test_length_figure_of_one_task_length_draws_bars_named_by_run():
+    from posenc.experiments.plots import _group_figure
+
+    records = [_record("length", "word-order", scheme, "default", {"per_length": {"3": {"exact_match": value}}})
+               for scheme, value in (("rope", 0.5625), ("alibi", 0.25))]
+    ax = _group_figure("length", "word-order", records).axes[0]
+    assert [bar.get_height() for bar in ax.patches] == [0.25, 0.5625]  # sorted by name
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["alibi", "rope"]
+    assert "n = 3" in ax.get_xlabel() and not ax.lines  # no line through a single x value
+    assert [t.get_text() for t in ax.texts] == ["0.25", "0.56"]
+
+
+def test_length_and_loss_figures_tick_whole_numbers_only():
+    from posenc.experiments.plots import _group_figure
+
+    per_length = {"2": {"exact_match": 1.0}, "5": {"exact_match": 0.5}}
+    lengths = [_record("length", "copy", "rope", "default", {"per_length": per_length})]
+    losses = [_record("extend", "text", "rope", "linear", {"loss_per_position": [1.0, 1.5, 2.0, 2.5, 3.0]},
+                      train_length=4)]
+    for experiment, task, records in (("length", "copy", lengths), ("extend", "text", losses)):
+        figure = _group_figure(experiment, task, records)
+        ax = figure.axes[0]
+        _rendered(figure)
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_probe_values_below_the_floor_are_written_apart_and_inside_the_axes():
+    """The audit's figure: -0.36 drawn over -0.35 at one layer, -0.29 cut off at the right edge."""
+    from posenc.experiments.plots import _group_figure
+
+    def probe(scheme, r2):
+        per_layer = [{"layer": i, "r2": v} for i, v in enumerate(r2)]
+        return _record("probe", "text", scheme, "residual", {"per_layer": per_layer}, train_length=64)
+
+    records = [probe("none", [-0.05, -0.36, -3.2, -0.29]), probe("rope", [-0.2, -0.35, -0.5, 0.1]),
+               probe("sinusoidal", [1.0, 0.99, 0.98, 0.9])]
+    figure = _group_figure("probe", "text", records)
+    ax = figure.axes[0]
+    _rendered(figure)
+    renderer = figure.canvas.get_renderer()
+    labels = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts}
+    assert sorted(labels) == sorted(["−0.20", "−0.36", "−0.35", "−3.20", "−0.50", "−0.29"])
+    inside = ax.get_window_extent(renderer)
+    boxes = list(labels.values())
+    for i, box in enumerate(boxes):
+        assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
+        assert not any(box.overlaps(other) for other in boxes[i + 1:])
+    floor = ax.transData.transform((0, -0.1))[1]
+    assert all(box.y1 < floor for box in boxes)  # under the floor, where no line is drawn
+    assert min(ax.get_yticks()) == 0.0  # no tick beside the labels

@@ -190,7 +190,8 @@ def register(app: Any) -> None:
             row = verdict_table([target], seed=seed)[0]
         except (ValueError, TypeError) as err:
             _fail(str(err))
-        table = Table(title=f"{scheme} ({row['family']}): the seed articles' criteria", show_lines=False)
+        title = escape(options.label(scheme))  # "rope, linear ×8" when a scaling is drawn
+        table = Table(title=f"{title} ({row['family']}): the seed articles' criteria", show_lines=False)
         for column in ("criterion", "verdict", "value", "threshold", "what was found"):
             table.add_column(column, overflow="fold")
         for criterion, result in row["results"].items():

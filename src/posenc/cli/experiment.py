@@ -2,14 +2,20 @@
 
 Runs unchanged under ``torchrun --nproc-per-node N -m posenc.cli experiment ...`` (rank 0 shows the
 progress and writes the results). typer and rich are imported here, the experiments inside the command.
+Every error is one line (``posenc.cli.fail``): 2 for bad input, 1 for a run or a file that failed;
+Ctrl-C exits 130 and SIGTERM 143, each after saving a checkpoint of the step in progress.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import typer
+
+from . import fail
 
 __all__ = ["register", "print_summary"]
 
@@ -19,7 +25,7 @@ def _split(text: str | None, option: str) -> tuple[str, ...] | None:
         return None
     items = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))  # each once
     if not items:  # an empty value would silently mean the experiment's defaults
-        raise typer.BadParameter(f"{option} is empty; give comma-separated values or leave the option out")
+        fail(f"{option} is empty; give comma-separated values or leave the option out")
     return items
 
 
@@ -32,7 +38,7 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     except ValueError:
         seeds = ()
     if not seeds or min(seeds) < 0:
-        raise typer.BadParameter(f"seeds must be comma-separated integers >= 0, got {text!r}")
+        fail(f"--seeds: seeds must be comma-separated integers >= 0, got {text!r}")
     return seeds
 
 
@@ -96,6 +102,57 @@ class _Progress:
                                                f"out {text(ood)} ({r['wall_time_s']:.0f} s)"))
 
 
+def _exit_code(err: BaseException) -> int:
+    """128 + the signal, as a shell reports a process that a signal ended: 130 for Ctrl-C, 143 for SIGTERM."""
+    return 128 + int(getattr(err, "signum", signal.SIGINT))
+
+
+def _interrupted(err: BaseException, results: Path) -> str:
+    """What an interrupted run saved and how to go on; results.json is named only when there is one."""
+    from ..experiments.train import Interrupted
+
+    signum = int(getattr(err, "signum", signal.SIGINT))
+    how = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    saved = (f"a checkpoint of step {err.step} is in {err.checkpoint.parent}; "
+             if isinstance(err, Interrupted) and err.checkpoint is not None else "")
+    kept = f" ({results} keeps the finished runs)" if results.is_file() else ""
+    return f"{how}: {saved}the same command resumes{kept}"
+
+
+def _check_figures(folder: Path) -> None:
+    """Exit 1 now, not after training, when the figures cannot go into ``folder/figures``."""
+    figures = folder / "figures"
+    if figures.exists() and not figures.is_dir():
+        fail(f"cannot draw the figures into {figures}: it is a file, not a folder; move it away or give "
+             "another --out", code=1)
+
+
+def _draw(name: str, folder: Path, console: Any) -> None:
+    """The summary table and the figures of ``folder/results.json``; every failure one line."""
+    from rich.markup import escape
+
+    from ..experiments.plots import plot_results
+    from ..experiments.results import RESULTS_FILE
+    from ..experiments.runner import _os_reason
+
+    try:
+        print_summary(folder, console)
+        figures = plot_results(folder)
+    except ImportError as err:
+        console.print(f"[yellow]{escape(str(err))}[/yellow]", soft_wrap=True)
+    except ValueError as err:  # an unreadable or foreign results.json: its path and what is wrong
+        fail(str(err), code=1)
+    except OSError as err:
+        fail(f"cannot draw the figures: {_os_reason(err)}", code=1)
+    except KeyboardInterrupt as err:
+        console.print(escape(f"interrupted while drawing the figures: the results are saved in "
+                             f"{folder / RESULTS_FILE}; `posenc experiment {name} --plot-only --out {folder}` "
+                             "draws the figures again"), soft_wrap=True)
+        raise typer.Exit(_exit_code(err)) from None
+    else:
+        console.print(escape("figures: " + ", ".join(str(p) for p in figures)), soft_wrap=True)
+
+
 def experiment(
     name: str = typer.Argument(..., help="length, learned-vs-sinusoidal, add-vs-concat, probe or extend"),
     schemes: str | None = typer.Option(None, help="comma-separated scheme names (NAME or NAME+randomized)"),
@@ -104,93 +161,100 @@ def experiment(
     tasks: str | None = typer.Option(None, help="comma-separated tasks (default: the experiment's)"),
     quick: bool = typer.Option(False, "--quick", help="small budget: fewer steps and evaluation samples (and "
                                "seeds where an experiment repeats them)"),
-    out: Path | None = typer.Option(None, help="results folder (default runs/NAME); rerun to resume"),
+    out: Path | None = typer.Option(None, help="results folder (default runs/NAME); rerun to resume; one run at a "
+                                    "time per folder"),
     threads: int = typer.Option(1, min=1, help="torch threads (1: repeatable and kind to shared machines)"),
     device: str = typer.Option("cpu", help="torch device, e.g. cpu or cuda"),
-    plot_only: bool = typer.Option(False, "--plot-only", help="only draw figures and the table from DIR"),
+    plot_only: bool = typer.Option(False, "--plot-only", help="only draw the figures and the table of everything in "
+                                   "DIR/results.json; trains nothing, so it refuses --steps, --seeds, --quick, "
+                                   "--tasks, --schemes and --threads"),
 ) -> None:
-    """Train small transformers on generated tasks and compare encodings (results in DIR/results.json)."""
+    """Train small transformers on generated tasks and compare encodings (results in DIR/results.json).
+
+    Ctrl-C or SIGTERM saves a checkpoint of the step in progress (exit 130 or 143); the same command resumes.
+    """
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..experiments.plots import plot_results
-    from ..experiments.runner import run_experiment
+    from ..bench.timing import resolve_device
+    from ..experiments.results import RESULTS_FILE, load_results
+    from ..experiments.runner import _os_reason, run_experiment
     from ..experiments.suite import EXPERIMENTS, Settings, plan
-    from ..experiments.train import Interrupted, distributed_context
+    from ..experiments.train import distributed_context, terminate_as_interrupt
 
     console = Console()
     if not console.is_terminal:  # a log file or a pipe: no terminal width to fit, keep the table whole
         console = Console(width=160)
     if name not in EXPERIMENTS:
-        raise typer.BadParameter(f"unknown experiment {name!r}; choose one of: {', '.join(EXPERIMENTS)}",
-                                 param_hint="NAME")
+        fail(f"unknown experiment {name!r}; choose one of: {', '.join(EXPERIMENTS)}")
     folder = out if out is not None else Path("runs") / name
-    from ..bench.timing import resolve_device
-
+    results = folder / RESULTS_FILE
+    if plot_only:
+        given = [option for option, used in (("--steps", steps is not None), ("--seeds", seeds is not None),
+                                             ("--quick", quick), ("--tasks", tasks is not None),
+                                             ("--schemes", schemes is not None), ("--threads", threads != 1)) if used]
+        if given:
+            fail(f"--plot-only draws everything in {results} and trains nothing: it takes no {', '.join(given)}; "
+                 "leave them out, or drop --plot-only to train")
     try:
         resolve_device(device)  # a clear error now, not a traceback from the first training step
     except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--device") from None
-    if plot_only and not (folder / "results.json").is_file():
-        raise typer.BadParameter(f"no results.json in {folder}: run the experiment without --plot-only first, or "
-                                 "give --out the folder of an earlier run", param_hint="--plot-only")
+        fail(str(err))
     if plot_only:
-        from ..experiments.results import load_results
-
+        if not results.exists():
+            fail(f"no results.json in {folder}: run the experiment without --plot-only first, or give --out the "
+                 "folder of an earlier run")
         try:
             held = sorted({r["experiment"] for r in load_results(folder)})
         except ValueError as err:
-            console.print(f"[red]error:[/red] {escape(str(err))}")
-            raise typer.Exit(1) from None
+            fail(str(err), code=1)
         if name not in held:
-            raise typer.BadParameter(f"{folder / 'results.json'} holds no {name!r} results (it holds: "
-                                     f"{', '.join(held) or 'none'}); give --out the folder of a {name} run",
-                                     param_hint="--plot-only")
-    settings = Settings(schemes=_split(schemes, "--schemes"), seeds=_seeds(seeds), steps=steps, tasks=_split(tasks, "--tasks"),
-                        quick=quick, device=device)
+            fail(f"{results} holds no {name!r} results (it holds: {', '.join(held) or 'none'}); give --out the "
+                 f"folder of a {name} run")
+        _check_figures(folder)
+        with terminate_as_interrupt():
+            _draw(name, folder, console)
+        return
+    settings = Settings(schemes=_split(schemes, "--schemes"), seeds=_seeds(seeds), steps=steps,
+                        tasks=_split(tasks, "--tasks"), quick=quick, device=device)
     try:
         plan(name, settings)  # every name checked before anything trains
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from None
+        fail(str(err))
     try:
         rank, _ = distributed_context(device)
     except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--device") from None
-    if not plot_only:
-        columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                   TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("{task.fields[speed]:.1f} steps/s"),
-                   TimeElapsedColumn())
-        with Progress(*columns, console=console, disable=rank != 0) as progress:
-            try:
-                run_experiment(name, folder, settings, threads=threads, hooks=_Progress(progress) if rank == 0 else None)
-            except ValueError as err:
-                if rank == 0:  # under torchrun every rank meets it; one says so
-                    console.print(f"[red]error:[/red] {escape(str(err))}")
-                raise typer.Exit(1) from None
-            except KeyboardInterrupt as err:
-                progress.stop()
-                if rank == 0:
-                    saved = (f"a checkpoint of step {err.step} is in {err.checkpoint.parent}; "
-                             if isinstance(err, Interrupted) and err.checkpoint is not None else "")
-                    console.print(escape(f"interrupted: {saved}the same command resumes ({folder / 'results.json'} "
-                                         "keeps the finished runs)"))
-                raise typer.Exit(130) from None
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+        fail(f"--device: {err}")
     if rank == 0:
+        cpus = os.cpu_count()
+        if cpus is not None and threads > cpus:
+            Console(stderr=True).print(f"[yellow]warning:[/] --threads {threads} is more than the CPUs here ({cpus}): "
+                                       "the extra threads only compete for them (slower, not faster)",
+                                       highlight=False, soft_wrap=True)
+        _check_figures(folder)
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+               TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("{task.fields[speed]:.1f} steps/s"),
+               TimeElapsedColumn())
+    with terminate_as_interrupt():  # SIGTERM saves the step in progress as Ctrl-C does, here and while drawing
         try:
-            print_summary(folder, console)
-            figures = plot_results(folder)
-        except ImportError as err:
-            console.print(f"[yellow]{err}[/yellow]")
-        except ValueError as err:  # an unreadable or foreign results.json: its path and what is wrong
-            console.print(f"[red]error:[/red] {escape(str(err))}")
+            with Progress(*columns, console=console, disable=rank != 0) as progress:
+                run_experiment(name, folder, settings, threads=threads,
+                               hooks=_Progress(progress) if rank == 0 else None)
+        except (ValueError, OSError) as err:  # under torchrun every rank meets it; one says so
+            if rank == 0:
+                fail(str(err) if isinstance(err, ValueError) else f"the run failed: {_os_reason(err)}", code=1)
             raise typer.Exit(1) from None
-        else:
-            console.print("figures: " + ", ".join(str(p) for p in figures))
+        except KeyboardInterrupt as err:
+            if rank == 0:
+                console.print(escape(_interrupted(err, results)), soft_wrap=True)
+            raise typer.Exit(_exit_code(err)) from None
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+        if rank == 0:
+            _draw(name, folder, console)
 
 
 def register(app: typer.Typer) -> None:

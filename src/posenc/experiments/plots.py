@@ -5,6 +5,7 @@ matplotlib is imported inside :func:`plot_results` (the ``viz`` extra).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -62,10 +63,7 @@ def _binned(values: list[float | None], width: int) -> tuple[list[float], list[f
 def plot_results(results: Path | str, out: Path | str | None = None) -> list[Path]:
     """Write one PNG per (experiment, task) found in ``results`` into ``out`` (default ``DIR/figures``)."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib  # noqa: F401
     except ImportError as err:  # pragma: no cover - only without the extra
         raise ImportError("plots need matplotlib: pip install 'posenc[viz]'") from err
     records = load_results(results)
@@ -77,35 +75,128 @@ def plot_results(results: Path | str, out: Path | str | None = None) -> list[Pat
         groups[(r["experiment"], task)].append(r)
     written = []
     for (experiment, task), rs in sorted(groups.items()):
-        fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
-        L = rs[0]["train_length"]
-        for r in sorted(rs, key=lambda r: (_label(r), r["seed"])):
-            m = r["metrics"]
-            seed = f" s{r['seed']}" if len({x["seed"] for x in rs}) > 1 else ""
-            if "per_length" in m:
-                pts = [(int(n), v["exact_match"]) for n, v in m["per_length"].items() if "exact_match" in v]
-                ax.plot(*zip(*pts), marker=".", label=_label(r) + seed)
-                ax.set(xlabel="task length n", ylabel="exact match", ylim=(-0.03, 1.03))
-            elif "loss_per_position" in m:
-                ax.plot(*_binned(m["loss_per_position"], max(1, L // 4)), label=_label(r) + seed)
-                ax.set(xlabel="position", ylabel="held-out loss (nats/byte)")
-            elif "per_layer" in m:
-                layers = [p["layer"] for p in m["per_layer"]]
-                r2 = [p["r2"] for p in m["per_layer"]]
-                line, = ax.plot(layers, [max(v, -0.1) for v in r2], marker="o", label=f"{_label(r)} [{r['task']}]" + seed)
-                for layer, v in zip(layers, r2):  # below the axis: drawn at its floor, hollow, with the value
-                    if v < -0.1:
-                        ax.plot([layer], [-0.1], marker="v", mfc="white", color=line.get_color())
-                        ax.annotate(f"{v:.2f}", (layer, -0.1), textcoords="offset points", xytext=(3, 3), fontsize=6)
-                ax.set(xlabel="layer (0 = input)", ylabel="probe R² (position)", ylim=(-0.12, 1.02))
-                ax.xaxis.get_major_locator().set_params(integer=True)
-        if experiment != "probe":
-            ax.axvline(L if "per_length" in rs[0]["metrics"] else L - 0.5, color="grey", ls=":", lw=1)
-        ax.set_title(f"{experiment}: {task} (trained at L = {L})")
-        ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
+        fig = _group_figure(experiment, task, rs)
         path = folder / f"{experiment}_{task}.png"
         fig.savefig(path)
-        plt.close(fig)
         written.append(path)
     return written
+
+
+#: Probe R² below this is drawn at it (hollow triangle) with its value written underneath: a probe
+#: worse than predicting the mean can reach -10 and would squash the interesting 0-1 range.
+_R2_FLOOR = -0.1
+
+
+def _group_figure(experiment: str, task: str, rs: list[dict[str, Any]]) -> Any:
+    """The figure of one (experiment, task): its records ``rs`` drawn by the kind of metrics they hold."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, nothing to close
+
+    fig = Figure(figsize=(6.4, 4.0), dpi=120)
+    ax = fig.add_subplot()
+    L = rs[0]["train_length"]
+    rs = sorted(rs, key=lambda r: (_label(r), r["seed"]))
+    seeds = len({x["seed"] for x in rs}) > 1
+    names = [_label(r) + (f" s{r['seed']}" if seeds else "") for r in rs]
+    if any("per_length" in r["metrics"] for r in rs):
+        _draw_lengths(ax, rs, names, L)
+    elif any("per_layer" in r["metrics"] for r in rs):
+        _draw_probe(fig, ax, rs, names)
+    else:
+        for r, name in zip(rs, names):
+            if "loss_per_position" in r["metrics"]:
+                ax.plot(*_binned(r["metrics"]["loss_per_position"], max(1, L // 4)), label=name)
+        ax.set(xlabel="position", ylabel="held-out loss (nats/byte)")
+        _integer_axis(ax.xaxis)
+        ax.axvline(L - 0.5, color="grey", ls=":", lw=1)
+        _legend(ax)
+    ax.set_title(f"{experiment}: {task} (trained at L = {L})")
+    fig.tight_layout()
+    return fig
+
+
+def _legend(ax: Any) -> None:
+    if ax.get_legend_handles_labels()[0]:  # runs with nothing to draw (lengths all unavailable): none
+        ax.legend(fontsize=7, ncol=2)
+
+
+def _integer_axis(axis: Any) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))  # lengths, positions, layers: no 2.85 or 0.5
+
+
+def _draw_lengths(ax: Any, rs: list[dict[str, Any]], names: list[str], L: int) -> None:
+    """Exact match against task length, one line per run; bars when every run has one length only."""
+    curves = [sorted((int(n), v["exact_match"]) for n, v in r["metrics"].get("per_length", {}).items()
+                     if v.get("exact_match") is not None) for r in rs]  # none: unavailable at that length
+    lengths = sorted({n for curve in curves for n, _ in curve})
+    ax.set(ylabel="exact match", ylim=(-0.03, 1.03))
+    if len(lengths) == 1:  # a line through one x value is a dot on an axis of 2.85 ... 3.15
+        (n,) = lengths
+        drawn = [(name, curve[0][1]) for name, curve in zip(names, curves) if curve]
+        bars = ax.bar(range(len(drawn)), [v for _, v in drawn], width=0.5,
+                      color=[f"C{i % 10}" for i in range(len(drawn))])
+        ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
+        ax.set_xticks(range(len(drawn)), [name for name, _ in drawn],
+                      rotation=20 if len(drawn) > 3 else 0, ha="right" if len(drawn) > 3 else "center")
+        ax.set_xlim(-0.6 if len(drawn) > 1 else -1.0, len(drawn) - 0.4 if len(drawn) > 1 else 1.0)
+        where = "the training length" if n == L else ("beyond" if n > L else "below") + f" the training length {L}"
+        ax.set_xlabel(f"all runs evaluated at one task length: n = {n} ({where})")
+        return
+    for curve, name in zip(curves, names):
+        if curve:
+            ax.plot(*zip(*curve), marker=".", label=name)
+    ax.set_xlabel("task length n")
+    _integer_axis(ax.xaxis)
+    ax.axvline(L, color="grey", ls=":", lw=1)
+    _legend(ax)
+
+
+def _draw_probe(fig: Any, ax: Any, rs: list[dict[str, Any]], names: list[str]) -> None:
+    """Probe R² per layer, one line per run; values below :data:`_R2_FLOOR` drawn at it, hollow,
+    with the values written in the run's colour in a stack under the floor (nothing else is drawn
+    there, so they collide with no line, and none with another)."""
+    from matplotlib.lines import Line2D
+
+    clipped: dict[int, list[tuple[float, str]]] = defaultdict(list)  # layer -> [(R², colour)]
+    all_layers: set[int] = set()
+    for r, name in zip(rs, names):
+        per_layer = r["metrics"].get("per_layer")
+        if not per_layer:
+            continue
+        layers = [p["layer"] for p in per_layer]
+        r2 = [math.nan if p["r2"] is None else p["r2"] for p in per_layer]  # None: stored NaN
+        all_layers.update(layers)
+        line, = ax.plot(layers, [max(v, _R2_FLOOR) for v in r2], marker="o", label=f"{name} [{r['task']}]")
+        for layer, v in zip(layers, r2):
+            if v < _R2_FLOOR:
+                ax.plot([layer], [_R2_FLOOR], marker="v", mfc="white", color=line.get_color(), zorder=3)
+                clipped[layer].append((v, line.get_color()))
+    ax.set(xlabel="layer (0 = input)", ylabel="probe R² (position)", ylim=(-0.12, 1.02))
+    ax.set_yticks([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])  # none under the floor, where the labels go
+    _integer_axis(ax.xaxis)
+    handles, labels = ax.get_legend_handles_labels()
+    if clipped:
+        handles.append(Line2D([], [], color="0.35", marker="v", mfc="white", ls="none"))
+        labels.append(f"R² < {_R2_FLOOR:g}: drawn at {_R2_FLOOR:g}, value below".replace("-", "−"))
+    if handles:
+        ax.legend(handles, labels, fontsize=7, ncol=2)
+    if not clipped:
+        return
+    # room under the floor for the tallest stack: worked out on the laid-out axes, in points
+    line_pt, gap_pt, size = 8.5, 3.0, 7
+    need_pt = gap_pt + line_pt * max(len(v) for v in clipped.values()) + 2.0
+    fig.tight_layout()
+    height_pt = ax.get_window_extent().height * 72 / fig.dpi
+    share = min(need_pt / height_pt, 0.45)
+    top = 1.02
+    ax.set_ylim((_R2_FLOOR - share * top) / (1 - share), top)
+    ax.axhline(_R2_FLOOR, color="0.7", lw=0.8, ls=":", zorder=0)
+    first, last = min(all_layers), max(all_layers)
+    for layer, entries in clipped.items():
+        # the outermost layers' values run inwards, inside the axes; the others are centred
+        ha, dx = ("center", 0) if first == last else ("left", -3) if layer == first else ("right", 3) if layer == last \
+            else ("center", 0)
+        for i, (v, colour) in enumerate(sorted(entries, key=lambda e: -e[0])):  # nearest the floor first
+            ax.annotate(f"{v:.2f}".replace("-", "−"), (layer, _R2_FLOOR), textcoords="offset points",
+                        xytext=(dx, -gap_pt - line_pt * i), ha=ha, va="top", fontsize=size, color=colour)

@@ -46,12 +46,27 @@ def load_results(out: Path | str) -> list[dict[str, Any]]:
     path = path / RESULTS_FILE if path.is_dir() or path.suffix != ".json" else path
     if not path.exists():
         return []
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, where the results file goes; move it away or use another folder")
     try:
         data = json.loads(path.read_text())
+    except OSError as err:
+        raise ValueError(f"cannot read {path} ({err.strerror or type(err).__name__})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not readable JSON ({err}); move it away to start a new results file") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION or not isinstance(data.get("records"), list):
-        raise ValueError(f"{path} is not a posenc results file (schema {SCHEMA_VERSION})")
+    if not isinstance(data, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(data), "a number")
+        raise ValueError(f"{path} is not a posenc results file (it holds {kind}, not an object "
+                         f'{{"schema": {SCHEMA_VERSION}, "records": [...]}}); move it away to start a new one')
+    if "schema" not in data:
+        raise ValueError(f"{path} is not a posenc results file: it has no schema field (this posenc reads schema "
+                         f"{SCHEMA_VERSION}); move it away to start a new one")
+    if data["schema"] != SCHEMA_VERSION:
+        raise ValueError(f"{path} has schema {data['schema']!r}; this posenc reads schema {SCHEMA_VERSION} "
+                         "(a newer posenc wrote it, or another program): move it away to start a new one")
+    if not isinstance(data.get("records"), list):
+        raise ValueError(f"{path} is not a posenc results file: it has no records list; move it away to start "
+                         "a new one")
     for index, record in enumerate(data["records"]):
         if not _well_formed(record):
             raise ValueError(f"{path}: record {index} is not a result record (a record is an object with "
@@ -87,8 +102,14 @@ def add_record(out: Path | str, record: dict[str, Any]) -> Path:
         records = [r for r in load_results(folder) if record_key(r) != record_key(record)]
         records.append(_finite(record))
         tmp = path.with_name(f".{RESULTS_FILE}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, "records": records}, indent=1, allow_nan=False) + "\n")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, "records": records}, indent=1, allow_nan=False) + "\n")
+            os.replace(tmp, path)
+        except BaseException:  # a full disk, or a folder where the file goes: leave no temporary behind
+            with contextlib.suppress(OSError):
+                if tmp.is_file():
+                    tmp.unlink()
+            raise
     return path
 
 

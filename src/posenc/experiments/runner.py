@@ -2,15 +2,20 @@
 
 A run killed at any point and started again with the same command loses nothing: finished jobs are
 in ``results.json`` and are skipped; the job in progress resumes from ``DIR/checkpoints/<job>.pt``
-(deleted once its records are stored). Under ``torchrun`` every rank trains, rank 0 alone writes.
+(deleted once its records are stored). SIGTERM stops a run as Ctrl-C does, with the same checkpoint.
+Under ``torchrun`` every rank trains, rank 0 alone writes. One run at a time holds ``DIR/.lock``: a
+second one on the same folder stops at once rather than train the same jobs into the same checkpoints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,10 +31,13 @@ from .train import (
     distributed_context,
     load_checkpoint,
     set_threads,
+    terminate_as_interrupt,
     train,
 )
 
-__all__ = ["Hooks", "run_experiment", "run_job"]
+__all__ = ["Hooks", "run_experiment", "run_job", "LOCK_FILE"]
+
+LOCK_FILE = ".lock"  # in the output folder, held by the run writing to it
 
 
 class Hooks(Protocol):
@@ -130,19 +138,68 @@ def _check_checkpoints(jobs: list[Job], out: Path) -> None:
 
 def _check_writable(out: Path) -> None:
     """A ValueError now, not after the first run trains, when ``out`` cannot hold results and
-    checkpoints; also clears checkpoint temporaries that killed runs left behind."""
+    checkpoints (a file where a folder goes, a folder where ``results.json`` goes, no permission);
+    also clears checkpoint temporaries that killed runs left behind."""
+    fix = "give --out a folder you can write to"
+    for folder in (out, out / "checkpoints"):
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"cannot write results to {out}: {folder} is a file, not a folder; {fix}")
+    if (out / RESULTS_FILE).is_dir():
+        raise ValueError(f"cannot write results to {out}: {out / RESULTS_FILE} is a folder, where the results "
+                         f"file goes; move it away or {fix}")
     try:
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-        probe = out / "checkpoints" / f".write-test{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        for folder in (out, out / "checkpoints"):  # the results file and the checkpoints are written here
+            probe = folder / f".write-test{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
     except OSError as err:
-        raise ValueError(f"cannot write results to {out} ({err.strerror or type(err).__name__}); "
-                         "give --out a folder you can write to") from None
+        raise ValueError(f"cannot write results to {out}: {_os_reason(err)}; {fix}") from None
     for tmp in (out / "checkpoints").glob("*.pt.tmp*"):  # save_checkpoint's name + ".tmp<pid>"
         pid = tmp.name.rpartition(".tmp")[2]
         if pid.isdigit() and not _alive(int(pid)):
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # not ours to explain (a folder of that name): left as it is
+                tmp.unlink()
+
+
+def _os_reason(err: OSError) -> str:
+    """``PATH: reason`` of an OSError (both paths of a failed rename)."""
+    paths = " -> ".join(str(p) for p in (err.filename, err.filename2) if p is not None)
+    reason = err.strerror or str(err) or type(err).__name__
+    return f"{paths}: {reason}" if paths else reason
+
+
+@contextlib.contextmanager
+def _exclusive(out: Path) -> Iterator[None]:
+    """Hold ``out/.lock`` (``flock``, not waiting) for the duration: a second run on the same folder
+    is a ValueError naming it, at once, rather than one more process training every job and
+    writing the same checkpoint files. No lock where fcntl is missing (Windows) or the file system
+    has none; the file stays (removing it would let two runs lock two different files)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    path = out / LOCK_FILE
+    try:
+        handle = open(path, "a")
+    except OSError as err:
+        raise ValueError(f"cannot write results to {out}: {_os_reason(err)}; give --out a folder you can "
+                         "write to") from None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = True
+        except OSError as err:
+            if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise ValueError(f"another posenc experiment is running on {out} (it holds {path}); wait for it "
+                                 "to finish, or give another --out") from None
+            locked = False  # a file system without locks (some network mounts): run unlocked, as before
+        try:
+            yield
+        finally:
+            if locked:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _alive(pid: int) -> bool:
@@ -165,18 +222,28 @@ def _jsonable(value: Any) -> Any:
 
 def run_experiment(name: str, out: Path | str, settings: Settings | None = None, *, threads: int | None = 1,
                    hooks: Hooks | None = None) -> list[dict[str, Any]]:
-    """Every job of experiment ``name`` not yet in ``out/results.json``; returns the new records."""
+    """Every job of experiment ``name`` not yet in ``out/results.json``; returns the new records.
+
+    Ctrl-C or SIGTERM during training saves a checkpoint of the step in progress and raises
+    :class:`~posenc.experiments.train.Interrupted`; outside training Ctrl-C raises KeyboardInterrupt
+    and SIGTERM Interrupted at once (SIGTERM only in the main thread, and where it is not ignored).
+    A second run on ``out`` while this one holds it is a ValueError."""
     settings = settings or Settings()
     jobs = plan(name, settings)  # validates names before anything trains
     set_threads(threads)
     out = Path(out)
-    hooks = hooks or _Silent()
+    rank, _ = distributed_context()
+    with terminate_as_interrupt(), contextlib.ExitStack() as held:
+        if rank == 0:  # the rank that writes checks the folder and locks it, before reading what it holds
+            _check_writable(out)
+            held.enter_context(_exclusive(out))
+        return _run_jobs(jobs, out, hooks or _Silent())
+
+
+def _run_jobs(jobs: list[Job], out: Path, hooks: Hooks) -> list[dict[str, Any]]:
     records_before = load_results(out)
     _check_stored(jobs, records_before, out)
     done = {record_key(r) for r in records_before}
-    rank, _ = distributed_context()
-    if rank == 0:
-        _check_writable(out)
     _check_checkpoints([job for job in jobs if not all(key in done for key in _keys(job))], out)
     records: list[dict[str, Any]] = []
     for index, job in enumerate(jobs):

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import math
 import os
+import re
 import signal
 import threading
 import time
@@ -34,7 +36,8 @@ from .model import ModelConfig, TinyTransformer
 from .tasks import IGNORE, Batch, Task
 
 __all__ = ["TrainConfig", "TrainResult", "train", "batch_for_step", "set_threads", "distributed_context", "rank_device",
-           "Interrupted", "checkpoint_config", "config_differences", "describe_differences", "load_checkpoint"]
+           "Interrupted", "terminate_as_interrupt", "checkpoint_config", "config_differences", "describe_differences",
+           "load_checkpoint"]
 
 StepCallback = Callable[[int, int, float, float], None]  # (step, total steps, loss, steps per second)
 
@@ -179,11 +182,35 @@ def _plain(value: Any) -> Any:
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """``torch.save`` to a temporary file, then an atomic rename: a kill never leaves half a checkpoint."""
+    """``torch.save`` to a temporary file, then an atomic rename: a kill never leaves half a checkpoint.
+
+    Any failure is an OSError naming the file (torch reports its own write errors as RuntimeError,
+    with C++ source locations in them)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(state, tmp)
+    try:
+        with open(tmp, "wb") as handle:  # opened here: a folder or a missing parent is an OSError with the path
+            torch.save(state, handle)
+    except (OSError, RuntimeError) as err:
+        with contextlib.suppress(OSError):
+            if tmp.is_file():
+                tmp.unlink()
+        if isinstance(err, OSError):
+            raise
+        raise OSError(errno.EIO, f"cannot save a checkpoint ({_short_reason(err)})", str(tmp)) from None
     os.replace(tmp, path)
+
+
+def _short_reason(err: BaseException) -> str:
+    """``Type: first sentence`` of ``err``, without the advice torch appends to a refused load (to
+    load the file with ``weights_only=False``, which would run whatever code the file holds)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))  # torch bolds parts of its messages
+    text = text.split("WeightsUnpickler error:", 1)[-1]  # what the safe unpickler met, after the advice
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    sentence = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0]
+    if "weights_only" in sentence or not sentence:
+        return type(err).__name__
+    return f"{type(err).__name__}: {sentence}"
 
 
 def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
@@ -192,8 +219,7 @@ def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location=device, weights_only=True)
     except Exception as err:  # pickle, zip and torch errors alike: the file is not a checkpoint of ours
-        raise ValueError(f"checkpoint {path} is unreadable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
-                         "delete it to start over") from None
+        raise ValueError(f"checkpoint {path} is unreadable ({_short_reason(err)}); delete it to start over") from None
     kinds = {"config": dict, "model": dict, "optimizer": dict, "step": int, "losses": list}
     if (not isinstance(state, dict) or any(not isinstance(state.get(k), kind) for k, kind in kinds.items())
             or isinstance(state["step"], bool) or not 0 <= state["step"] == len(state["losses"])
@@ -204,33 +230,66 @@ def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`train`: raised after the step in progress, once a checkpoint of it is saved."""
+    """Ctrl-C (SIGINT) or SIGTERM during a run. Raised by :func:`train` after the step in progress,
+    once a checkpoint of it is saved; by :func:`terminate_as_interrupt` at once outside training,
+    with ``step`` and ``checkpoint`` None. ``signum`` says which signal it was."""
 
-    def __init__(self, step: int, checkpoint: Path | None) -> None:
-        super().__init__(step, checkpoint)
-        self.step, self.checkpoint = step, checkpoint
+    def __init__(self, step: int | None, checkpoint: Path | None, signum: int = signal.SIGINT) -> None:
+        super().__init__(step, checkpoint, signum)
+        self.step, self.checkpoint, self.signum = step, checkpoint, signum
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()  # the only thread that may set handlers
 
 
 @contextlib.contextmanager
-def _deferred_interrupt(enabled: bool) -> Iterator[dict[str, bool]]:
-    """SIGINT sets a flag that the training loop reads after each whole step, so that the checkpoint
-    it then saves holds one consistent step; a second Ctrl-C interrupts at once. Off the main thread
-    and under several ranks (which would stop at different steps), Ctrl-C keeps its usual effect."""
-    state = {"hit": False}
-    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
-    if not enabled or previous is None or previous is signal.SIG_IGN:  # off the main thread, or Ctrl-C ignored
+def terminate_as_interrupt() -> Iterator[None]:
+    """For the duration, SIGTERM (kill, timeout, Slurm, docker stop) raises :class:`Interrupted` as
+    Ctrl-C raises KeyboardInterrupt, instead of ending the process at once: what catches Ctrl-C then
+    saves work on SIGTERM too. The previous handler is restored after; off the main thread, or where
+    SIGTERM is ignored, nothing changes."""
+    previous = signal.getsignal(signal.SIGTERM) if _main_thread() else None
+    if previous is None or previous is signal.SIG_IGN:
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(None, None, signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _deferred_interrupt(enabled: bool) -> Iterator[dict[str, int]]:
+    """SIGINT or SIGTERM sets a flag (the signal's number) that the training loop reads after each
+    whole step, so that the checkpoint it then saves holds one consistent step; a second one does
+    what it did before (by default Ctrl-C interrupts at once, SIGTERM ends the process). Off the main thread
+    and under several ranks (which would stop at different steps), both keep their usual effect;
+    a signal that is ignored stays ignored."""
+    state = {"hit": 0}
+    signums = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in signums} if _main_thread() else {}
+    caught = [signum for signum, was in previous.items() if was is not None and was is not signal.SIG_IGN]
+    if not enabled or not caught:
         yield state
         return
 
     def handler(signum: int, frame: Any) -> None:
-        state["hit"] = True
-        signal.signal(signal.SIGINT, previous)  # a second Ctrl-C does what it did before
+        state["hit"] = state["hit"] or signum
+        signal.signal(signum, previous[signum])  # a second one does what it did before
 
-    signal.signal(signal.SIGINT, handler)
+    for signum in caught:
+        signal.signal(signum, handler)
     try:
         yield state
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum in caught:
+            signal.signal(signum, previous[signum])
 
 
 def train(
@@ -312,7 +371,7 @@ def train(
                                        "step": done, "losses": result.losses,
                                        "wall_time_s": earlier + time.perf_counter() - began})
             if interrupt["hit"]:
-                raise Interrupted(done, path)
+                raise Interrupted(done, path, interrupt["hit"])
             if on_step is not None:
                 elapsed = time.perf_counter() - began
                 on_step(done, config.steps, result.losses[-1], (done - start) / elapsed if elapsed > 0 else 0.0)

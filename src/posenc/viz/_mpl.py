@@ -6,11 +6,12 @@ no GUI backend, safe to call from any thread, and nothing to close afterwards.
 
 from __future__ import annotations
 
+import functools
 import io
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SUFFIXES", "new_figure", "as_array", "save_figure", "figure_bytes", "require_matplotlib"]
+__all__ = ["SUFFIXES", "new_figure", "as_array", "show_matrix", "save_figure", "figure_bytes", "require_matplotlib"]
 
 #: File formats a figure can be saved as, by suffix.
 SUFFIXES = ("png", "svg", "pdf")
@@ -37,6 +38,116 @@ def integer_ticks(ax: Any) -> None:
     """Tick only whole numbers on both axes (positions, heads, features: no 2.5 or -0.5)."""
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.yaxis.get_major_locator().set_params(integer=True)
+
+
+#: Along an axis whose cells would be narrower than this many pixels, :func:`show_matrix` gives each
+#: pixel the mean colour of the cells around it; at this size or more each cell is a sharp block
+#: ("nearest" draws cells of 1 or 2 pixels unevenly, and skips cells narrower than a pixel: moiré).
+MIN_CELL_PIXELS = 3
+
+
+def show_matrix(
+    ax: Any, values: Any, *, cmap: Any, vmin: float | None = None, vmax: float | None = None,
+    extent: tuple[float, float, float, float] | None = None, aspect: str = "auto",
+) -> Any:
+    """``ax.imshow(values, interpolation="nearest")`` that stays faithful at any size; returns the image.
+
+    Small images are drawn exactly as ``imshow`` draws them: each cell a sharp block. Along an axis
+    with more cells than :data:`MIN_CELL_PIXELS` per pixel allows (8192 positions in a few hundred
+    pixels), each pixel instead shows the mean *colour* of the cells around it (weighted by a tent
+    two pixels wide, see :func:`_pixel_mean`), worked out when the figure is drawn, at whatever dpi
+    it is saved with. A column that alternates every position then shows as the mean of its two
+    colours instead of moiré bands that are not in the data; the other axis stays sharp, the
+    image's interpolation stays "nearest", and ``get_array()`` still holds every cell.
+    """
+    image = _matrix_image_class()(ax, cmap=cmap, interpolation="nearest", origin="upper", extent=extent)
+    ax.set_aspect(aspect)
+    image.set_data(values)
+    image.set_clip_path(ax.patch)
+    if vmin is not None or vmax is not None:
+        image.set_clim(vmin, vmax)
+    image.autoscale_None()
+    image.set_extent(image.get_extent())  # the data limits and sticky edges, as imshow sets them
+    ax.add_image(image)
+    return image
+
+
+@functools.cache
+def _matrix_image_class() -> type:
+    """The image class of :func:`show_matrix` (made on first use: matplotlib is imported lazily)."""
+    from matplotlib.image import AxesImage
+    from matplotlib.transforms import Bbox, TransformedBbox
+
+    class MatrixImage(AxesImage):
+        """An ``AxesImage`` that averages colours along each axis too dense to show cell by cell."""
+
+        def make_image(self, renderer: Any, magnification: float = 1.0, unsampled: bool = False) -> Any:
+            data = self.get_array()
+            if unsampled or data is None or data.ndim != 2 or not data.size:
+                return super().make_image(renderer, magnification, unsampled)
+            x0, x1, y0, y1 = self.get_extent()
+            in_box = Bbox([[x0, y0], [x1, y1]])
+            out_box = TransformedBbox(in_box, self.get_transform())
+            rows, cols = data.shape
+            height, width = abs(out_box.height) * magnification, abs(out_box.width) * magnification
+            target_rows = max(1, round(height)) if height < MIN_CELL_PIXELS * rows else rows
+            target_cols = max(1, round(width)) if width < MIN_CELL_PIXELS * cols else cols
+            if (target_rows, target_cols) == (rows, cols):
+                return super().make_image(renderer, magnification, unsampled)
+            colours = _mean_colours(self, data, target_rows, target_cols)  # [target_rows, target_cols, 4]
+            clip = (self.get_clip_box() or self.axes.bbox) if self.get_clip_on() else self.figure.bbox
+            return self._make_image(colours, in_box, out_box, clip, magnification, unsampled=False)
+
+    return MatrixImage
+
+
+def _mean_colours(image: Any, data: Any, rows: int, cols: int) -> Any:
+    """The colours of ``image`` showing ``data [n, m]``, resampled to ``[rows, cols, 4]``."""
+    import numpy as np
+
+    image.norm.autoscale_None(data)
+    n, m = data.shape
+    step = max(1, (1 << 20) // m)  # about a million cells coloured at a time (a 8192² matrix is 67 M)
+    binned = np.concatenate([_pixel_mean(image.to_rgba(data[start:start + step]), cols, axis=1)
+                             for start in range(0, n, step)])  # [n, cols, 4]
+    return _pixel_mean(binned, rows, axis=0)
+
+
+def _pixel_mean(values: Any, pixels: int, axis: int) -> Any:
+    """``values`` resampled to ``pixels`` along ``axis``: each pixel the mean of the cells under a
+    tent two pixels wide centred on it, weighted by how much of each cell the tent covers.
+
+    Exact for cells of constant colour (the integral of the tent over each cell, from a double
+    cumulative sum). A box one pixel wide would leave faint bands where a pattern repeats every
+    pixel or so (bit 4 of 8192 positions); the tent, like matplotlib's own antialiasing filter,
+    all but removes them."""
+    import numpy as np
+
+    n = values.shape[axis]
+    if pixels == n:
+        return values
+    values = np.moveaxis(np.asarray(values, dtype=np.float64), axis, 0)  # [n, ...]
+    width = n / pixels  # one pixel, in cells
+    centres = (np.arange(pixels) + 0.5) * width
+    points = np.concatenate([centres - width, centres, centres + width])  # [3 * pixels]
+
+    def twice_integrated(f: Any) -> Any:
+        """G(x) = ∫₀ˣ ∫₀ʸ f, at ``points``; f is constant on each cell and 0 outside [0, n]."""
+        once = np.concatenate([np.zeros_like(f[:1]), np.cumsum(f, axis=0)])  # [n + 1, ...]
+        twice = np.concatenate([np.zeros_like(f[:1]), np.cumsum(once[:-1] + f / 2, axis=0)])
+        inside = np.clip(points, 0.0, n)
+        cell = np.minimum(np.floor(inside).astype(int), n - 1)
+        shape = (-1, *([1] * (f.ndim - 1)))
+        t = (inside - cell).reshape(shape)
+        beyond = np.maximum(points - n, 0.0).reshape(shape)
+        return twice[cell] + once[cell] * t + f[cell] * t * t / 2 + once[n] * beyond
+
+    def tent(f: Any) -> Any:  # ∫ f · tent, up to the tent's constant height
+        left, middle, right = np.split(twice_integrated(f), 3)
+        return left - 2 * middle + right
+
+    covered = tent(np.ones((n, *([1] * (values.ndim - 1)))))  # less than a whole tent at the edges
+    return np.moveaxis(tent(values) / covered, 0, axis)
 
 
 def as_array(values: Any, name: str = "values", ndim: int | None = None) -> Any:

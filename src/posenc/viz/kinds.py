@@ -42,13 +42,8 @@ _ROWS = {  # what a row of the encoding matrix is, per family (see posenc.analys
 
 
 def _label(scheme: str, options: PlotOptions) -> str:
-    """The scheme's name in a title, with its RoPE scaling when one is given (``rope, yarn x4``)."""
-    scaling = options.scaling
-    if not scaling:
-        return scheme
-    kind = scaling.get("rope_type", scaling.get("type", "default"))
-    factor = scaling.get("factor")
-    return f"{scheme}, {kind}" + (f" ×{factor:g}" if isinstance(factor, (int, float)) and not isinstance(factor, bool) else "")
+    """The scheme's name in a title, with its RoPE scaling when one is given (``rope, yarn ×4``)."""
+    return options.label(scheme)
 
 
 def _heatmap(scheme: str, options: PlotOptions) -> Any:

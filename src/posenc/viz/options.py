@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["PlotOptions", "scheme_names", "family_of", "scheme_config", "code_matrix"]
+__all__ = ["PlotOptions", "scheme_label", "scheme_names", "family_of", "scheme_config", "code_matrix"]
 
 
 #: The largest values a figure takes (a distance or dot-product figure of 40000 positions would need
@@ -46,6 +46,22 @@ class PlotOptions:
             raise ValueError("scaling must be a mapping like Hugging Face's rope_scaling, e.g. "
                              f"{{'rope_type': 'linear', 'factor': 4.0}}, got {type(self.scaling).__name__}")
 
+    def label(self, scheme: str) -> str:
+        """``scheme`` as figure and table titles name it: with its RoPE scaling when one is given
+        (``rope, yarn ×4``); see :func:`scheme_label`."""
+        return scheme_label(scheme, self.scaling)
+
+
+def scheme_label(scheme: str, scaling: Mapping[str, Any] | None = None) -> str:
+    """The scheme's name in a title, with its RoPE scaling when one is given: ``rope``,
+    ``rope, linear ×8``, ``rope, yarn ×4``, ``rope, dynamic`` (no factor given)."""
+    if not scaling:
+        return scheme
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    factor = scaling.get("factor")
+    numeric = isinstance(factor, (int, float)) and not isinstance(factor, bool)
+    return f"{scheme}, {kind}" + (f" ×{factor:g}" if numeric else "")
+
 
 def scheme_names() -> list[str]:
     """Every name the atlas knows: the registered schemes, then the naive reference codes."""
@@ -61,7 +77,10 @@ def scheme_config(scheme: str, options: PlotOptions, **defaults: Any) -> dict[st
     from ..analysis import ATLAS_DEFAULTS, is_reference
     from ..schemes import scheme_class
 
-    accepted = {"dim", "base"} if is_reference(scheme) else {f.name for f in dataclasses.fields(scheme_class(scheme).Config)}
+    if is_reference(scheme):  # only sine_only has a frequency base (index, fraction, binary would ignore one)
+        accepted = {"dim", "base"} if scheme == "sine_only" else {"dim"}
+    else:
+        accepted = {f.name for f in dataclasses.fields(scheme_class(scheme).Config)}
     given = {"dim": options.dim, "base": options.base, "num_heads": options.heads, "scaling": options.scaling}
     if scheme not in ATLAS_DEFAULTS:  # a scheme registered after the atlas's table: fill what it needs
         width = 64 if family_of(scheme) in ("rotary", "relative") else 128

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._mpl import as_array, integer_ticks, new_figure
+from ._mpl import as_array, integer_ticks, new_figure, show_matrix
 
 __all__ = ["logits_vs_distance", "rotary_decay", "t5_bucket_map", "alibi_slopes"]
 
@@ -119,7 +119,7 @@ def t5_bucket_map(
     left.grid(alpha=0.3)
     left.legend(fontsize=8, loc="upper left")
     cmap = colormaps["turbo"].resampled(num_buckets)
-    image = right.imshow(matrix, cmap=cmap, vmin=-0.5, vmax=num_buckets - 0.5, interpolation="nearest")
+    image = show_matrix(right, matrix, cmap=cmap, vmin=-0.5, vmax=num_buckets - 0.5, aspect="equal")
     integer_ticks(right)
     right.set_xlabel("key position")
     right.set_ylabel("query position")

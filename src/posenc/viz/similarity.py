@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._mpl import as_array, integer_ticks, new_figure
+from ._mpl import as_array, integer_ticks, new_figure, show_matrix
 
 __all__ = ["position_matrix", "distance_from_position", "projection_2d", "grid_distance"]
 
@@ -34,9 +34,9 @@ def position_matrix(
         finite = matrix[np.isfinite(matrix)]
         top = float(finite.max()) if finite.size else vmin
         vmax = top if top > vmin else vmin + 1.0  # all at vmin: a scale above it
-    image = ax.imshow(matrix, cmap=cmap, interpolation="nearest", aspect="equal", vmin=vmin, vmax=vmax,
-                      extent=(first_position - 0.5, first_position + q - 0.5,
-                              first_position + p - 0.5, first_position - 0.5))
+    image = show_matrix(ax, matrix, cmap=cmap, aspect="equal", vmin=vmin, vmax=vmax,
+                        extent=(first_position - 0.5, first_position + q - 0.5,
+                                first_position + p - 0.5, first_position - 0.5))
     integer_ticks(ax)
     ax.set_xlabel("position j")
     ax.set_ylabel("position i")
@@ -105,7 +105,7 @@ def grid_distance(maps: Any, cells: list[tuple[int, int]], *, title: str, colorb
     high = float(maps.max()) if maps.size else 1.0
     image = None
     for ax, distance, (row, col) in zip(axes, maps, cells):
-        image = ax.imshow(distance, cmap="viridis", vmin=0.0, vmax=high, interpolation="nearest")
+        image = show_matrix(ax, distance, cmap="viridis", vmin=0.0, vmax=high, aspect="equal")
         ax.scatter([col], [row], marker="x", color="crimson", s=60)
         integer_ticks(ax)
         ax.set_xlabel("column (axis 1)")

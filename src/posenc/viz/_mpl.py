@@ -96,7 +96,10 @@ def _matrix_image_class() -> type:
                 return super().make_image(renderer, magnification, unsampled)
             colours = _mean_colours(self, data, target_rows, target_cols)  # [target_rows, target_cols, 4]
             clip = (self.get_clip_box() or self.axes.bbox) if self.get_clip_on() else self.figure.bbox
-            return self._make_image(colours, in_box, out_box, clip, magnification, unsampled=False)
+            try:  # matplotlib's own resampler (private; 3.7-3.11 share this signature)
+                return self._make_image(colours, in_box, out_box, clip, magnification, unsampled=False)
+            except (AttributeError, TypeError):  # another matplotlib: plain imshow rather than no figure
+                return super().make_image(renderer, magnification, unsampled)
 
     return MatrixImage
 

@@ -136,12 +136,51 @@ def test_frequencies_edited_through_data_rebuild_the_rope_cache() -> None:
     table for the old frequencies: off by 4.4)."""
     rope = posenc.create("rope", dim=8)
     q = torch.randn(1, 1, 5, 8)
+
+    def reference():  # the rotation by the frequencies the module holds now, no cache
+        cos, sin = F.rope_cos_sin(5, rope.inv_freq)
+        return F.apply_rope(q, cos, sin)
+
     first, _ = rope.rotate(q, q)
     rope.inv_freq.mul_(2)
-    rope.rotate(q, q)
+    doubled, _ = rope.rotate(q, q)
+    torch.testing.assert_close(doubled, reference(), rtol=0, atol=1e-6)
+    assert (doubled - first).abs().max() > 0.1
     rope.inv_freq.data.mul_(0.5)  # the original frequencies again, the version counter unmoved
     again, _ = rope.rotate(q, q)
     torch.testing.assert_close(again, first, rtol=0, atol=0)
+    with torch.no_grad():
+        rope.inv_freq.mul_(3)  # an in-place edit under no_grad, as an initialiser might make
+    torch.testing.assert_close(rope.rotate(q, q)[0], reference(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+@pytest.mark.parametrize("grad", [False, True])  # T5 under grad takes the bucket cache, without it the bias cache
+def test_cached_biases_follow_the_query_offset(name: str, grad: bool) -> None:
+    """Two calls with the same lengths and key positions but queries further on (a chunked
+    prefill) must not share a cached bias: each equals the uncached build (batched positions)."""
+    torch.manual_seed(0)
+    enc = posenc.create(name, num_heads=4)
+    keys = torch.arange(8)
+    with torch.set_grad_enabled(grad):
+        for start in (0, 4, 2, 4):
+            queries = torch.arange(start, start + 4)
+            got = enc.bias(queries, keys)
+            want = enc.bias(queries[None], keys[None])[0]  # batched positions skip every cache
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_rope_rotates_default_queries_at_the_last_key_positions() -> None:
+    """Without positions, ``sq`` queries sit at the last ``sq`` of the ``sk`` key positions (one
+    decoding step: position sk - 1), not at 0."""
+    torch.manual_seed(0)
+    rope = posenc.create("rope", dim=8)
+    q, k = torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8)
+    whole, _ = rope.rotate(q, k)
+    last, _ = rope.rotate(q[..., -1:, :], k)
+    torch.testing.assert_close(last, whole[..., -1:, :], rtol=0, atol=0)
+    tail, _ = rope.rotate(q[..., 2:, :], k)
+    torch.testing.assert_close(tail, whole[..., 2:, :], rtol=0, atol=0)
 
 
 # -- state_dict and dtype/device hygiene --------------------------------------------------------

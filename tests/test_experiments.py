@@ -562,3 +562,18 @@ def test_a_probe_stopped_in_its_first_variant_resumes(tmp_path):
         run_experiment("probe", tmp_path, settings, hooks=StopInFirstJob())
     records = run_experiment("probe", tmp_path, settings)  # used to refuse: the checkpoint of the other variant
     assert {"residual", "no-residual"} <= {r["variant"] for r in records}
+
+
+def test_learning_rate_schedule_is_pinned():
+    """Linear warm-up from lr / warmup at step 0 to lr, then cosine decay to lr / 10 (nanoGPT's
+    schedule): a warm-up starting at 0 would waste the first step."""
+    from posenc.experiments.train import learning_rate
+
+    config = TrainConfig(lr=1e-3, warmup=10, steps=110)
+    assert learning_rate(0, config) == pytest.approx(1e-4)
+    assert learning_rate(9, config) == pytest.approx(1e-3)
+    assert learning_rate(10, config) == pytest.approx(1e-3)
+    assert learning_rate(60, config) == pytest.approx(1e-3 * (0.1 + 0.9 * 0.5))  # halfway through the decay
+    assert learning_rate(110, config) == pytest.approx(1e-4)
+    assert [learning_rate(s, config) for s in range(10, 111)] == sorted((learning_rate(s, config) for s in range(10, 111)),
+                                                                      reverse=True)

@@ -97,6 +97,53 @@ def test_backward_is_inverse_rotation(layout, dtype):
     assert fast_err <= (1e-6 if dtype == torch.float32 else 2 ** -8 * exact.abs().max().item())
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_backward_of_large_eager_half_pairs_is_the_inverse_rotation(transposed, dtype):
+    """Past 2^20 elements the eager fallback rotates half pairs whole-tensor (contiguous) or in
+    chunks (a layout that cannot be viewed as [-1, s, hd]); both must invert in backward. The
+    small-size test above never reaches them."""
+    torch.manual_seed(0)
+    shape = (2, 1024, 8, 160) if transposed else (1, 8, 1024, 160)
+    x = torch.randn(shape).to(dtype)
+    x = (x.transpose(1, 2) if transposed else x).requires_grad_()  # [b, h, s, hd]
+    assert x.numel() > 2 ** 20
+    cos, sin = _tables(torch.arange(1024), 160, "half")
+    g = torch.randn(shape).to(dtype)
+    g = g.transpose(1, 2) if transposed else g
+    fast_apply_rope(x, cos, sin, layout="half", compile=False).backward(g)
+    fast_grad, x.grad = x.grad, None
+    F.apply_rope(x, cos, sin, layout="half").backward(g)
+    exact = _exact_rotation(g, cos, sin, "half", inverse=True)
+    tolerance = 1e-5 if dtype == torch.float32 else 2 ** -7 * exact.abs().max().item()
+    assert (fast_grad.double() - exact).abs().max().item() <= tolerance
+    assert (x.grad.double() - exact).abs().max().item() <= tolerance
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_in_place_chunks_finish_eagerly_when_compiling_fails_midway(layout, monkeypatch):
+    """The in-place compiled pass works in chunks; if a later chunk cannot run compiled, the rest
+    of x is rotated eagerly with its own rows of the tables (a wrong slice raised or misrotated)."""
+    calls = []
+
+    def first_only(chunk, cos_h, sin_h, out, layout, inverse):  # "compiled" once, then unavailable
+        calls.append(chunk.shape[-2])
+        if len(calls) > 1:
+            return False
+        _rope_eager._eager(chunk, cos_h, sin_h, out, layout, inverse)
+        return True
+
+    monkeypatch.setattr(fast_rope, "_run_compiled", first_only)
+    monkeypatch.setattr(fast_rope, "_INPLACE_CHUNK_BYTES", 3 * 5 * 16 * 4)  # 5 rows of [1, 3, s, 16] a chunk
+    x = torch.randn(1, 3, 23, 16)
+    cos, sin = _tables(torch.arange(7, 30), 16, layout)
+    want = F.apply_rope(x, cos, sin, layout=layout)
+    cos_h, sin_h = fast_rope._half_tables(cos, sin, layout)
+    assert fast_rope._inplace_compiled(x, cos_h, sin_h, layout, False)
+    assert calls == [5, 5]
+    torch.testing.assert_close(x, want, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_batched_tables_and_non_contiguous_input(layout):
     """[b, s, r] tables (packed sequences) and q as Attention makes it (a permuted view)."""

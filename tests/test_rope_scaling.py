@@ -90,6 +90,10 @@ YARN_CASES = [
     {"factor": 4.0, "original_max_position_embeddings": 2048, "beta_fast": 64.0, "beta_slow": 2.0},
     {"factor": 1.0, "original_max_position_embeddings": 2048},
     {"factor": 0.5, "original_max_position_embeddings": 2048, "truncate": False},
+    # an original length past 2π·base (Qwen-style 128K at base 1e4): the ramp's upper end is clamped
+    # at dim - 1 (HF find_correction_range), a bound no other case reaches
+    {"factor": 4.0, "original_max_position_embeddings": 131072},
+    {"factor": 4.0, "original_max_position_embeddings": 131072, "truncate": False},
 ]
 
 

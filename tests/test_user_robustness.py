@@ -707,6 +707,18 @@ def test_rope_second_order_gradients_equal_the_reference() -> None:
         a, b = rope.rotate(*t.transpose(1, 3).unbind(2)[:2])
         return 2 * a + b
     assert torch.autograd.gradgradcheck(pair, (qkv,))
+    # gradgradcheck differentiates whatever the backward returns: the create_graph gradient itself
+    # must also be the inverse rotation (the reference's, in float64), for one tensor and for a pair
+    cos64, sin64 = rope.cos_sin(4, dtype=torch.float64)
+    g = torch.randn(1, 2, 4, 8, dtype=torch.float64)
+    (want,) = torch.autograd.grad(F.apply_rope(q, cos64, sin64), q, g)
+    (got,) = torch.autograd.grad(rope.rotate(q, k)[0], q, g, create_graph=True)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    gq, gk = torch.randn(2, 1, 2, 4, 8, dtype=torch.float64).unbind(0)
+    qq, kk = qkv.transpose(1, 3).unbind(2)[:2]
+    want_pair = torch.autograd.grad((F.apply_rope(qq, cos64, sin64), F.apply_rope(kk, cos64, sin64)), qkv, (gq, gk))[0]
+    got_pair = torch.autograd.grad(rope.rotate(qq, kk), qkv, (gq, gk), create_graph=True)[0]
+    torch.testing.assert_close(got_pair, want_pair, rtol=0, atol=1e-12)
 
 
 @pytest.mark.filterwarnings("ignore:There is a performance drop")  # torch: vmap over SDPA runs per sample

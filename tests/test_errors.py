@@ -244,6 +244,8 @@ def test_t5_bucket_settings() -> None:
         F.t5_relative_bucket(torch.arange(3), num_buckets=2)
     with _raises(ValueError, "got 8", "exceed the 8 exact buckets"):
         F.t5_relative_bucket(torch.arange(3), num_buckets=32, max_distance=8)
+    with _raises(ValueError, "num_buckets=31, bidirectional=True", "exceed the 7 exact buckets"):  # the value given
+        F.t5_relative_bucket(torch.arange(3), num_buckets=31, max_distance=7)
 
 
 # -- shapes that do not broadcast -----------------------------------------------------------------

@@ -64,6 +64,7 @@ def t5_relative_bucket(
         relative_position = torch.as_tensor(relative_position)
     relative_position = check_integer_positions(relative_position, "t5_relative_bucket")
     buckets = torch.zeros_like(relative_position)
+    given = num_buckets
     if bidirectional:
         num_buckets //= 2
         buckets = buckets + (relative_position > 0).long() * num_buckets
@@ -73,7 +74,8 @@ def t5_relative_bucket(
     max_exact = num_buckets // 2
     if max_distance <= max_exact:
         raise ValueError(
-            f"max_distance must exceed the {max_exact} exact buckets (num_buckets={num_buckets * (2 if bidirectional else 1)}), got {max_distance}"
+            f"max_distance must exceed the {max_exact} exact buckets (num_buckets={given}, bidirectional={bidirectional}), "
+            f"got {max_distance}"
         )
     is_small = distance < max_exact
     # float32 logarithm exactly as the references compute it, so bucket edges agree

@@ -159,11 +159,32 @@ def test_results_are_read_defensively(tmp_path):
     (tmp_path / "b" / "results.json").write_text(json.dumps({"scheme": "t5", "seed": 0}))  # one record
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "results.json").write_text("7")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "results.json").write_text("[]")  # an empty list says so, as {"records": []} does
     found, problems = read_results(tmp_path)
     assert [(p.parent.name, records) for p, records in found] == [("a", [{"scheme": "rope"}]),
-                                                                  ("b", [{"scheme": "t5", "seed": 0}])]
+                                                                  ("b", [{"scheme": "t5", "seed": 0}]), ("d", [])]
     assert problems == ["a/results.json: skipped 1 entries that are not objects",
-                        "c/results.json: not a list or object of results"]
+                        "c/results.json: not a list or object of results", "d/results.json: holds no records"]
+
+
+def test_results_tables_say_why_a_score_is_missing(tmp_path):
+    """A learned table too short for the longer lengths: the summary and the run's row say so, with
+    the reason the record stores, instead of a bare dash (the terminal table already did)."""
+    import json
+
+    from posenc.report.results import results_section
+
+    reason = "learned table too short: max_len=34 positions, length 17 needs 35; a learned table says nothing past its last row"
+    record = {"experiment": "length", "task": "copy", "scheme": "learned", "variant": "default", "seed": 0,
+              "train_length": 16, "in_distribution": 0.5, "out_of_distribution": None, "summary_metric": "exact_match",
+              "metrics": {"per_length": {"16": {"exact_match": 0.5}, "17": {"unavailable": reason}}}}
+    other = {**record, "scheme": "none", "out_of_distribution": 0.25, "metrics": {"per_length": {"17": {"exact_match": 0.25}}}}
+    (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "records": [record, other]}))
+    html, shown, problems = results_section(tmp_path)
+    assert shown == 2 and not problems
+    assert html.count("n/a: learned table too short: max_len=34 positions, length 17 needs 35<") == 2  # summary, row
+    assert "0.250" in html and "a learned table says nothing" not in html
 
 
 def test_rope_scaling_reaches_the_figures_and_the_checks(tmp_path):
@@ -312,3 +333,68 @@ def test_report_thresholds_are_not_rounded_past_the_value() -> None:
     html = _properties_table({"results": {"extrapolates": result}, "verdict": {"extrapolates": "pass"},
                               "reasons": {"extrapolates": ""}})
     assert "4095</td>" in html and "&gt;= 4095" in html and "e+03" not in html
+
+
+def test_interrupted_commands_say_so_and_leave_no_partial_file(tmp_path, monkeypatch):
+    """Ctrl-C (or posenc's SIGTERM interrupt) while a figure or the atlas is being written: one line
+    naming what was not written, exit 130 / 143, and no half-written file, where an earlier
+    index.html stays as it was (they ended without a word, and wrote straight to the target)."""
+    import signal
+
+    import matplotlib.figure
+
+    from posenc.experiments.train import Interrupted
+
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def cut_short(self, fname, *args, **kwargs):  # half the file written, then the interrupt
+        real_savefig(self, fname, *args, **kwargs)
+        with open(fname, "r+b") as handle:
+            handle.truncate(100)
+        raise KeyboardInterrupt
+
+    out = tmp_path / "heat.png"
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", cut_short)
+    result = _run("plot", "sinusoidal", "--kind", "heatmap", "--positions", "20", "--out", str(out))
+    assert result.exit_code == 130 and f"interrupted: {out} not written" in result.output
+    assert list(tmp_path.iterdir()) == []  # neither the figure nor its temporary
+    monkeypatch.undo()
+
+    atlas = tmp_path / "atlas"
+    atlas.mkdir()
+    (atlas / "index.html").write_text("earlier")
+
+    def stopped_by_term(*args, **kwargs):
+        raise Interrupted(None, None, signal.SIGTERM)
+
+    monkeypatch.setattr("posenc.report.build_report", stopped_by_term)
+    result = _run("report", "--out", str(atlas), "--scheme", "alibi")
+    assert result.exit_code == 143
+    assert "stopped by SIGTERM:" in result.output and "not written (the earlier one is unchanged)" in result.output
+    assert [p.name for p in atlas.iterdir()] == ["index.html"] and (atlas / "index.html").read_text() == "earlier"
+
+
+def test_rope_theta_in_scaling_is_the_base_on_the_command_line(tmp_path):
+    """transformers 5's rope_parameters hold the base as rope_theta: on the command line it is the
+    base (the figure equals one drawn with --base), and a different --base is refused naming
+    --base, not the library's base= keyword."""
+    import json
+
+    from PIL import Image
+
+    args = ("plot", "rope", "--kind", "logits", "--positions", "40", "--dim", "32")
+    a, b = tmp_path / "theta.png", tmp_path / "base.png"
+    theta = json.dumps({"rope_type": "linear", "factor": 2.0, "rope_theta": 500})
+    assert _run(*args, "--scaling", theta, "--out", str(a)).exit_code == 0
+    assert _run(*args, "--scaling", '{"rope_type": "linear", "factor": 2.0}', "--base", "500", "--out", str(b)).exit_code == 0
+    assert Image.open(a).tobytes() == Image.open(b).tobytes()
+    assert Image.open(a).tobytes() != Image.open(_plot_default(tmp_path, args)).tobytes()  # the base mattered
+    result = _run("check", "rope", "--scaling", theta, "--base", "10000")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "rope_theta=500, but --base is 10000.0" in said and "base=" not in said.replace("--base", "")
+
+
+def _plot_default(tmp_path, args):
+    out = tmp_path / "default.png"
+    assert _run(*args, "--scaling", '{"rope_type": "linear", "factor": 2.0}', "--out", str(out)).exit_code == 0
+    return out

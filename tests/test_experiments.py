@@ -141,6 +141,10 @@ def test_impossible_settings_are_reported():
     task = get_task("copy")
     with pytest.raises(ValueError, match="posed for a bidirectional encoder"):
         train(ModelConfig(vocab_size=40, causal=True), get_task("word-order"), TrainConfig(steps=1))
+    for seed in (-1, 2**32, 2**63 - 1, True):  # batch seeds seed * 1_000_003 + step must fit torch's 64 bits
+        with pytest.raises(ValueError, match=r"seed must be an integer in 0\.\.4294967295"):
+            TrainConfig(seed=seed)
+    assert TrainConfig(seed=2**32 - 1).seed == 2**32 - 1
     multi_axis = [n for n in posenc.available() if getattr(posenc.scheme_class(n), "n_axes", 1) != 1]
     for name in multi_axis:
         with pytest.raises(ValueError, match="1-D"):
@@ -494,6 +498,19 @@ def test_loss_per_position_averages_over_the_scored_targets_only(name):
     present = [v for v in losses if v is not None]
     assert len(present) >= (24 if name == "text" else 8)  # 8 samples x 15%: some positions may go unscored
     assert all(v == pytest.approx(math.log(task.vocab_size), rel=1e-6) for v in present)
+
+
+def test_summary_time_of_one_training_shared_by_variants_is_split():
+    """extend trains once and evaluates four scalings: its four records carry the job's whole time
+    and ``job_variants`` = 4, and the summary rows give each a quarter, so they add up to the run
+    (each showed the whole: 4 x 16 s for a 20 s run). Records of older files (no field) count whole."""
+    base = {"experiment": "extend", "task": "text", "scheme": "rope", "seed": 0, "train_length": 64,
+            "in_distribution": 1.5, "out_of_distribution": 2.0, "summary_metric": "loss", "metrics": {},
+            "wall_time_s": 16.0}
+    rows = summary_rows([{**base, "variant": v, "job_variants": 4} for v in ("none", "linear", "ntk", "yarn")])
+    assert [r["wall_time_s"] for r in rows] == [4.0] * 4 and all(r["time_shared"] for r in rows)
+    (row,) = summary_rows([{**base, "variant": "none"}, {**base, "variant": "none", "seed": 1}])
+    assert row["wall_time_s"] == 32.0 and not row["time_shared"]
 
 
 @pytest.mark.slow

@@ -146,7 +146,7 @@ def test_queries_and_keys_share_frequencies_so_scores_stay_relative():
 
 
 def test_module_needs_the_original_length():
-    with pytest.raises(ValueError, match="'dynamic' in a module needs 'original_max_position_embeddings'"):
+    with pytest.raises(ValueError, match="'dynamic' needs 'original_max_position_embeddings'"):
         posenc.create("rope", dim=32, scaling={"rope_type": "dynamic", "factor": 2.0})
 
 

@@ -40,6 +40,21 @@ def test_cosine_distance_figure_pins_seed_004_numbers():
     assert "position 1" in ax.get_ylabel() and ax.get_xlabel() == "position"
 
 
+def test_heatmap_of_a_one_signed_code_uses_its_whole_colour_scale():
+    """ALiBi's biases are all <= 0: white (0) to blue over the whole bar, where the symmetric scale
+    left its red half unused and the gentle heads near white; a two-signed code stays symmetric."""
+    figure = plot("alibi", "heatmap", PlotOptions(heads=8, positions=50))
+    image = _main_axes(figure)[0].images[0]
+    assert image.get_array().max() == 0 and image.get_clim() == (-24.5, 0.0)  # head 0: -49 / 2
+    assert image.get_cmap().name == "Blues_r"
+    rgb = image.to_rgba(0.0)
+    assert min(rgb[:3]) > 0.95  # zero is white, as on the symmetric scale
+    figure = plot("learned", "heatmap", PlotOptions(dim=16, positions=20))
+    image = _main_axes(figure)[0].images[0]
+    low, high = image.get_clim()
+    assert low == -high and image.get_cmap().name == "RdBu_r"
+
+
 def test_heatmap_cells_are_the_sinusoid_and_have_a_colour_bar():
     figure = plot("sinusoidal", "heatmap", PlotOptions(dim=128, positions=50))
     ax = _main_axes(figure)[0]
@@ -243,6 +258,24 @@ def test_heatmap_of_many_positions_shows_no_bands_that_are_not_in_the_data():
     for feature in (0, 1, 2):  # sin and cos of p and of 0.87 p: many periods per pixel
         pixels = _column_pixels(figure, ax, feature, 0, 8191)
         assert (pixels.max(axis=0) - pixels.min(axis=0)).max() <= 12
+
+
+def test_sin_cos_columns_slightly_denser_than_pixels_show_no_stripes():
+    """512 features in a few hundred pixels (the atlas's sinusoid heatmap): past feature ~300 the
+    columns alternate sin ~ 0 and cos ~ 1, a pattern finer than the pixels. Each pixel must show
+    their mean; a tent one pixel wide kept a third of the alternation, which beat against the pixel
+    grid into stripes (neighbouring pixels 70 levels apart)."""
+    figure = plot("sinusoidal", "heatmap", PlotOptions(positions=128, dim=512))
+    ax = _main_axes(figure)[0]
+    assert ax.images[0].get_array().shape == (128, 512)
+    rgb = _rendered(figure)
+    (x0, y), (x1, _) = ax.transData.transform([(320, 64), (500, 64)])
+    row = rgb[rgb.shape[0] - int(y), int(x0):int(x1)]  # the pixels along position 64, features 320-500
+    # neighbouring pixels within a few levels (the mean drifts slowly as sin(64 θ) falls towards 0)
+    assert len(row) > 120 and abs(row[1:] - row[:-1]).max() <= 4
+    first = ax.transData.transform([(0.5, 64)])[0]  # the fast features stay drawn: not all one colour
+    left = rgb[rgb.shape[0] - int(y), int(first[0]):int(first[0]) + 60]
+    assert (left.max(axis=0) - left.min(axis=0)).max() > 100
 
 
 @pytest.mark.parametrize(

@@ -150,12 +150,10 @@ def check_output_path(path: str | os.PathLike) -> None:
 
 def write_output(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` whole or not at all: a temporary file beside it, then renamed."""
-    from pathlib import Path
+    from .._files import replaced_whole
 
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with replaced_whole(path) as tmp:
+        tmp.write_text(text)
 
 
 def summary_columns(section: str) -> list[str]:

@@ -7,9 +7,11 @@ so ``posenc --help`` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 
-__all__ = ["main", "build_app", "fail"]
+__all__ = ["main", "build_app", "fail", "stopped", "stoppable"]
 
 
 def fail(message: str, code: int = 2):  # -> NoReturn
@@ -21,6 +23,33 @@ def fail(message: str, code: int = 2):  # -> NoReturn
 
     Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=code)
+
+def stopped(err: BaseException) -> tuple[str, int]:
+    """How a command stopped by ``err`` says so, and its exit code: ``("interrupted", 130)`` for
+    Ctrl-C, ``("stopped by SIGTERM", 143)`` for posenc's SIGTERM interrupt (128 + the signal, as a
+    shell reports a process that a signal ended)."""
+    import signal
+
+    signum = int(getattr(err, "signum", signal.SIGINT))
+    return ("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"), 128 + signum
+
+
+@contextlib.contextmanager
+def stoppable(unwritten: str) -> Iterator[None]:
+    """Ctrl-C or SIGTERM inside the block: one line on stderr, ``interrupted: UNWRITTEN``, and exit
+    130 or 143 (they used to end the command without a word; files are written whole or not at all)."""
+    import typer
+
+    from ..experiments.train import terminate_as_interrupt
+
+    try:
+        with terminate_as_interrupt():
+            yield
+    except KeyboardInterrupt as err:
+        how, code = stopped(err)
+        typer.echo(f"{how}: {unwritten}", err=True)
+        raise typer.Exit(code) from None
+
 
 _GROUPS = ("posenc.cli.atlas", "posenc.cli.experiment", "posenc.cli.bench")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import fail as _fail
+from . import stoppable
 
 __all__ = ["register"]
 
@@ -61,6 +62,21 @@ def _parse_scaling(text: Optional[str]) -> Optional[dict]:
         raise ValueError(f"--scaling must be a JSON object like {{\"rope_type\": \"linear\", \"factor\": 4}}, "
                          f"got {kind}")
     return value
+
+
+def _scaling_and_base(text: Optional[str], base: Optional[float]) -> tuple[Optional[dict], Optional[float]]:
+    """``--scaling`` parsed, and the base: transformers 5 keeps the base inside ``rope_parameters``
+    as ``rope_theta``, which becomes the base here when ``--base`` is not given (the library's
+    ``base=`` message would name a keyword the command line does not have)."""
+    scaling = _parse_scaling(text)
+    if scaling is None or "rope_theta" not in scaling:
+        return scaling, base
+    scaling = dict(scaling)
+    theta = scaling.pop("rope_theta")
+    if base is not None and theta != base:
+        raise ValueError(f"--scaling holds rope_theta={theta!r}, but --base is {base!r}: give one of them "
+                         "(HF's rope_theta is the frequency base, --base here)")
+    return scaling, theta if base is None else base
 
 
 def _check_writable(folder: Path) -> None:
@@ -145,10 +161,12 @@ def register(app: Any) -> None:
                 raise ValueError(f"unknown kind of figure {kind!r}; choose one of: {', '.join(KINDS)}")
             if method not in ("pca", "umap"):
                 raise ValueError(f"unknown projection method {method!r}; choose pca or umap")
+            rope_scaling, base = _scaling_and_base(scaling, base)
             options = PlotOptions(dim=dim, positions=positions, base=base, heads=heads, method=method, seed=seed,
-                                  scaling=_parse_scaling(scaling))
-            figure = plot(scheme, kind, options)
-            path = save_figure(figure, out, dpi=dpi)
+                                  scaling=rope_scaling)
+            with stoppable(f"{out} not written"):
+                figure = plot(scheme, kind, options)
+                path = save_figure(figure, out, dpi=dpi)
         except (ValueError, TypeError, ImportError) as err:
             _fail(str(err))
         except OSError as err:
@@ -174,7 +192,7 @@ def register(app: Any) -> None:
 
         _check_scheme(scheme)
         try:
-            rope_scaling = _parse_scaling(scaling)
+            rope_scaling, base = _scaling_and_base(scaling, base)
             options = PlotOptions(dim=dim, base=base, heads=heads, scaling=rope_scaling)  # validates the values
             config = _scheme_config(scheme, dim, base, heads, rope_scaling)
             if seed != 0 and not _randomly_initialised(scheme, options):  # as `posenc plot` says
@@ -187,7 +205,8 @@ def register(app: Any) -> None:
                 if is_reference(scheme):
                     raise ValueError(f"reference code {scheme!r} is checked at its atlas settings; drop --dim/--base")
                 target = build_scheme(scheme, seed=seed, **config)
-            row = verdict_table([target], seed=seed)[0]
+            with stoppable("no table printed"):
+                row = verdict_table([target], seed=seed)[0]
         except (ValueError, TypeError) as err:
             _fail(str(err))
         title = escape(options.label(scheme))  # "rope, linear ×8" when a scaling is drawn
@@ -239,7 +258,8 @@ def register(app: Any) -> None:
                 bar.update(task, description=label, completed=done, total=total)
 
             try:
-                summary = build_report(out, results_dir=results, schemes=scheme or None, progress=progress)
+                with stoppable(f"{page} not written" + (" (the earlier one is unchanged)" if page.exists() else "")):
+                    summary = build_report(out, results_dir=results, schemes=scheme or None, progress=progress)
             except OSError as err:
                 _fail(f"--out: cannot write {str(err.filename or out)!r} ({err.strerror or err})", code=1)
         sections = len(summary.schemes)

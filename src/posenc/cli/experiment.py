@@ -9,13 +9,12 @@ Ctrl-C exits 130 and SIGTERM 143, each after saving a checkpoint of the step in 
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from . import fail
+from . import fail, stopped
 
 __all__ = ["register", "print_summary"]
 
@@ -37,8 +36,10 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
         seeds = tuple(int(x) for x in items)
     except ValueError:
         seeds = ()
-    if not seeds or min(seeds) < 0:
-        fail(f"--seeds: seeds must be comma-separated integers >= 0, got {text!r}")
+    from ..experiments.train import MAX_SEED
+
+    if not seeds or min(seeds) < 0 or max(seeds) > MAX_SEED:
+        fail(f"--seeds: seeds must be comma-separated integers in 0..{MAX_SEED}, got {text!r}")
     return seeds
 
 
@@ -65,10 +66,12 @@ def print_summary(results: Path | str, console: Any = None) -> None:
     for r in rows:
         ood = _fmt(r["out_of_distribution"], r["out_of_distribution_sd"], r["seeds"])
         if r["out_of_distribution"] is None and r["unavailable"]:
-            ood = "n/a: table too short"
+            ood = f"n/a: {r['unavailable']}"
         table.add_row(r["experiment"], r["task"], r["scheme"], r["variant"], r["metric"], str(r["train_length"]),
                       _fmt(r["in_distribution"], r["in_distribution_sd"], r["seeds"]), ood, str(r["seeds"]),
                       f"{r['wall_time_s']:.0f}")
+    if any(r["time_shared"] for r in rows):
+        table.caption = "time: one training evaluated as several variants (extend's scalings) is split among them"
     console.print(table)
 
 
@@ -99,20 +102,15 @@ class _Progress:
             text = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
             named = f"{job.base_label} [{r['variant']}]"
             self.progress.console.print(escape(f"{named}: {r['summary_metric']} in {text(ind)}, "
-                                               f"out {text(ood)} ({r['wall_time_s']:.0f} s)"))
-
-
-def _exit_code(err: BaseException) -> int:
-    """128 + the signal, as a shell reports a process that a signal ended: 130 for Ctrl-C, 143 for SIGTERM."""
-    return 128 + int(getattr(err, "signum", signal.SIGINT))
+                                               f"out {text(ood)} ({r['wall_time_s']:.0f} s"
+                                               + (f", one training for {len(records)} variants)" if len(records) > 1 else ")")))
 
 
 def _interrupted(err: BaseException, results: Path) -> str:
     """What an interrupted run saved and how to go on; results.json is named only when there is one."""
     from ..experiments.train import Interrupted
 
-    signum = int(getattr(err, "signum", signal.SIGINT))
-    how = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    how, _ = stopped(err)
     saved = (f"a checkpoint of step {err.step} is in {err.checkpoint.parent}; "
              if isinstance(err, Interrupted) and err.checkpoint is not None else "")
     kept = f" ({results} keeps the finished runs)" if results.is_file() else ""
@@ -148,23 +146,23 @@ def _draw(name: str, folder: Path, console: Any) -> None:
         console.print(escape(f"interrupted while drawing the figures: the results are saved in "
                              f"{folder / RESULTS_FILE}; `posenc experiment {name} --plot-only --out {folder}` "
                              "draws the figures again"), soft_wrap=True)
-        raise typer.Exit(_exit_code(err)) from None
+        raise typer.Exit(stopped(err)[1]) from None
     else:
         console.print(escape("figures: " + ", ".join(str(p) for p in figures)), soft_wrap=True)
 
 
 def experiment(
-    name: str = typer.Argument(..., help="length, learned-vs-sinusoidal, add-vs-concat, probe or extend"),
-    schemes: str | None = typer.Option(None, help="comma-separated scheme names (NAME or NAME+randomized)"),
-    seeds: str | None = typer.Option(None, help="comma-separated integer seeds"),
-    steps: int | None = typer.Option(None, min=1, help="training steps per run (default: the experiment's)"),
-    tasks: str | None = typer.Option(None, help="comma-separated tasks (default: the experiment's)"),
+    name: str = typer.Argument(..., metavar="NAME", help="length, learned-vs-sinusoidal, add-vs-concat, probe or extend"),
+    schemes: str | None = typer.Option(None, metavar="NAMES", help="comma-separated scheme names (NAME or NAME+randomized)"),
+    seeds: str | None = typer.Option(None, metavar="SEEDS", help="comma-separated integer seeds"),
+    steps: int | None = typer.Option(None, min=1, metavar="N", help="training steps per run (default: the experiment's)"),
+    tasks: str | None = typer.Option(None, metavar="TASKS", help="comma-separated tasks (default: the experiment's)"),
     quick: bool = typer.Option(False, "--quick", help="small budget: fewer steps and evaluation samples (and "
                                "seeds where an experiment repeats them)"),
-    out: Path | None = typer.Option(None, help="results folder (default runs/NAME); rerun to resume; one run at a "
+    out: Path | None = typer.Option(None, metavar="DIR", help="results folder (default runs/NAME); rerun to resume; one run at a "
                                     "time per folder"),
-    threads: int = typer.Option(1, min=1, help="torch threads (1: repeatable and kind to shared machines)"),
-    device: str = typer.Option("cpu", help="torch device, e.g. cpu or cuda"),
+    threads: int = typer.Option(1, min=1, metavar="T", help="torch threads (1: repeatable and kind to shared machines)"),
+    device: str = typer.Option("cpu", metavar="DEVICE", help="torch device, e.g. cpu or cuda"),
     plot_only: bool = typer.Option(False, "--plot-only", help="only draw the figures and the table of everything in "
                                    "DIR/results.json; trains nothing, so it refuses --steps, --seeds, --quick, "
                                    "--tasks, --schemes and --threads"),
@@ -248,7 +246,7 @@ def experiment(
         except KeyboardInterrupt as err:
             if rank == 0:
                 console.print(escape(_interrupted(err, results)), soft_wrap=True)
-            raise typer.Exit(_exit_code(err)) from None
+            raise typer.Exit(stopped(err)[1]) from None
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():

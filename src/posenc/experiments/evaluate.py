@@ -26,7 +26,7 @@ def unavailable_reason(model: TinyTransformer, task: Task, length: int) -> str |
     if model.config.family == "absolute" and max_len is not None:
         needed = task.sequence_length(length)
         if needed > max_len:
-            return (f"{scheme.name} table has max_len={max_len} positions; length {length} needs {needed}: "
+            return (f"{scheme.name} table too short: max_len={max_len} positions, length {length} needs {needed}; "
                     "a learned table says nothing past its last row")
     return None
 

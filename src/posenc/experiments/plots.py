@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .results import load_results
+from .results import load_results, unavailable_reason
 
 __all__ = ["summary_rows", "plot_results"]
 
@@ -32,16 +32,20 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (experiment, task, scheme, variant), rs in groups.items():
         ind, ind_sd = _spread([r["in_distribution"] for r in rs])
         ood, ood_sd = _spread([r["out_of_distribution"] for r in rs])
-        reason = next((r["metrics"].get("unavailable") for r in rs if r["metrics"].get("unavailable")), None)
-        if reason is None:
-            reason = next((v["unavailable"] for r in rs for v in r["metrics"].get("per_length", {}).values()
-                           if "unavailable" in v), None)
+        reason = unavailable_reason(rs)
         rows.append({"experiment": experiment, "task": task, "scheme": scheme, "variant": variant,
                      "seeds": len(rs), "metric": rs[0]["summary_metric"], "train_length": rs[0]["train_length"],
                      "in_distribution": ind, "in_distribution_sd": ind_sd, "out_of_distribution": ood,
                      "out_of_distribution_sd": ood_sd, "unavailable": reason,
-                     "wall_time_s": sum(r["wall_time_s"] for r in rs)})
+                     "wall_time_s": sum(r["wall_time_s"] / _shared_by(r) for r in rs),  # rows add up to the run
+                     "time_shared": any(_shared_by(r) > 1 for r in rs)})
     return rows
+
+
+def _shared_by(record: dict[str, Any]) -> int:
+    """How many records one training's wall time belongs to (``job_variants``; 1 in older files)."""
+    n = record.get("job_variants", 1)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
 
 
 def _label(r: dict[str, Any]) -> str:

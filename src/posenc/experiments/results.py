@@ -23,12 +23,14 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "RESULTS_FILE", "record_key", "load_results", "add_record", "completed_keys"]
+from .._files import replaced_whole
+
+__all__ = ["SCHEMA_VERSION", "RESULTS_FILE", "record_key", "load_results", "add_record", "completed_keys",
+           "unavailable_reason"]
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
@@ -75,6 +77,25 @@ def load_results(out: Path | str) -> list[dict[str, Any]]:
     return data["records"]
 
 
+def unavailable_reason(records: list[Any]) -> str | None:
+    """Why a score of these records is missing (the first reason stored by
+    :func:`posenc.experiments.evaluate.unavailable_reason`: the run's own, else one length's), cut
+    to its first clause for a table cell; None when they give none. Reads records defensively
+    (the report shows files of other versions)."""
+    for key in ("metrics", "per_length"):
+        for r in records:
+            metrics = r.get("metrics") if isinstance(r, dict) else None
+            if not isinstance(metrics, dict):
+                continue
+            values = [metrics] if key == "metrics" else list((metrics.get("per_length") or {}).values()) \
+                if isinstance(metrics.get("per_length"), dict) else []
+            for v in values:
+                reason = v.get("unavailable") if isinstance(v, dict) else None
+                if isinstance(reason, str) and reason:
+                    return reason.split(";")[0]
+    return None
+
+
 def _well_formed(record: object) -> bool:
     if not isinstance(record, dict) or any(k not in record for k in REQUIRED):
         return False
@@ -101,15 +122,8 @@ def add_record(out: Path | str, record: dict[str, Any]) -> Path:
     with _locked(folder / f".{RESULTS_FILE}.lock"):  # several experiments may share one folder
         records = [r for r in load_results(folder) if record_key(r) != record_key(record)]
         records.append(_finite(record))
-        tmp = path.with_name(f".{RESULTS_FILE}.tmp{os.getpid()}")
-        try:
+        with replaced_whole(path) as tmp:  # a full disk, or a folder where the file goes: no temporary left
             tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, "records": records}, indent=1, allow_nan=False) + "\n")
-            os.replace(tmp, path)
-        except BaseException:  # a full disk, or a folder where the file goes: leave no temporary behind
-            with contextlib.suppress(OSError):
-                if tmp.is_file():
-                    tmp.unlink()
-            raise
     return path
 
 

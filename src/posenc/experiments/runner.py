@@ -83,6 +83,7 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
     for variant, values in fields.items():
         record = {"experiment": job.experiment, "task": job.task.name, "scheme": job.scheme, "variant": variant,
                   "seed": job.seed, "train_length": job.train.max_length, **values, "wall_time_s": wall,
+                  "job_variants": len(fields),  # records sharing this training and its wall time (extend's scalings)
                   "resumed_from_step": result.resumed_from, "final_train_loss": result.losses[-1],
                   "parameters": result.model.num_parameters(), "config": _jsonable(config)}
         records.append(record)

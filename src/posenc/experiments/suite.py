@@ -6,8 +6,9 @@ A :class:`Job` is one training run (task, scheme, seed) and the records its eval
 per variant: ``extend`` scores one model under several RoPE scalings). :mod:`.runner` executes
 jobs, skipping those whose records are already in ``results.json``.
 
-Sizes follow MEASURED.md: a 2-layer, width-64, 4-head model learns copy at n <= 16 in ~1000 steps
-(lr 3e-3), which already separates the schemes; language models see 64-byte windows.
+Sizes follow the planning measurements (../shared/MEASURED.md, beside the repository): a 2-layer,
+width-64, 4-head model learns copy at n <= 16 in ~1000 steps (lr 3e-3), which already separates
+the schemes; language models see 64-byte windows.
 """
 
 from __future__ import annotations

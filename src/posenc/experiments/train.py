@@ -7,8 +7,8 @@ model, the optimizer state and the losses so far; a run resumed from its checkpo
 repeats the uninterrupted one bit for bit (with one thread). Under ``torchrun`` (``WORLD_SIZE`` set)
 each rank draws the same global batch, trains on its slice, and DistributedDataParallel averages the
 gradients: the same training as one process with the global batch, up to float summation order.
-The recipe is the one MEASURED.md found to teach every scheme at this size: lr 3e-3, AdamW,
-linear warm-up, cosine decay to a tenth, gradient clipping at 1.0.
+The recipe is the one the planning measurements (../shared/MEASURED.md) found to teach every scheme
+at this size: lr 3e-3, AdamW, linear warm-up, cosine decay to a tenth, gradient clipping at 1.0.
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ __all__ = ["TrainConfig", "TrainResult", "train", "batch_for_step", "set_threads
 StepCallback = Callable[[int, int, float, float], None]  # (step, total steps, loss, steps per second)
 
 
+#: Largest seed: each batch's generator is seeded by ``seed * 1_000_003 + step``, which must stay
+#: within the 64-bit seed torch takes.
+MAX_SEED = 2**32 - 1
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     steps: int = 1000
@@ -66,6 +71,8 @@ class TrainConfig:
             raise ValueError(f"min_length={self.min_length} exceeds max_length={self.max_length}")
         if not self.lr > 0 or not self.clip > 0 or self.warmup < 0:
             raise ValueError(f"lr and clip must be > 0 and warmup >= 0, got {self.lr}, {self.clip}, {self.warmup}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be an integer in 0..{MAX_SEED} (2^32 - 1), got {self.seed!r}")
 
 
 @dataclass

@@ -17,6 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from .._files import replaced_whole
 from .html import figure_html, page, slug, table_html
 from .plan import REFERENCE_SOURCES, figures_for
 
@@ -226,7 +227,8 @@ def build_report(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.html"
-    path.write_text(_assemble(sections, set(default_schemes()), results_html), encoding="utf-8")
+    with replaced_whole(path) as tmp:  # an earlier index.html stays whole until the new one is
+        tmp.write_text(_assemble(sections, set(default_schemes()), results_html), encoding="utf-8")
     if progress is not None:
         progress("done", len(steps), len(steps))
     n_figures = sum(len(s.figures) for s in sections)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..experiments.results import SCHEMA_VERSION as _SCHEMA
+from ..experiments.results import unavailable_reason
 from .html import figure_html, table_html
 
 __all__ = ["read_results", "results_section", "COLUMNS"]
@@ -45,6 +46,8 @@ def read_results(runs_dir: str | Path) -> tuple[list[tuple[Path, list[dict[str, 
                 problems.append(f"{path.relative_to(runs_dir)}: holds no records")
         elif isinstance(data, list):
             records = data
+            if not records:
+                problems.append(f"{path.relative_to(runs_dir)}: holds no records")
         elif isinstance(data, dict):
             records = [data]
         else:
@@ -65,6 +68,16 @@ def _cell(value: Any) -> Any:
     if isinstance(value, (int, str)):
         return value
     return json.dumps(value)[:60]
+
+
+def _record_cell(record: dict[str, Any], column: str) -> Any:
+    """``record[column]`` for the table; a missing out-of-distribution score says why, where the record does."""
+    value = record.get(column)
+    if column == "out_of_distribution" and _number(value) is None:
+        reason = unavailable_reason([record])
+        if reason:
+            return f"n/a: {reason}"
+    return _cell(value)
 
 
 def _per_length(record: dict[str, Any]) -> str:
@@ -100,7 +113,8 @@ def _summary_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
         for field in ("in_distribution", "out_of_distribution"):
             values = [v for v in (_number(r.get(field)) for r in runs) if v is not None]
             spread = f" ({min(values):.3f}–{max(values):.3f})" if len(values) > 1 else ""
-            cells.append(f"{sum(values) / len(values):.3f}{spread}" if values else "—")
+            reason = None if values or field == "in_distribution" else unavailable_reason(runs)
+            cells.append(f"{sum(values) / len(values):.3f}{spread}" if values else f"n/a: {reason}" if reason else "—")
         cells.append(str(runs[0].get("summary_metric", "—")))
         rows.append(cells)
     return rows
@@ -125,11 +139,12 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
                                  "out of distribution", "metric"], _summary_rows(every)))
     total = 0
     for path, records in found:
-        rows = [[_cell(r.get(c)) for c in COLUMNS] + [(_per_length(r), "lengths")] for r in records]
+        rows = [[_record_cell(r, c) for c in COLUMNS] + [(_per_length(r), "lengths")] for r in records]
         rows.sort(key=lambda row: tuple(str(x) for x in row[:5]))
         total += len(rows)
         parts.append(f"<h3>{escape(str(path.relative_to(runs_dir)))} ({len(rows)} runs)</h3>")
-        parts.append(table_html([*COLUMNS, "per length"], rows))
+        parts.append(table_html([*(c.replace("_", " ").replace("wall time s", "wall time (s)") for c in COLUMNS),
+                                 "per length"], rows))  # spaces: headers wrap, the per-length column stays in view
     if not found and not problems:  # (an unreadable one is named below instead)
         parts.append('<p class="note">No results.json found under this folder yet.</p>')
         problems = [*problems, "no results.json found under this folder"]

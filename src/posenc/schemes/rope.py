@@ -124,8 +124,9 @@ class Rope(PositionalEncoding):
         if self._scaling_kind in LENGTH_DEPENDENT:
             self.original_length = int(self._scaling_params.get("original_max_position_embeddings", 0)) or None
             if self.original_length is None:
-                raise ValueError(f"rope scaling {self._scaling_kind!r} in a module needs "
-                                 "'original_max_position_embeddings' (the length past which it rescales)")
+                raise ValueError(f"rope scaling {self._scaling_kind!r} needs 'original_max_position_embeddings' "
+                                 "(the length past which it rescales), e.g. {\"rope_type\": "
+                                 f"\"{self._scaling_kind}\", \"factor\": 2.0, \"original_max_position_embeddings\": 2048}}")
         long = None
         if self._scaling_kind == "longrope":  # fixed long frequencies: a buffer, never reassigned
             long = long_inv_freq("longrope", config.frequency_dim, float(config.base), self._scaling_params, 0)

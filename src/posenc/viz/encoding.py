@@ -30,16 +30,26 @@ def encoding_heatmap(
     """Heatmap of a code ``[p, d]``: one row per position, one column per feature.
 
     The classic picture of Vaswani et al. (2017, section 3.5) as drawn in the seed articles: fast
-    waves on the left, slow ones on the right. The colour scale is symmetric about zero.
-    ``columns`` names what the columns are ("dims", or "heads" for a bias per head).
+    waves on the left, slow ones on the right. Zero is white: the colour scale is symmetric about
+    it (red positive, blue negative), or one-sided for a code of one sign (ALiBi's biases are all
+    at most 0: white to blue, not half a scale left unused). ``columns`` names what the columns are
+    ("dims", or "heads" for a bias per head).
     """
+    import numpy as np
+
     code = as_array(code, "code", ndim=2)  # [p, d]
     p, d = code.shape
     figure = new_figure(7.0, 3.2 + 1.6 * min(p / max(d, 1), 1.5))
     ax = figure.add_subplot()
     limit = _symmetric_limit(code)
+    finite = code[np.isfinite(code)]
+    low, high, cmap = -limit, limit, "RdBu_r"
+    if finite.size and finite.min() >= 0 < finite.max():
+        low, cmap = 0.0, "Reds"
+    elif finite.size and finite.max() <= 0 > finite.min():
+        high, cmap = 0.0, "Blues_r"
     image = show_matrix(  # 8192 positions in 400 pixels: mean colours, not moiré
-        ax, code, cmap="RdBu_r", vmin=-limit, vmax=limit,
+        ax, code, cmap=cmap, vmin=low, vmax=high,
         extent=(-0.5, d - 0.5, first_position + p - 0.5, first_position - 0.5),
     )
     integer_ticks(ax)

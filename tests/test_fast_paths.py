@@ -1174,3 +1174,55 @@ def test_small_16bit_gradient_rounded_once(layout, dtype):
     rq, rk = enc.rotate(q, k)
     (rq * g).sum().backward()
     assert off(qkv.grad[:, :, 0].transpose(1, 2)) <= x.numel() // 2000
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_small_inputs_without_autograd_take_the_lean_pass_equal_to_the_reference(dtype, monkeypatch):
+    """A decoding step (q [1, 32, 1, 128], k [1, 8, 1, 128]) without autograd: the lean pass, no
+    derived tables or plans (the eager pass's lookups cost more than the rotation there), equal to
+    the reference: whole and partial rotary, [b, s, h, hd] with 4-D tables, and tables whose two
+    halves differ, which the reference reads as given (the half-table passes assume [c, c])."""
+    monkeypatch.setattr(_rope_eager, "_eager", lambda *a: pytest.fail("small no-grad inputs take the lean pass"))
+    tol = {"atol": 0, "rtol": 0} if dtype == torch.bfloat16 else {"atol": 1e-6 if dtype == torch.float32 else 1e-12, "rtol": 0}
+    table_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+    for shape, rotary in (((1, 32, 1, 128), 128), ((1, 8, 3, 64), 32), ((2, 4, 5, 16), 16)):
+        x = torch.randn(shape).to(dtype)
+        cos, sin = _tables(torch.arange(100, 100 + shape[2]), rotary, "half", table_dtype)
+        y = fast_apply_rope(x, cos, sin)
+        assert y.dtype == dtype and y.shape == x.shape
+        torch.testing.assert_close(y, F.apply_rope(x, cos, sin), **tol)
+        if rotary < shape[-1]:
+            assert torch.equal(y[..., rotary:], x[..., rotary:])
+    xs = torch.randn(1, 5, 4, 32).to(dtype)  # [b, s, h, hd]
+    cos, sin = _tables(torch.arange(5), 32, "half", table_dtype)
+    torch.testing.assert_close(fast_apply_rope(xs, cos[None, :, None], sin[None, :, None]),
+                               F.apply_rope(xs, cos[None, :, None], sin[None, :, None]), **tol)
+    odd_cos, odd_sin = torch.rand(4, 32, dtype=table_dtype), torch.rand(4, 32, dtype=table_dtype)  # halves differ
+    x = torch.randn(1, 2, 4, 32).to(dtype)
+    torch.testing.assert_close(fast_apply_rope(x, odd_cos, odd_sin), F.apply_rope(x, odd_cos, odd_sin), **tol)
+    with torch.inference_mode():
+        torch.testing.assert_close(fast_apply_rope(x, odd_cos, odd_sin), F.apply_rope(x, odd_cos, odd_sin), **tol)
+
+
+def test_two_views_of_the_same_positions_are_looked_up_once(monkeypatch):
+    """``rotate(q, k, pos[0], pos[0])`` passes two tensor objects over one memory: one table lookup,
+    as for one object; positions that only look alike (other memory) are looked up apart."""
+    enc = posenc.create("rope", dim=32)
+    calls = []
+    original = type(enc).cos_sin
+
+    def counting(self, positions, **kw):
+        calls.append(positions)
+        return original(self, positions, **kw)
+
+    monkeypatch.setattr(type(enc), "cos_sin", counting)
+    q, k = torch.randn(1, 4, 3, 32), torch.randn(1, 2, 3, 32)
+    pos = torch.arange(7, 10)[None]
+    rq, rk = enc.rotate(q, k, pos[0], pos[0])
+    assert len(calls) == 1
+    other = pos[0].clone()
+    rq2, rk2 = enc.rotate(q, k, pos[0], other)
+    assert len(calls) == 3
+    torch.testing.assert_close((rq, rk), (rq2, rk2), atol=0, rtol=0)
+    cos, sin = _tables(torch.arange(7, 10), 32, "half")
+    torch.testing.assert_close(rk, F.apply_rope(k, cos, sin), atol=1e-6, rtol=0)

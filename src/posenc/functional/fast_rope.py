@@ -39,7 +39,9 @@ changes is how often memory is touched:
   a reused float32 scratch and stored once; on accelerators whole-tensor kernels (a launch per
   cache-sized step would dominate).
 * **small inputs** (fewer than :data:`COMPILE_MIN_NUMEL` elements, ``compile="auto"``, no ``out``):
-  never compiled; the eager pass (whole-tensor ops, fewer than the reference's and no autograd graph
+  never compiled; without autograd, half pairs of up to :data:`LEAN_MAX_NUMEL` elements (a decoding
+  step) take :func:`_lean_half`, the reference formula in three ops from the tables as given;
+  otherwise the eager pass (whole-tensor ops, fewer than the reference's and no autograd graph
   of them; its backward rounds a 16-bit gradient once, as torchtune's float32 rotation does); q and k of one
   projection go through one call forward (:func:`fast_apply_rope_pair`, :class:`RopePairFunction`).
   On a GPU with Triton, the Triton kernel at every size (one launch against several).
@@ -98,6 +100,10 @@ CompileMode = Literal["auto"] | bool
 #: ``compile="auto"`` compiles for inputs with at least this many elements (4 MiB of float32):
 #: below it, the ~1 s first compile of a new dtype/layout is not worth its saving.
 COMPILE_MIN_NUMEL = 1 << 20
+
+#: Half pairs without autograd up to this many elements (a decoding step's q and k) take
+#: :func:`_lean_half`; 16-bit inputs up to a quarter of it (their mixed-dtype ops are scalar loops).
+LEAN_MAX_NUMEL = 1 << 16
 
 _compiled: dict[tuple, object] = {}  # the torch.compile'd kernel variants, built on first use
 _compile_error: str | None = None  # why compiling failed, if it did
@@ -834,6 +840,9 @@ def fast_apply_rope(
             return out.copy_(apply_rope(x, cos, sin, layout=layout))
         return apply_rope(x, cos, sin, layout=layout)
     if out is None and compile == "auto" and x.numel() < COMPILE_MIN_NUMEL and not _on_triton(x):
+        if layout == "half" and x.numel() <= LEAN_MAX_NUMEL >> (2 * (x.element_size() < 4)) \
+                and not (torch.is_grad_enabled() and x.requires_grad):
+            return _lean_half(x, cos, sin)
         # small inputs (training-size heads): no compile. Half pairs and 32/64-bit interleaved
         # pairs take the eager pass (three whole-tensor ops, or one complex multiply, and the
         # inverse rotation as backward: [64, 4, 32, 16] fp32 forward + backward of q and k
@@ -854,6 +863,24 @@ def fast_apply_rope(
     if out.data_ptr() == x.data_ptr() and out.stride() == x.stride():
         return fast_apply_rope_(x, cos, sin, layout=layout, compile=compile)
     return _rotate_into(x, cos_h, sin_h, out, layout, False, compile, lane)
+
+
+def _lean_half(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Small half-pair inputs without autograd (a decoding step): the reference formula
+    (:func:`~posenc.functional.apply_rope`, HF ``rotate_half``) as one multiply and one ``addcmul_``
+    per half, straight from the full-width tables as given (aligned by :func:`_check`): no derived
+    tables, plans or caches, whose lookups cost more than the rotation at this size (a new table
+    each step would also churn the table cache). Computed in the promoted dtype and rounded once,
+    like the eager pass. One thread, q ``[1, 32, 1, 128]`` float32: ~29 -> ~22 us; ``[1, 32, 16,
+    128]`` ~64 -> ~35 us."""
+    r = cos.shape[-1]
+    n = r // 2
+    xr = x[..., :r]
+    o = xr * cos  # [..., s, r] in the promoted dtype: both halves times their cos
+    o[..., :n].addcmul_(xr[..., n:], sin[..., :n], value=-1.0)  # x1 cos - x2 sin
+    o[..., n:].addcmul_(xr[..., :n], sin[..., n:])  # x2 cos + x1 sin
+    o = o.to(x.dtype)
+    return o if r == x.shape[-1] else torch.cat((o, x[..., r:]), dim=-1)
 
 
 def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: Tensor, *,

@@ -82,6 +82,18 @@ class RopeConfig:
         return self.frequency_dim + self.frequency_dim % 2
 
 
+def _same_positions(a: Tensor | None, b: Tensor | None) -> bool:
+    """Whether two position arguments are the same positions without reading them: one object, both
+    None, or two views of the same memory (``pos[0], pos[0]`` make two objects; one table lookup
+    instead of two)."""
+    if a is b:
+        return True
+    if a is None or b is None or torch.compiler.is_compiling() or in_transform():
+        return False
+    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+            and a.dtype == b.dtype and a.device == b.device)
+
+
 def _siblings(q: Tensor, k: Tensor) -> Tensor | None:
     """``q`` and ``k`` as one ``[2, *q.shape]`` view, outside autograd, when they are equally
     shaped slices of one tensor (as ``qkv.view(b, s, 3, h, hd).unbind(2)``, transposed, makes
@@ -239,7 +251,7 @@ class Rope(PositionalEncoding):
         sq, sk = q.shape[-2], k.shape[-2]
         seq_len = self.seq_len_of(q_positions, k_positions, sq, sk)  # None unless dynamic / longrope
         cos_k, sin_k = self._tables(k_positions, sk, 0, k, seq_len)
-        if sq == sk and q.dtype == k.dtype and (q_positions is k_positions or (q_positions is None and k_positions is None)):
+        if sq == sk and q.dtype == k.dtype and _same_positions(q_positions, k_positions):
             cos_q, sin_q = cos_k, sin_k  # same positions (self-attention without a cache): one lookup
         else:
             cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q, seq_len, "query")

@@ -1226,3 +1226,46 @@ def test_two_views_of_the_same_positions_are_looked_up_once(monkeypatch):
     torch.testing.assert_close((rq, rk), (rq2, rk2), atol=0, rtol=0)
     cos, sin = _tables(torch.arange(7, 10), 32, "half")
     torch.testing.assert_close(rk, F.apply_rope(k, cos, sin), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_forward_mode_rotates_the_tangent(layout):
+    """torch.autograd.forward_ad through the fast passes (RopeFunction, and RopePairFunction for q
+    and k of one projection, a tangent for only one of them included) and torch.func.jvp through
+    posenc.Attention: the tangent is the rotated tangent, as finite differences say; a dual input
+    into out= is refused like one that requires grad, and tables with a tangent take the
+    reference formula (the fast passes ignore the tables' derivative)."""
+    import torch.autograd.forward_ad as fwad
+
+    torch.manual_seed(0)
+    x, t = torch.randn(2, 3, 8, 16, dtype=torch.float64), torch.randn(2, 3, 8, 16, dtype=torch.float64)
+    cos, sin = _tables(torch.arange(8), 16, layout, torch.float64)
+    with fwad.dual_level():
+        y = fast_apply_rope(fwad.make_dual(x.clone().requires_grad_(), t), cos, sin, layout=layout)
+        assert "RopeFunction" in type(y.grad_fn).__name__
+        torch.testing.assert_close(fwad.unpack_dual(y).tangent, F.apply_rope(t, cos, sin, layout=layout), atol=1e-12, rtol=0)
+        with pytest.raises(RuntimeError, match="forward-mode tangent"):
+            fast_apply_rope(fwad.make_dual(x, t), cos, sin, layout=layout, out=torch.empty_like(x))
+        cos_t = torch.randn_like(cos)
+        y = fast_apply_rope(x, fwad.make_dual(cos, cos_t), sin, layout=layout)
+        expected = F.apply_rope(x, cos_t, torch.zeros_like(sin), layout=layout)  # d/dcos of x cos + rot(x) sin
+        torch.testing.assert_close(fwad.unpack_dual(y).tangent, expected, atol=1e-12, rtol=0)
+    enc = posenc.create("rope", dim=16, layout=layout)
+    qkv = torch.randn(2, 8, 3, 3, 16, dtype=torch.float64)
+    tq = torch.randn(2, 8, 3, 16, dtype=torch.float64)
+    with fwad.dual_level():
+        tangent = torch.zeros_like(qkv)
+        tangent[:, :, 0] = tq  # q's slice only: k's tangent is zero
+        q, k, _ = (u.transpose(1, 2) for u in fwad.make_dual(qkv, tangent).unbind(2))
+        rq, rk = enc.rotate(q, k)
+        torch.testing.assert_close(fwad.unpack_dual(rq).tangent, F.apply_rope(tq.transpose(1, 2), cos, sin, layout=layout),
+                                   atol=1e-12, rtol=0)
+        assert not fwad.unpack_dual(rk).tangent.any()
+    attn = posenc.Attention(32, 4, encoding=posenc.create("rope", dim=8, layout=layout)).double()
+    inp, direction = torch.randn(2, 6, 32, dtype=torch.float64), torch.randn(2, 6, 32, dtype=torch.float64)
+    _, jvp_out = torch.func.jvp(attn, (inp,), (direction,))  # SDPA's fused CPU kernel has no forward mode
+    with fwad.dual_level():
+        dual_out = fwad.unpack_dual(attn(fwad.make_dual(inp, direction))).tangent  # RopePairFunction.jvp
+    fd = (attn(inp + 1e-6 * direction) - attn(inp - 1e-6 * direction)) / 2e-6
+    torch.testing.assert_close(jvp_out, fd, atol=1e-7, rtol=0)
+    torch.testing.assert_close(dual_out, fd, atol=1e-7, rtol=0)

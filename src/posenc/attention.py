@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as nnf
 from torch import Tensor, nn
+from torch.autograd import forward_ad
 
 from . import flex
 from .functional._checks import check_bool, check_number, check_positive_int, in_transform, tracing
@@ -93,6 +95,18 @@ def _build_encoding(encoding: PositionalEncoding | str | None, head_dim: int, nu
     if isinstance(encoding, PositionalEncoding):
         return encoding
     raise TypeError(f"encoding must be a scheme name, a PositionalEncoding or None, got {type(encoding).__name__}")
+
+
+def _sdpa(q: Tensor, k: Tensor, v: Tensor, **options: Any) -> Tensor:
+    """``scaled_dot_product_attention``; through its MATH kernel under torch.func transforms and
+    forward-mode AD, which the fused CPU kernel has no rules for (``jvp``, ``jacfwd``, ``hessian``
+    raised NotImplementedError; a learned mask, T5's, got no gradient under ``grad``)."""
+    if in_transform() or getattr(forward_ad, "_current_level", -1) >= 0:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.MATH):
+            return nnf.scaled_dot_product_attention(q, k, v, **options)
+    return nnf.scaled_dot_product_attention(q, k, v, **options)
 
 
 def _repeat_kv(k: Tensor, v: Tensor, heads: int) -> tuple[Tensor, Tensor]:
@@ -250,18 +264,12 @@ class Attention(nn.Module):
         elif enc.uses_query_terms:
             out = self._explicit(q, k, v, mask, positions, k_positions)
         elif mask is None:
-            out = nnf.scaled_dot_product_attention(q, k, v, dropout_p=self._p(), is_causal=self.causal and past == 0,
+            out = _sdpa(q, k, v, dropout_p=self._p(), is_causal=self.causal and past == 0,
                                                    scale=self.scale, **({"enable_gqa": True} if kv != h else {}))
         else:
             if kv != h:  # SDPA's enable_gqa with a mask falls back to its slowest kernel on CUDA: repeat, as HF does
                 k, v = _repeat_kv(k, v, h)
-            if in_transform():  # torch.func: SDPA's fused CPU kernel takes no gradient for a learned mask (T5)
-                from torch.nn.attention import SDPBackend, sdpa_kernel
-
-                with sdpa_kernel(SDPBackend.MATH):
-                    out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
-            else:
-                out = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
+            out = _sdpa(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
         out = out.transpose(1, 2).reshape(b, s, h * hd)  # [b, h, s, hd] -> [b, s, h hd]
         return self.proj(out)
 

@@ -27,6 +27,12 @@ a scheme with a score mod, no key mask, no dropout, positions that are contiguou
 gradient wanted for the scheme's own parameters (T5's table is captured detached), none for q/k/v
 on the CPU (FlexAttention has no CPU backward, torch 2.13; on CUDA training goes through it too),
 and either ``set_mode("always")`` or a materialised bias of at least :data:`MIN_BIAS_BYTES`.
+
+It is compiled with static shapes: each new ``[b, h, sq, sk, hd]`` compiles anew (~4 s on a 2-core
+CPU), and past torch's recompile limit (64, set here) torch runs ``flex_attention`` uncompiled,
+which builds the whole score matrix as SDPA with a bias does (torch warns). Symbolic lengths would
+serve every length with one compile, but torch 2.13's CPU kernel then fails to build for some
+shapes (``'cur_kvSplitSize5' was not declared``, after another shape was compiled first).
 """
 
 from __future__ import annotations

@@ -66,10 +66,11 @@ import threading
 import time
 import types
 from collections.abc import Iterable
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import Tensor
+from torch.autograd import forward_ad
 
 from . import _rope_triton
 from ._checks import check_choice, in_transform
@@ -434,7 +435,8 @@ def _lane_key(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, com
     if (compile is not True and compile != "auto") or layout not in ROPE_LAYOUTS or not _compiles(compile, x):
         return None
     if cos.is_inference() or sin.is_inference() or torch.compiler.is_compiling() or (
-            torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)):
+            torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)) \
+            or getattr(forward_ad, "_current_level", -1) >= 0:  # forward mode: the checks refuse dual inputs
         return None
     return ("lane", *_layout_key(x, out), tuple(out.shape), out.dtype, out.device, layout, compile,
             tuple(sin.shape), sin.dtype, *_tables_key(cos, sin))
@@ -710,8 +712,16 @@ class RopeFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str, compile: CompileMode) -> Tensor:
         ctx.save_for_backward(cos_h, sin_h)
+        ctx.save_for_forward(cos_h, sin_h)
         ctx.layout, ctx.compile = layout, compile
         return _rotate_into(x, cos_h, sin_h, torch.empty_like(x), layout, False, compile)
+
+    @staticmethod
+    def jvp(ctx, x_t: Tensor, *_: Any) -> Tensor:
+        """Forward mode (``torch.autograd.forward_ad``): the rotation is linear in x, so the output's
+        tangent is the rotated tangent (tables with tangents take the reference path instead)."""
+        cos_h, sin_h = ctx.saved_tensors
+        return _tangent(x_t, cos_h, sin_h, ctx.layout, ctx.compile)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
@@ -721,6 +731,14 @@ class RopeFunction(torch.autograd.Function):
         grad_x = torch.empty_like(grad)
         _rotate_into(grad, cos_h, sin_h, grad_x, ctx.layout, True, ctx.compile)
         return grad_x, None, None, None, None
+
+
+def _tangent(t: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str, compile: CompileMode) -> Tensor:
+    """A forward-mode tangent rotated; through :class:`RopeFunction` where it requires grad (the
+    tangent of a projection whose weights train does), so that it differentiates in turn."""
+    if torch.is_grad_enabled() and t.requires_grad:
+        return RopeFunction.apply(t, cos_h, sin_h, layout, compile)
+    return _rotate_into(t, cos_h, sin_h, torch.empty_like(t), layout, False, compile)
 
 
 def _aliases(out: Tensor) -> tuple[Tensor, ...]:
@@ -742,9 +760,18 @@ class RopePairFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, both: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str) -> tuple[Tensor, Tensor]:
         ctx.save_for_backward(cos_h, sin_h)
-        ctx.layout = layout
+        ctx.save_for_forward(cos_h, sin_h)
+        ctx.layout, ctx.like = layout, (q.shape, k.shape, q.dtype, q.device)  # zero tangents' (no tensor kept alive)
         outs = _pair_launched(q, k, cos_h, sin_h, layout)
         return outs if outs is not None else _aliases(_eager_both(both, cos_h, sin_h, layout))
+
+    @staticmethod
+    def jvp(ctx, q_t: Tensor | None, k_t: Tensor | None, *_: Any) -> tuple[Tensor, Tensor]:
+        """Forward mode: each tangent rotated as its tensor (zero where an input has none)."""
+        cos_h, sin_h = ctx.saved_tensors
+        q_shape, k_shape, dtype, device = ctx.like
+        return tuple(torch.zeros(shape, dtype=dtype, device=device) if t is None else _tangent(t, cos_h, sin_h, ctx.layout, False)
+                     for t, shape in ((q_t, q_shape), (k_t, k_shape)))  # type: ignore[return-value]
 
     @staticmethod
     def backward(ctx, grad_q: Tensor, grad_k: Tensor) -> tuple[Tensor | None, ...]:
@@ -803,10 +830,21 @@ def _pair_kernel(q: Tensor, k: Tensor, out_q: Tensor, out_k: Tensor, cos_h: Tens
     return True
 
 
+def _has_tangent(t: Tensor) -> bool:
+    """Whether ``t`` is a forward-mode dual tensor (``torch.autograd.forward_ad``)."""
+    return getattr(forward_ad, "_current_level", -1) >= 0 and forward_ad.unpack_dual(t).tangent is not None
+
+
+def _differentiable_tables(cos: Tensor, sin: Tensor) -> bool:
+    """Tables that take part in autograd, backward or forward mode: the reference formula then
+    (the fast passes differentiate in x only)."""
+    return (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)) or _has_tangent(cos) or _has_tangent(sin)
+
+
 def _no_autograd(x: Tensor, what: str) -> None:
-    if torch.is_grad_enabled() and x.requires_grad:
-        raise RuntimeError(f"{what} does not take part in autograd (x requires grad); "
-                           "call fast_apply_rope(x, cos, sin) without out= under autograd")
+    if (torch.is_grad_enabled() and x.requires_grad) or _has_tangent(x):
+        raise RuntimeError(f"{what} does not take part in autograd (x requires grad or carries a forward-mode "
+                           "tangent); call fast_apply_rope(x, cos, sin) without out= under autograd")
 
 
 def fast_apply_rope(
@@ -835,7 +873,7 @@ def fast_apply_rope(
     if _replayed(lane, x, out):  # a repeated call: its plan, without the checks it passed before
         return out
     cos, sin = _check(x, cos, sin, layout)
-    if torch.compiler.is_compiling() or wrapped or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)):
+    if torch.compiler.is_compiling() or wrapped or _differentiable_tables(cos, sin):
         if out is not None:
             return out.copy_(apply_rope(x, cos, sin, layout=layout))
         return apply_rope(x, cos, sin, layout=layout)
@@ -852,7 +890,7 @@ def fast_apply_rope(
         compile = False
     cos_h, sin_h = _half_tables(cos, sin, layout)
     if out is None:
-        if torch.is_grad_enabled() and x.requires_grad:
+        if (torch.is_grad_enabled() and x.requires_grad) or _has_tangent(x):
             return RopeFunction.apply(x, cos_h, sin_h, layout, compile)
         return _rotate_into(x, cos_h, sin_h, torch.empty_like(x), layout, False, compile)
     _no_autograd(x, "fast_apply_rope(..., out=)")
@@ -896,9 +934,9 @@ def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: T
     # on a GPU with Triton one launch rotates both, at any size and dtype it takes (_pair_kernel); on
     # the CPU large inputs go through fast_apply_rope one by one
     separate = not _on_triton(both) and both.numel() >= COMPILE_MIN_NUMEL
-    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)) or separate:
+    if torch.compiler.is_compiling() or _differentiable_tables(cos, sin) or separate:
         return fast_apply_rope(q, cos, sin, layout=layout), fast_apply_rope(k, cos, sin, layout=layout)
-    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
+    grad = (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)) or _has_tangent(q) or _has_tangent(k)
     cos_h, sin_h = _half_tables(cos, sin, layout)  # aligned to q above: they broadcast against [2, *q.shape]
     if grad:
         return RopePairFunction.apply(q, k, both, cos_h, sin_h, layout)

@@ -509,6 +509,42 @@ def test_meta_device_init_then_to_empty_then_load(name: str) -> None:
     assert torch.equal(a(x), reference(x))
 
 
+@pytest.mark.parametrize("name", SCHEMES)
+def test_meta_device_init_then_load_with_assign(name: str) -> None:
+    """The other low-memory path: build under ``torch.device("meta")``, then
+    ``load_state_dict(..., assign=True)``, which swaps in the loaded tensors and leaves what the
+    ``state_dict`` does not hold (frequencies, slopes) on the meta device: the forward failed deep in
+    torch ("Tensor on device meta is not on the expected device cpu"). The encoding now follows the
+    loaded weights, in a layer, in the experiments' model and alone (T5's table)."""
+    import pickle
+
+    from posenc.experiments.model import ModelConfig, TinyTransformer
+
+    reference = attention(name)
+    with torch.device("meta"):
+        a = attention(name)
+    a.load_state_dict(reference.state_dict(), assign=True)
+    assert not [n for n, t in [*a.named_parameters(), *a.named_buffers()] if t.is_meta]
+    x = torch.randn(2, 5, DIM)
+    assert torch.equal(a(x), reference(x))
+    pickle.loads(pickle.dumps(a))  # the load hooks are functions, not lambdas
+    if name in ("sinusoidal", "t5"):
+        config = ModelConfig(vocab_size=12, scheme=name, dim=16, num_heads=2, num_layers=1)
+        model = TinyTransformer(config)
+        with torch.device("meta"):
+            built = TinyTransformer(config)
+        built.load_state_dict(model.state_dict(), assign=True)
+        tokens = torch.randint(12, (2, 6))
+        assert torch.equal(built(tokens), model(tokens))
+    if name == "t5":
+        alone = posenc.create("t5", num_heads=HEADS)
+        with torch.device("meta"):
+            meta = posenc.create("t5", num_heads=HEADS)
+        meta.load_state_dict(alone.state_dict(), assign=True)
+        p = torch.arange(6)
+        assert torch.equal(meta.bias(p, p), alone.bias(p, p))
+
+
 # -- gradients -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", SCHEMES)

@@ -97,6 +97,11 @@ def _build_encoding(encoding: PositionalEncoding | str | None, head_dim: int, nu
     raise TypeError(f"encoding must be a scheme name, a PositionalEncoding or None, got {type(encoding).__name__}")
 
 
+def _encoding_off_meta(module: Attention, incompatible_keys: Any) -> None:
+    """Load post-hook (a function, not a lambda: modules stay picklable)."""
+    module.encoding.leave_meta(module.qkv.weight.device)
+
+
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, **options: Any) -> Tensor:
     """``scaled_dot_product_attention``; through its MATH kernel under torch.func transforms and
     forward-mode AD, which the fused CPU kernel has no rules for (``jvp``, ``jacfwd``, ``hessian``
@@ -159,6 +164,8 @@ class Attention(nn.Module):
         # q, then k, then v along the output features ([(h + 2 kv) hd, d]; [3 d, d] without GQA)
         self.qkv = nn.Linear(dim, (num_heads + 2 * num_kv_heads) * head_dim, bias=qkv_bias)
         self.proj = nn.Linear(num_heads * head_dim, dim)
+        # load_state_dict(assign=True) into a meta-built layer: the encoding's derived buffers follow the weights
+        self.register_load_state_dict_post_hook(_encoding_off_meta)
         self._mask_cache: tuple | None = None  # (key, bias, mask): the last causal-masked constant bias
 
     def _check_encoding(self) -> None:

@@ -128,6 +128,7 @@ class TinyTransformer(nn.Module):
         self.encoding = encoding if absolute else None  # applied once at the input
         layer_encoding = None if absolute else encoding  # one module shared by every layer
         self.blocks = nn.ModuleList(Block(config, layer_encoding) for _ in range(config.num_layers))
+        self.register_load_state_dict_post_hook(_encoding_off_meta)
         self.ln_f = nn.LayerNorm(config.dim)
         self.head = nn.Linear(config.dim, config.num_classes or config.vocab_size)
         self.apply(_init_weights)
@@ -154,6 +155,12 @@ class TinyTransformer(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def _encoding_off_meta(model: TinyTransformer, incompatible_keys: Any) -> None:
+    """Load post-hook: an absolute scheme built on the meta device follows the loaded weights."""
+    if model.encoding is not None:
+        model.encoding.leave_meta(model.token_embedding.weight.device)
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -87,6 +87,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, config: Any) -> None:
         super().__init__()
         self.config = config
+        self.register_load_state_dict_post_hook(_off_meta_after_load)
 
     # -- the three places position enters ---------------------------------------------------
     def embed(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
@@ -182,9 +183,28 @@ class PositionalEncoding(nn.Module):
             buf = fresh._buffers.get(name)
             self._buffers[name] = None if buf is None else buf.to(device)
 
+    def leave_meta(self, device: torch.device) -> None:
+        """Rebuild the config-derived buffers on ``device`` if they are still on the meta device
+        (nothing otherwise): ``load_state_dict(..., assign=True)`` into a module built under
+        ``torch.device("meta")`` replaces the parameters and the saved buffers, never these, which
+        the ``state_dict`` does not hold. Called after such a load by this module when it has a
+        parameter or saved buffer to take the device from, and by :class:`posenc.Attention` (and
+        the experiments' model) for the encodings they hold."""
+        if device.type != "meta" and any(buf is not None and buf.is_meta for buf in self._buffers.values()):
+            self._rebuild_buffers(device)
+
     def extra_repr(self) -> str:
         fields = dataclasses.asdict(self.config) if dataclasses.is_dataclass(self.config) else {}
         return ", ".join(f"{k}={v!r}" for k, v in fields.items())
+
+
+def _off_meta_after_load(module: PositionalEncoding, incompatible_keys: Any) -> None:
+    """Load post-hook: the device of a loaded parameter or saved buffer, where there is one."""
+    saved = [t for t in module.parameters(recurse=False)]
+    saved += [b for n, b in module._buffers.items() if b is not None and n not in module._non_persistent_buffers_set]
+    device = next((t.device for t in saved if not t.is_meta), None)
+    if device is not None:
+        module.leave_meta(device)
 
 
 P = TypeVar("P", bound=type[PositionalEncoding])

@@ -65,7 +65,8 @@ class KVCache:
                     or k.device != self.k.device:
                 raise ValueError(f"this KVCache holds keys [b, h, sk, hd] = {list(self.k.shape)} ({self.k.dtype}, "
                                  f"{self.k.device}); new keys {list(k.shape)} ({k.dtype}, {k.device}) do not continue "
-                                 "them: use a new KVCache for another batch or model")
+                                 "them: use a new KVCache for another batch, model, dtype or device (or move this one's "
+                                 "k and v with the model)")
             self.k = torch.cat((self.k, k), dim=-2)  # [b, h, sk + s, hd]
             self.v = torch.cat((self.v, v), dim=-2)  # [b, h, sk + s, hd]
             old, new = self.positions, positions

@@ -24,10 +24,9 @@ from typing import Any
 import torch
 import torch.nn.functional as nnf
 from torch import Tensor, nn
-from torch.autograd import forward_ad
 
 from . import flex
-from .functional._checks import check_bool, check_number, check_positive_int, in_transform, tracing
+from .functional._checks import check_bool, check_number, check_positive_int, forward_mode, in_transform, tracing
 from .functional.fast_bias import known_range, mark_range
 from .functional.multidim import as_coordinates
 from .schemes.base import PositionalEncoding, create, default_positions, scheme_class
@@ -105,9 +104,9 @@ def _encoding_off_meta(module: Attention, incompatible_keys: Any) -> None:
 
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, **options: Any) -> Tensor:
     """``scaled_dot_product_attention``; through its MATH kernel under torch.func transforms and
-    forward-mode AD, which the fused CPU kernel has no rules for (``jvp``, ``jacfwd``, ``hessian``
-    raised NotImplementedError; a learned mask, T5's, got no gradient under ``grad``)."""
-    if in_transform() or getattr(forward_ad, "_current_level", -1) >= 0:
+    forward-mode AD, which the fused CPU kernel has no rules for (``jvp``, ``jacfwd`` and ``hessian``
+    failed; a learned mask, T5's, got no gradient under ``grad``)."""
+    if in_transform() or forward_mode():
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         with sdpa_kernel(SDPBackend.MATH):

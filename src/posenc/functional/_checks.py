@@ -117,6 +117,13 @@ def in_transform() -> bool:
     return _interpreters is not None and _interpreters() is not None
 
 
+def forward_mode() -> bool:
+    """Whether a ``torch.autograd.forward_ad.dual_level`` is open (dual tensors may be about)."""
+    from torch.autograd import forward_ad
+
+    return getattr(forward_ad, "_current_level", -1) >= 0
+
+
 def tracing() -> bool:
     """Inside ``torch.compile`` or a ``torch.func`` transform: no host reads of values, and no
     cache keyed on (or storing) tensors made there."""

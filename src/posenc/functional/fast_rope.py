@@ -73,7 +73,7 @@ from torch import Tensor
 from torch.autograd import forward_ad
 
 from . import _rope_triton
-from ._checks import check_choice, in_transform
+from ._checks import check_choice, forward_mode, in_transform
 from ._rope_eager import _cached_table, _complexable, _eager, _remember, _scratch, _tables_key
 from ._rope_pairs import (
     _int32_pairs,
@@ -436,7 +436,7 @@ def _lane_key(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, com
         return None
     if cos.is_inference() or sin.is_inference() or torch.compiler.is_compiling() or (
             torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)) \
-            or getattr(forward_ad, "_current_level", -1) >= 0:  # forward mode: the checks refuse dual inputs
+            or forward_mode():  # the checks refuse dual inputs
         return None
     return ("lane", *_layout_key(x, out), tuple(out.shape), out.dtype, out.device, layout, compile,
             tuple(sin.shape), sin.dtype, *_tables_key(cos, sin))
@@ -832,7 +832,7 @@ def _pair_kernel(q: Tensor, k: Tensor, out_q: Tensor, out_k: Tensor, cos_h: Tens
 
 def _has_tangent(t: Tensor) -> bool:
     """Whether ``t`` is a forward-mode dual tensor (``torch.autograd.forward_ad``)."""
-    return getattr(forward_ad, "_current_level", -1) >= 0 and forward_ad.unpack_dual(t).tangent is not None
+    return forward_mode() and forward_ad.unpack_dual(t).tangent is not None
 
 
 def _differentiable_tables(cos: Tensor, sin: Tensor) -> bool:

@@ -63,7 +63,7 @@ def test_eager_tables_in_another_dtype_than_x(layout, x_dtype, table_dtype, atol
     multiply of interleaved pairs. ``steps`` forces the cache-sized steps (half pairs head by head)."""
     if steps:
         monkeypatch.setattr(_rope_eager, "_EAGER_CHUNK_BYTES", 9 * 24 * 4)  # chunks of 9 rows
-        monkeypatch.setattr(_rope_eager, "_EAGER_HALF_STEP_BYTES", 7 * 24 * 4)  # steps of 7 rows
+        monkeypatch.setattr(_rope_eager, "_EAGER_HALF_STEP_BYTES", 7 * 24 * 4)  # steps of 7 float32 rows per thread
     x = torch.randn(2, 3, 40, 32, dtype=torch.float64).to(x_dtype)  # [b, h, s, hd]
     cos, sin = _tables(torch.arange(3, 43), 24, layout, table_dtype)
     ref = F.apply_rope(x, cos, sin, layout=layout)
@@ -201,6 +201,44 @@ def test_compiled_equals_reference(layout, dtype, rotary_dim):
         g = torch.randn_like(x)
         fast_apply_rope(xg, cos, sin, layout=layout, compile=True).backward(g)
         torch.testing.assert_close(xg.grad, _exact_rotation(g, cos, sin, layout, inverse=True).float(), atol=1e-6, rtol=0)
+
+
+@pytest.mark.slow
+def test_bf16_half_pair_kernel_is_chosen_by_measurement_once(monkeypatch):
+    """bfloat16 half pairs: the first large enough compiled call times the int32-word kernel and
+    the plain two-buffer kernel (each compiled, then timed twice) and keeps the faster one for
+    out= and in place; both equal the reference bit for bit."""
+    monkeypatch.setattr(fast_rope, "_words_choice", {})
+    monkeypatch.setattr(fast_rope, "WORDS_DECIDE_NUMEL", 4 * 64 * 32)
+    x = torch.randn(1, 4, 64, 32).bfloat16()  # [b, h, s, hd]: 8192 elements, head-grouped views
+    cos, sin = _tables(torch.arange(100, 164), 32, "half")
+    cos_h, sin_h = fast_rope._half_tables(cos, sin, "half")
+    ref = F.apply_rope(x, cos, sin, layout="half")
+    chosen, real = [], fast_rope._run_compiled
+
+    def spy(*args):
+        chosen.append(args[6] if len(args) > 6 else None)
+        return real(*args)
+    monkeypatch.setattr(fast_rope, "_run_compiled", spy)
+    out = torch.full_like(x, float("nan"))
+    fast_apply_rope(x, cos, sin, layout="half", out=out, compile=True)
+    assert fast_rope.compile_available(), fast_rope._compile_error
+    assert torch.equal(out, ref)
+    key = ("cpu", torch.get_num_threads())
+    assert key in fast_rope._words_choice
+    assert sorted(c for c in chosen if c is not None) == [False] * 3 + [True] * 3  # each compiled, then timed twice
+    chosen.clear()
+    fast_apply_rope(x, cos, sin, layout="half", out=out, compile=True)
+    assert chosen.count(True) + chosen.count(False) == 0  # decided once
+    for words, kinds in ((True, ("bf16_halves", "bf16_halves_")), (False, ("halves", "halves_"))):
+        o = torch.full_like(x, float("nan"))
+        assert fast_rope._run_compiled(x, cos_h, sin_h, o, "half", False, words) is not None
+        assert torch.equal(o, ref)
+        fast_rope._words_choice[key] = words
+        y = x.clone()
+        fast_apply_rope_(y, cos, sin, layout="half", compile=True)  # in place follows the choice
+        assert torch.equal(y, ref)
+        assert {k[0] for k in fast_rope._compiled if k[2][0] == torch.bfloat16} >= set(kinds)
 
 
 # ---------------------------------------------------------------------------------------------- biases
@@ -605,6 +643,28 @@ def test_warmup_compiles_what_later_calls_use():
     assert set(fast_rope._compiled) == built
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_eager_half_step_changes_no_bits(dtype):
+    """Every step of the eager half-pair pass (rows per op, which its cache tuning and the thread
+    count set) gives the same bits, out= and in place, with ragged last steps."""
+    x = torch.randn(3, 700, 128).to(dtype)  # [heads, s, hd]: 700 rows are ragged for each step
+    cos, sin = _tables(torch.arange(700), 128, "half")
+    cos_h, sin_h = fast_rope._half_tables(cos, sin, "half")
+    ref = F.apply_rope(x, cos, sin, layout="half")
+    steps = [c << 10 for c in (128, 256, 512, 1024, 2048)]
+    results = []
+    for step in [64 * 128 * 4, *steps]:  # 64 rows, then 256-4096 (one head or more per step)
+        out = torch.full_like(x, float("nan"))
+        assert _rope_eager._eager_half(x, cos_h, sin_h, out, False, step)
+        y = x.clone()
+        assert _rope_eager._eager_half(y, cos_h, sin_h, y, False, step)
+        results += [out, y]
+    for got in results:
+        assert torch.equal(got, results[0])
+    # bfloat16: within one unit in the last place (the fused multiply-add; see _eager_whole)
+    torch.testing.assert_close(results[0], ref, **({"atol": 0, "rtol": 2 ** -7} if dtype == torch.bfloat16 else {"atol": 1e-6, "rtol": 0}))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("tables", ["shared", "per-batch", "per-head"])
 def test_eager_half_pairs_head_by_head(dtype, tables, monkeypatch):
@@ -618,7 +678,7 @@ def test_eager_half_pairs_head_by_head(dtype, tables, monkeypatch):
     cos, sin = _tables(positions, r, "half", torch.float64 if dtype == torch.float64 else torch.float32)
     ref = F.apply_rope(x, cos, sin, layout="half")
     tol = {"atol": 0, "rtol": 0} if dtype == torch.bfloat16 else {"atol": 1e-6 if dtype == torch.float32 else 1e-12, "rtol": 0}
-    monkeypatch.setattr(_rope_eager, "_EAGER_HALF_STEP_BYTES", 7 * r * 4)  # steps of 7 rows: a ragged last one
+    monkeypatch.setattr(_rope_eager, "_EAGER_HALF_STEP_BYTES", 7 * r * 4)  # steps of 7 float32 rows per thread: ragged
     monkeypatch.setattr(_rope_eager, "_EAGER_CHUNK_BYTES", 64)  # too large for the whole-tensor pass
     real, calls = _rope_eager._eager_half, []
 

@@ -112,19 +112,23 @@ def _eager(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, in
         out[..., r:].copy_(x[..., r:])
 
 
-#: Rows per step of :func:`_eager_half`: about 1 MiB of float32 per head (the per-core L2 of the
-#: machine this was tuned on), so the three passes over a step hit the cache. q/k
-#: ``[1, 32, L, 128]`` float32 into ``out=``, one thread, x the copy floor at L = 2048 / 8192
-#: (paired, one process): steps of 256 KiB 2.29 / 2.39, 512 KiB 2.28 / 2.32, 1 MiB 2.19 / 2.25,
-#: 2 MiB 2.19 / 2.29, 4 MiB - / 2.52; position blocks across all heads 2.4-2.7 and
-#: copy-in/copy-out chunks 2.9 (earlier sessions). With the contiguous sin table: 512 KiB
-#: 2.13 / 2.16-2.39, 1 MiB 1.94-2.05 / 2.09-2.28, 2 MiB 2.0-2.1 / 2.11-2.32; groups of 2-8 heads
-#: per op (one table block over several heads) 2.11-2.36, no better than one head.
-_EAGER_HALF_STEP_BYTES = 1 << 20
+#: Bytes per step of :func:`_eager_half` per thread that runs an op (the rows of one head in the
+#: compute dtype): where a step's x, out and table blocks stay in a core's L2. q/k
+#: ``[1, 32, L, 128]`` float32 into ``out=``, x the copy floor at L = 2048 / 8192 (paired, one
+#: process, the median of 9 / 5 rounds; 2026-11-23, a host with 2 MiB of L2 per core), bytes per
+#: step per thread: one thread 128 KiB 1.94 / 1.89, 256 KiB 1.87 / 1.87, 512 KiB 2.12 / 2.08,
+#: 1 MiB 2.76 / 2.41, 2 MiB 2.77 / 2.81; two threads 128 KiB 3.02 / 2.75, 256 KiB 2.04 / 1.99,
+#: 512 KiB 2.28 / 2.16, 1 MiB 2.31 / 2.47. An earlier host (1 MiB of L2 per core) ran one thread's
+#: 1 MiB steps best, by less (2.19 against 2.29 for 256 KiB). Position blocks across all heads
+#: (2.4-2.7), copy-in/copy-out chunks (2.9) and groups of 2-8 heads per op (no better than one
+#: head) lost on both. A step chosen at run time by timing the candidates on a synthetic input
+#: ranked them unlike the real calls (it chose whole heads with two threads).
+_EAGER_HALF_STEP_BYTES = 256 << 10
 
 
-def _eager_half(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: bool) -> bool:
-    """Half pairs in cache-sized steps of rows of one head: three ATen passes per step,
+def _eager_half(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: bool, step: int | None = None) -> bool:
+    """Half pairs in cache-sized steps of rows of one head (``step`` bytes of the compute dtype;
+    default :data:`_EAGER_HALF_STEP_BYTES` per thread): three ATen passes per step,
     ``out = x * [cos, cos]``, ``out[:n] -= x[n:] * sin``, ``out[n:] += x[:n] * sin``, straight into
     ``out`` when it has the compute dtype (the promotion of ``x``'s and the tables'; bfloat16 is
     widened into a float32 scratch, rotated into another and rounded once on the way out; within
@@ -150,7 +154,9 @@ def _eager_half(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
         return False
     inplace = out.data_ptr() == x.data_ptr()
     direct = out.dtype == wide  # write into out; else compute in a float32 scratch, round once
-    rows = max(1, min(s, _EAGER_HALF_STEP_BYTES // max(1, r * 4)))
+    if step is None:
+        step = _EAGER_HALF_STEP_BYTES * max(1, torch.get_num_threads())
+    rows = max(1, min(s, step // max(1, r * wide.itemsize)))
     if inplace or not direct:
         key = ("half", threading.get_ident(), rows, r, wide, x.device, torch.is_inference_mode_enabled())
         bufs = _scratch.get(key)

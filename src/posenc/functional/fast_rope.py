@@ -24,7 +24,9 @@ changes is how often memory is touched:
   and rounded on the bits: interleaved pairs one pair per word, so the pair axis never appears
   in the loop (:func:`_rope_kernel_bf16_pairs`; Inductor gathers a size-2 pair axis element by
   element), half pairs two features of each half per word (:func:`_rope_kernel_bf16_halves`, with
-  even/odd table columns; fewer instructions than Inductor's float32 -> bfloat16 conversion).
+  even/odd table columns; fewer instructions than Inductor's float32 -> bfloat16 conversion on
+  some CPUs, compute-bound on others: the first large call times it against the plain two-buffer
+  kernel and keeps the faster, :func:`_words_win`).
 * **GPUs** (CUDA, where Triton imports): the compiled pass is a hand-written Triton kernel launched
   directly (:mod:`posenc.functional._rope_triton`), bit for bit the reference; ``torch.compile``'s
   per-call host cost (Dynamo's guards, Inductor's wrapper: ~150 us on an H100 machine) exceeded the
@@ -282,18 +284,21 @@ def compile_available() -> bool:
     return _compile_error is None
 
 
-def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> _Call | None:
+def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool,
+                  words: bool | None = None) -> _Call | None:
     """Run the compiled kernel and return what was called (see :class:`_Call`); None (and
-    remember why) if compilation is not possible here."""
+    remember why) if compilation is not possible here. ``words``: for bfloat16 half pairs, the
+    int32-word kernel (True) or the plain two-buffer one (False); None: :func:`_words_win`."""
     if _compile_error is not None:
         return None
+    x0, cos0, sin0 = x, cos_h, sin_h
     g = _head_group(x, out, cos_h)
     if g > 1:  # [..., h, s, hd] -> [..., h/g, s, g, hd]; tables [..., s, n] -> [..., s, 1, n]
         x, out, cos_h, sin_h = _group_views(x, g), _group_views(out, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)
     n = cos_h.shape[-1]
     w, wout = _int32_pairs(x), _int32_pairs(out)
     # the word kernels read float32 tables (a float64 product would not round to 16-bit words)
-    words = w is not None and wout is not None and cos_h.dtype == sin_h.dtype == torch.float32
+    words_choice, words = words, w is not None and wout is not None and cos_h.dtype == sin_h.dtype == torch.float32
     if words and layout == "interleaved":
         cos_c, sin_c = (cos_h, sin_h) if cos_h.stride(-1) == sin_h.stride(-1) == 1 else _paired_tables(cos_h, sin_h)
         if out.data_ptr() == x.data_ptr():
@@ -310,7 +315,8 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
         # Only for head-grouped views: with one head per group Inductor flattens the output's
         # (head, row) dims but not the loop's and computes into a temporary (3.5x the floor).
         two = layout == "half" and x.element_size() < 4 and g > 1
-        if two and words and n % 2 == 0 and (alias := _disjoint_alias(wout)) is not None:
+        if two and words and n % 2 == 0 and (alias := _disjoint_alias(wout)) is not None \
+                and (_words_win(x0, cos0, sin0) if words_choice is None else words_choice):
             m = n // 2  # words per half
             kind, args = "bf16_halves", (w[..., :m], w[..., m:n], *_evenodd_tables(cos_h, sin_h), wout[..., :m],
                                          alias[..., m:n], inverse)
@@ -367,6 +373,49 @@ def _compile_failed(err: Exception) -> None:
     global _compile_error
     _compile_error = f"{type(err).__name__}: {err}"
     log.info("posenc: compiled RoPE unavailable, using the eager path (%s)", _compile_error)
+
+
+#: Whether bfloat16 half pairs take the int32-word kernel (True) or the plain two-buffer one,
+#: per (device type, thread count): measured once by :func:`_words_win`.
+_words_choice: dict[tuple, bool] = {}
+
+#: Inputs at least this large decide :data:`_words_choice` (smaller ones are host-bound: their
+#: timings say nothing about the kernels); below it, before a decision, the word kernel runs.
+WORDS_DECIDE_NUMEL = 1 << 22
+
+
+def _words_win(x: Tensor, cos_h: Tensor, sin_h: Tensor) -> bool:
+    """Whether the int32-word kernel (:func:`~posenc.functional._rope_pairs._rope_kernel_bf16_halves`)
+    serves bfloat16 half pairs here rather than the plain two-buffer kernel
+    (:func:`_rope_kernel_halves`); both round once from float32, bit for bit the reference.
+
+    Which one is faster depends on the host: Inductor (torch 2.13, CPU) writes each float32/int32
+    reinterpretation as a store, a scalar loop and a reload. On the host of earlier sessions the
+    words won (x the copy floor, q/k ``[1, 32, L, 128]``, one thread, L = 2048 / 8192: 1.14 / 1.03
+    against 1.45 / 1.12); on the 2026-11-23 host (a newer Xeon with AVX512-BF16 and AMX) they run
+    compute-bound, 4.66 / 3.47 against 1.59 / 1.41 (in place 4.5 / 3.25 against 1.18 / 0.88).
+    So the first call with at least :data:`WORDS_DECIDE_NUMEL` elements runs both into a temporary
+    output (each compiled, then timed twice; ~1 s for the second compile) and the faster one is kept
+    for the device and thread count, for ``out=`` and in place alike. Off the CPU: the words."""
+    key = (x.device.type, torch.get_num_threads())
+    hit = _words_choice.get(key)
+    if hit is not None:
+        return hit
+    if x.device.type != "cpu" or x.numel() < WORDS_DECIDE_NUMEL:
+        return True
+    tmp = torch.empty_like(x)
+    best = {True: float("inf"), False: float("inf")}
+    for rnd in range(3):  # the first round compiles
+        for words in (True, False):
+            start = time.perf_counter()
+            if _run_compiled(x, cos_h, sin_h, tmp, "half", False, words) is None:
+                return True  # no compiler (remembered there): the caller finds out the same way
+            if rnd:
+                best[words] = min(best[words], time.perf_counter() - start)
+    hit = _words_choice[key] = best[True] <= best[False]
+    log.info("posenc: bfloat16 half-pair RoPE takes the %s kernel here (%.2f ms words, %.2f ms plain)",
+             "int32-word" if hit else "two-buffer", best[True] * 1e3, best[False] * 1e3)
+    return hit
 
 
 # ---------------------------------------------------------------------------------------------
@@ -582,9 +631,11 @@ def _inplace_halves(x: Tensor, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> _
     g = _head_group(x, x, cos_h)
     if g == 1:
         return None  # ungrouped, Inductor computes into a temporary anyway (see _run_compiled)
+    x0, cos0, sin0 = x, cos_h, sin_h
     x, cos_h, sin_h = _group_views(x, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)  # [..., h/g, s, g, hd], [..., s, 1, n]
     w = _int32_pairs(x)
-    if w is not None and n % 2 == 0 and (alias := _disjoint_alias(w)) is not None:  # bfloat16 as int32 words
+    if w is not None and n % 2 == 0 and cos_h.dtype == sin_h.dtype == torch.float32 \
+            and _words_win(x0, cos0, sin0) and (alias := _disjoint_alias(w)) is not None:  # bfloat16 as int32 words
         m = n // 2
         args = (w[..., :m], alias[..., m:n], *_evenodd_tables(cos_h, sin_h), inverse)
         fn = _invoke("bf16_halves_", g, x.dtype, "half", inverse, args, args[:-1])

@@ -285,9 +285,9 @@ def compile_available() -> bool:
 
 
 def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool,
-                  words: bool | None = None) -> _Call | None:
+                  use_words: bool | None = None) -> _Call | None:
     """Run the compiled kernel and return what was called (see :class:`_Call`); None (and
-    remember why) if compilation is not possible here. ``words``: for bfloat16 half pairs, the
+    remember why) if compilation is not possible here. ``use_words``: for bfloat16 half pairs, the
     int32-word kernel (True) or the plain two-buffer one (False); None: :func:`_words_win`."""
     if _compile_error is not None:
         return None
@@ -298,7 +298,7 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
     n = cos_h.shape[-1]
     w, wout = _int32_pairs(x), _int32_pairs(out)
     # the word kernels read float32 tables (a float64 product would not round to 16-bit words)
-    words_choice, words = words, w is not None and wout is not None and cos_h.dtype == sin_h.dtype == torch.float32
+    words = w is not None and wout is not None and cos_h.dtype == sin_h.dtype == torch.float32
     if words and layout == "interleaved":
         cos_c, sin_c = (cos_h, sin_h) if cos_h.stride(-1) == sin_h.stride(-1) == 1 else _paired_tables(cos_h, sin_h)
         if out.data_ptr() == x.data_ptr():
@@ -316,7 +316,7 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
         # (head, row) dims but not the loop's and computes into a temporary (3.5x the floor).
         two = layout == "half" and x.element_size() < 4 and g > 1
         if two and words and n % 2 == 0 and (alias := _disjoint_alias(wout)) is not None \
-                and (_words_win(x0, cos0, sin0) if words_choice is None else words_choice):
+                and (_words_win(x0, cos0, sin0) if use_words is None else use_words):
             m = n // 2  # words per half
             kind, args = "bf16_halves", (w[..., :m], w[..., m:n], *_evenodd_tables(cos_h, sin_h), wout[..., :m],
                                          alias[..., m:n], inverse)

@@ -440,6 +440,41 @@ def test_compiled_bf16_half_pairs_as_words(rotary_dim, heads, kinds):
         assert torch.equal(got.nan_to_num(), ref.nan_to_num())
 
 
+def _reinterpret_a(t):
+    return (t.view(torch.int32) & -65536).view(torch.float32) * 3.0  # float32 -> int32 -> float32
+
+
+def _reinterpret_b(t):
+    return (t.view(torch.int32) & -65536).view(torch.float32) * 3.0  # the same, its own Dynamo cache entry
+
+
+def test_vector_bitcasts_write_one_vector_cast_and_restore_inductor():
+    """Under ``vector_bitcasts`` Inductor writes float32 <-> int32 reinterpretations as
+    ``at::vec::cast`` (no scalar ``c10::bit_cast`` loop), with the same bits; outside it, and after
+    an exception inside it, Inductor's own code generator is back."""
+    from torch._inductor.codegen.cpp import CppVecOverrides
+    from torch._inductor.utils import run_and_get_code
+
+    from posenc.functional._rope_pairs import vector_bitcasts
+
+    theirs = CppVecOverrides.__dict__["to_dtype_bitcast"]
+    x = torch.randn(1000)  # 62 vectors and a tail of 8
+    expected = _reinterpret_a(x)
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        with vector_bitcasts():
+            got, (code,) = run_and_get_code(torch.compile(_reinterpret_a, fullgraph=True), x)
+        assert CppVecOverrides.__dict__["to_dtype_bitcast"] is theirs
+        plain, (code_plain,) = run_and_get_code(torch.compile(_reinterpret_b, fullgraph=True), x)
+    assert "at::vec::cast<int32_t>" in code and "at::vec::cast<float>" in code and "c10::bit_cast" not in code
+    assert "c10::bit_cast" in code_plain and "at::vec::cast<" not in code_plain
+    assert torch.equal(got.view(torch.int32), expected.view(torch.int32))
+    assert torch.equal(plain.view(torch.int32), expected.view(torch.int32))
+    with pytest.raises(KeyError), vector_bitcasts(), vector_bitcasts():
+        assert CppVecOverrides.__dict__["to_dtype_bitcast"] is not theirs
+        raise KeyError("inside")
+    assert CppVecOverrides.__dict__["to_dtype_bitcast"] is theirs
+
+
 def test_bf16_pair_kernel_nan_and_inf_follow_the_reference():
     """NaN and inf inputs give NaN/inf where the reference gives them (NaN sign bits may differ)."""
     x = torch.tensor([[1.0, float("nan")], [float("inf"), 2.0], [3.0, -float("inf")], [1.0, 2.0]],

@@ -14,12 +14,19 @@ rounded once to bfloat16 as the reference does:
   features use their own table columns. Rounding on the bits here takes fewer instructions than
   Inductor's vectorised float32 -> bfloat16 conversion, which made the pass compute-bound (q/k
   ``[1, 32, L, 128]``, one thread, x the copy floor in alternation: out= 1.24-1.59 -> 1.08-1.40 at
-  L = 2048, 3.15-3.45 -> 2.69-3.15 at L = 512; in place 1.06-1.36 -> 0.88-1.04 at L = 2048).
+  L = 2048, 3.15-3.45 -> 2.69-3.15 at L = 512; in place 1.06-1.36 -> 0.88-1.04 at L = 2048; an
+  earlier host).
+
+The words are reinterpreted as float32 and back (``view(dtype)``), which Inductor writes as a
+scalar loop per vector; :class:`vector_bitcasts` makes it one vector cast while these kernels
+compile (:func:`with_vector_bitcasts`).
 """
 
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -114,3 +121,112 @@ def _int32_pairs(t: Tensor) -> Tensor | None:
 def _rope_kernel_bf16_pairs_(w: Tensor, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> None:
     """In-place :func:`_rope_kernel_bf16_pairs` (each word is read, then written at the same index)."""
     _rope_kernel_bf16_pairs(w, cos_h, sin_h, w, inverse)
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorised reinterpretations in Inductor's C++ code
+
+_bitcast_lock = threading.Lock()
+_bitcast_depth = 0  # callers inside vector_bitcasts(), across threads
+_bitcast_broken: list[str] = []  # why the override could not be installed, if it could not
+
+#: The reinterpretations the word kernels use, written as one register reinterpretation.
+_VEC_BITCASTS = {(torch.float32, torch.int32), (torch.int32, torch.float32)}
+
+
+def _vec_to_dtype_bitcast(x: object, dtype: torch.dtype, src_dtype: torch.dtype) -> object:
+    """Inductor's ``CppVecOverrides.to_dtype_bitcast`` for float32 <-> int32 in one vector:
+    ``at::vec::cast``, ATen's bit-preserving vector cast (``vec_base.h``: "cast a given vector to
+    another type without changing the bits representation"; int32 -> float32 is one
+    ``_mm512_castsi512_ps`` on AVX512, the other direction a store and reload of one register that
+    gcc removes). Every other case goes to Inductor's own code."""
+    from torch._inductor.codegen.cpp_utils import DTYPE_TO_CPP
+    from torch._inductor.virtualized import V
+
+    kernel = V.kernel
+    one = getattr(kernel, "_get_num_vectors", None)
+    if (dtype, src_dtype) in _VEC_BITCASTS and one is not None and one(dtype) == one(src_dtype) == 1:
+        return f"at::vec::cast<{DTYPE_TO_CPP[dtype]}>({x})"
+    return _overrides[1].__func__(x, dtype, src_dtype)
+
+
+def compile_options() -> dict:
+    """``torch.compile`` options for the kernels compiled under :class:`vector_bitcasts`: a no-op
+    post-grad pass whose ``uuid`` enters Inductor's FX graph cache key, so that a kernel cached
+    from a compile without the override (an earlier posenc) is not loaded in place of this one.
+    Empty where Inductor has no such hook."""
+    try:
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+    except ImportError:
+        return {}
+
+    class _BitcastKey(CustomGraphPass):
+        def __call__(self, graph: object) -> None:
+            return None  # changes nothing: it only names the code generator's override
+
+        def uuid(self) -> str:
+            return "posenc.vector_bitcasts/1"
+
+    return {"post_grad_custom_post_pass": _BitcastKey()}
+
+
+_overrides: list = []  # [Inductor's CppVecOverrides, its to_dtype_bitcast, ours], found once
+
+
+def _install() -> None:
+    if not _overrides:
+        from torch._inductor.codegen.cpp import CppVecOverrides
+
+        _overrides.extend((CppVecOverrides, CppVecOverrides.__dict__["to_dtype_bitcast"],
+                           staticmethod(_vec_to_dtype_bitcast)))
+    cls, _, ours = _overrides
+    cls.to_dtype_bitcast = ours
+
+
+def _uninstall() -> None:
+    cls, theirs, _ = _overrides
+    cls.to_dtype_bitcast = theirs
+
+
+class vector_bitcasts:
+    """Within this context, Inductor's CPU code generator writes float32 <-> int32 reinterpretations
+    (``t.view(torch.int32)`` of a float32 value and back) as one vector instruction.
+
+    Inductor (torch 2.13) has no vector form of ``to_dtype_bitcast`` and writes each as a store of
+    the vector, a scalar ``c10::bit_cast`` loop and a reload: the word kernels here, four such per
+    word, ran compute-bound at 3-5x the copy floor. The override changes how the C++ reads, not
+    what it computes (the same bits), and only while a posenc kernel compiles or runs (a call that
+    passes Dynamo's guards generates nothing). Entered by several threads at once, it stays
+    installed until the last leaves. Where Inductor's internals differ (another torch), nothing
+    is installed and the kernels compile as before."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _bitcast_depth
+        with _bitcast_lock:
+            if _bitcast_depth == 0 and not _bitcast_broken:
+                try:
+                    _install()
+                except Exception as err:  # noqa: BLE001 - Inductor's layout changed: compile as it is
+                    _bitcast_broken.append(f"{type(err).__name__}: {err}")
+            _bitcast_depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        global _bitcast_depth
+        with _bitcast_lock:
+            _bitcast_depth -= 1
+            if _bitcast_depth == 0 and _overrides and not _bitcast_broken:
+                _uninstall()
+
+
+def with_vector_bitcasts(fn: Callable[..., None]) -> Callable[..., None]:
+    """``fn`` (a ``torch.compile``'d word kernel) called under :class:`vector_bitcasts`, so that
+    every compile of it, the first or one after Dynamo's guards fail, writes vector reinterpretations
+    (~1 us per call for the context)."""
+
+    def run(*args: object) -> None:
+        with vector_bitcasts():
+            fn(*args)
+
+    return run

@@ -24,9 +24,12 @@ changes is how often memory is touched:
   and rounded on the bits: interleaved pairs one pair per word, so the pair axis never appears
   in the loop (:func:`_rope_kernel_bf16_pairs`; Inductor gathers a size-2 pair axis element by
   element), half pairs two features of each half per word (:func:`_rope_kernel_bf16_halves`, with
-  even/odd table columns; fewer instructions than Inductor's float32 -> bfloat16 conversion on
-  some CPUs, compute-bound on others: the first large call times it against the plain two-buffer
-  kernel and keeps the faster, :func:`_words_win`).
+  even/odd table columns; the first large call times it against the plain two-buffer kernel and
+  keeps the faster, :func:`_words_win`). Inductor writes the float32/int32 reinterpretations
+  these need as scalar loops; the word kernels compile and run under
+  :class:`~posenc.functional._rope_pairs.vector_bitcasts`, which writes each as one vector cast
+  (bf16 interleaved pairs, q/k ``[1, 32, L, 128]``, one thread: 5.0 / 3.2 -> 1.43 / 1.23 x the
+  copy floor at L = 2048 / 8192).
 * **GPUs** (CUDA, where Triton imports): the compiled pass is a hand-written Triton kernel launched
   directly (:mod:`posenc.functional._rope_triton`), bit for bit the reference; ``torch.compile``'s
   per-call host cost (Dynamo's guards, Inductor's wrapper: ~150 us on an H100 machine) exceeded the
@@ -83,6 +86,8 @@ from ._rope_pairs import (
     _rope_kernel_bf16_halves_,
     _rope_kernel_bf16_pairs,
     _rope_kernel_bf16_pairs_,
+    compile_options,
+    with_vector_bitcasts,
 )
 from .rope import ROPE_LAYOUTS, _align_tables, apply_rope
 
@@ -244,7 +249,11 @@ def _get_compiled(kind: str = "rope", grouped: bool = False, signature: tuple = 
         code = base.__code__.replace(co_name=name, co_qualname=name)
         variant = types.FunctionType(code, base.__globals__, name, base.__defaults__, base.__closure__)
         options = {"pick_loop_orders": False} if grouped else {}
-        fn = _compiled[key] = torch.compile(variant, fullgraph=True, options=options)
+        if kind.startswith("bf16_"):  # the word kernels: always run (so compiled) under vector_bitcasts
+            options.update(compile_options())
+            fn = _compiled[key] = with_vector_bitcasts(torch.compile(variant, fullgraph=True, options=options))
+        else:
+            fn = _compiled[key] = torch.compile(variant, fullgraph=True, options=options)
     return fn
 
 
@@ -389,14 +398,16 @@ def _words_win(x: Tensor, cos_h: Tensor, sin_h: Tensor) -> bool:
     serves bfloat16 half pairs here rather than the plain two-buffer kernel
     (:func:`_rope_kernel_halves`); both round once from float32, bit for bit the reference.
 
-    Which one is faster depends on the host: Inductor (torch 2.13, CPU) writes each float32/int32
-    reinterpretation as a store, a scalar loop and a reload. On the host of earlier sessions the
-    words won (x the copy floor, q/k ``[1, 32, L, 128]``, one thread, L = 2048 / 8192: 1.14 / 1.03
-    against 1.45 / 1.12); on the 2026-11-23 host (a newer Xeon with AVX512-BF16 and AMX) they run
-    compute-bound, 4.66 / 3.47 against 1.59 / 1.41 (in place 4.5 / 3.25 against 1.18 / 0.88).
-    So the first call with at least :data:`WORDS_DECIDE_NUMEL` elements runs both into a temporary
-    output (each compiled, then timed twice; ~1 s for the second compile) and the faster one is kept
-    for the device and thread count, for ``out=`` and in place alike. Off the CPU: the words."""
+    Which one is faster has depended on the host and on how Inductor writes the words' float32/int32
+    reinterpretations. Written as Inductor does by itself (a store, a scalar loop and a reload each),
+    the words won on the host of earlier sessions (x the copy floor, q/k ``[1, 32, L, 128]``, one
+    thread, L = 2048 / 8192: 1.14 / 1.03 against 1.45 / 1.12) and ran compute-bound on the
+    2026-11-23 host (a newer Xeon with AVX512-BF16 and AMX: 4.66 / 3.47 against 1.59 / 1.41).
+    Written as vector casts (:class:`~posenc.functional._rope_pairs.vector_bitcasts`), on that host
+    1.46 / 1.23 against 1.56 / 1.54. So the first call with at least :data:`WORDS_DECIDE_NUMEL`
+    elements runs both into a temporary output (each compiled, then timed twice; ~1 s for the
+    second compile) and the faster one is kept for the device and thread count, for ``out=`` and
+    in place alike. Off the CPU: the words."""
     key = (x.device.type, torch.get_num_threads())
     hit = _words_choice.get(key)
     if hit is not None:

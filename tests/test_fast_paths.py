@@ -206,8 +206,9 @@ def test_compiled_equals_reference(layout, dtype, rotary_dim):
 @pytest.mark.slow
 def test_bf16_half_pair_kernel_is_chosen_by_measurement_once(monkeypatch):
     """bfloat16 half pairs: the first large enough compiled call times the int32-word kernel and
-    the plain two-buffer kernel (each compiled, then timed twice) and keeps the faster one for
-    out= and in place; both equal the reference bit for bit."""
+    the plain two-buffer kernel (each compiled, then timed ``_WORDS_ROUNDS`` times) and keeps the
+    words unless the plain one is faster by more than ``_WORDS_MARGIN``, for out= and in place;
+    both equal the reference bit for bit."""
     monkeypatch.setattr(fast_rope, "_words_choice", {})
     monkeypatch.setattr(fast_rope, "WORDS_DECIDE_NUMEL", 4 * 64 * 32)
     x = torch.randn(1, 4, 64, 32).bfloat16()  # [b, h, s, hd]: 8192 elements, head-grouped views
@@ -226,10 +227,20 @@ def test_bf16_half_pair_kernel_is_chosen_by_measurement_once(monkeypatch):
     assert torch.equal(out, ref)
     key = ("cpu", torch.get_num_threads())
     assert key in fast_rope._words_choice
-    assert sorted(c for c in chosen if c is not None) == [False] * 3 + [True] * 3  # each compiled, then timed twice
+    rounds = fast_rope._WORDS_ROUNDS + 1  # each compiled, then timed
+    assert sorted(c for c in chosen if c is not None) == [False] * rounds + [True] * rounds
     chosen.clear()
     fast_apply_rope(x, cos, sin, layout="half", out=out, compile=True)
     assert chosen.count(True) + chosen.count(False) == 0  # decided once
+    # the margin: words 4% slower than the plain kernel are kept, 6% slower are not
+    for slower, kept in ((1.04, True), (1.06, False)):
+        monkeypatch.setattr(fast_rope, "_words_choice", {})
+        # the start of each call (and its end, from the second round on), words first: the words
+        # take `slower` times the plain kernel
+        clock = iter([0.0, 0.0] + [t for r in range(1, rounds) for t in (0.0, slower * (r + 1), 0.0, float(r + 1))])
+        monkeypatch.setattr(fast_rope, "_clock", lambda clock=clock: next(clock))
+        assert fast_rope._words_win(x, cos_h, sin_h) is kept
+        assert fast_rope._words_choice == {key: kept}
     for words, kinds in ((True, ("bf16_halves", "bf16_halves_")), (False, ("halves", "halves_"))):
         o = torch.full_like(x, float("nan"))
         assert fast_rope._run_compiled(x, cos_h, sin_h, o, "half", False, words) is not None
@@ -438,6 +449,39 @@ def test_compiled_bf16_half_pairs_as_words(rotary_dim, heads, kinds):
     for got, ref in ((out, forward), (y, forward), (xg.grad, inverse)):
         assert torch.equal(got.isnan(), ref.isnan())
         assert torch.equal(got.nan_to_num(), ref.nan_to_num())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("rotary_dim", "per_row"), [(32, False), (24, True)])
+def test_compiled_pass_in_blocks_of_rows(layout, dtype, rotary_dim, per_row):
+    """Sequences of whole blocks (``SEQ_BLOCK`` rows, two or more) compile as blocks of rows
+    outside the head groups (``[b, s/B, h/g, B, g, hd]``): out=, in place and the backward equal
+    the reference (bfloat16 bit for bit), full and partial rotary, shared and per-row tables."""
+    s = 3 * fast_rope.SEQ_BLOCK
+    x = torch.randn(2, 4, s, 32).to(dtype)  # [b, h, s, hd]
+    x[1, 2, 100, 3] = float("inf")
+    positions = torch.stack((torch.arange(7, 7 + s), torch.arange(40, 40 + s))) if per_row else torch.arange(7, 7 + s)
+    cos, sin = _tables(positions, rotary_dim, layout)  # [s, r] or [b, s, r]
+    if per_row:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [b, 1, s, r]
+    fast_rope._compiled.clear()
+    out = torch.full_like(x, float("nan"))
+    fast_apply_rope(x, cos, sin, layout=layout, out=out, compile=True)
+    y = x.clone()
+    fast_apply_rope_(y, cos, sin, layout=layout, compile=True)
+    xg = x.clone().requires_grad_()
+    fast_apply_rope(xg, cos, sin, layout=layout, compile=True).backward(x)
+    if layout == "half" or dtype == torch.bfloat16:  # float32 interleaved pairs: the complex multiply
+        assert any(key[2][4][0] == 6 for key in fast_rope._compiled), list(fast_rope._compiled)  # 6-dim views
+    forward, inverse = F.apply_rope(x, cos, sin, layout=layout), F.apply_rope(x, cos, -sin, layout=layout)
+    for got, ref in ((out, forward), (y, forward), (xg.grad, inverse)):
+        assert torch.equal(got.isnan(), ref.isnan())
+        if dtype == torch.bfloat16:
+            assert torch.equal(got.nan_to_num(), ref.nan_to_num())
+        else:
+            torch.testing.assert_close(got.nan_to_num(), ref.nan_to_num(), rtol=1e-6, atol=1e-6)
 
 
 def _reinterpret_a(t):

@@ -280,6 +280,38 @@ def _group_views(t: Tensor, g: int) -> Tensor:
     return t.unflatten(-3, (t.shape[-3] // g, g)).transpose(-3, -2)  # [..., h, s, hd] -> [..., h/g, s, g, hd]
 
 
+#: Rows per block of the head-grouped pass (see :func:`_grouped`).
+SEQ_BLOCK = 64
+
+
+def _grouped(tensors: tuple[Tensor, ...], tables: tuple[Tensor, ...], g: int) -> tuple[tuple, tuple, int]:
+    """``tensors`` (``[..., h, s, hd]``, head-major) and ``tables`` (``[..., s, n]``) viewed for the
+    head-grouped pass (:func:`_head_group`), and the position of the sequence dim from the end (the
+    dim compiled as symbolic).
+
+    ``[..., h/g, s, g, hd]`` with tables ``[..., s, 1, n]`` (3); when the tables have a row per
+    position and ``s`` is a multiple of :data:`SEQ_BLOCK` (from two blocks on), blocks of rows
+    outermost: ``[..., s/B, h/g, B, g, hd]`` with tables ``[..., s/B, 1, B, 1, n]`` (5). The loop
+    then rotates one block of rows for all heads before the next, so each block of the tables is
+    read from memory once, not once per head group (the tables are as many bytes per row as
+    ``2 n`` float32, against ``g`` heads' rows of x). q/k ``[1, 32, L, 128]``, one thread, x the
+    copy floor, q alone, L = 2048 / 8192 (2026-11-23 host): bf16 interleaved 1.54 / 1.17 ->
+    1.22 / 1.06, 16- to 256-row blocks alike.
+    """
+    s = tensors[0].shape[-2]
+    tensors = tuple(_group_views(t, g) for t in tensors)  # [..., h/g, s, g, hd]
+    tables = tuple(t.unsqueeze(-2) for t in tables)  # [..., s, 1, n]
+    if s % SEQ_BLOCK or s < 2 * SEQ_BLOCK or any(t.shape[-3] != s for t in tables):
+        return tensors, tables, 3
+    blocks = (s // SEQ_BLOCK, SEQ_BLOCK)
+    tensors = tuple(t.unflatten(-3, blocks).transpose(-5, -4) for t in tensors)  # [..., s/B, h/g, B, g, hd]
+    # [..., s/B, B, 1, n] -> [..., s/B, 1, B, 1, n]: the table's size-1 head dim (if it has one)
+    # moves inside the blocks, as x's head groups did
+    tables = tuple(u.transpose(-5, -4) if u.dim() >= 5 else u.unsqueeze(-4)
+                   for u in (t.unflatten(-3, blocks) for t in tables))
+    return tensors, tables, 5
+
+
 def _static_shape(t: Tensor, seq: int) -> tuple[int, ...]:
     """``t``'s shape with the sequence dim (``seq`` from the end) as -1: the sizes a variant fixes."""
     shape = list(t.shape)
@@ -302,8 +334,9 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
         return None
     x0, cos0, sin0 = x, cos_h, sin_h
     g = _head_group(x, out, cos_h)
-    if g > 1:  # [..., h, s, hd] -> [..., h/g, s, g, hd]; tables [..., s, n] -> [..., s, 1, n]
-        x, out, cos_h, sin_h = _group_views(x, g), _group_views(out, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)
+    seq = 2  # the sequence dim, counted from the end
+    if g > 1:  # [..., h, s, hd] -> [..., h/g, s, g, hd] or blocks of rows [..., s/B, h/g, B, g, hd]
+        (x, out), (cos_h, sin_h), seq = _grouped((x, out), (cos_h, sin_h), g)
     n = cos_h.shape[-1]
     w, wout = _int32_pairs(x), _int32_pairs(out)
     # the word kernels read float32 tables (a float64 product would not round to 16-bit words)
@@ -335,18 +368,18 @@ def _run_compiled(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: 
     if tail is not None:
         out[..., tail:].copy_(x[..., tail:])  # partial rotary: the rest passes unchanged
     tensors = args[:-1] if kind in ("bf16_pairs_", "halves", "bf16_halves") else args[:4]
-    fn = _invoke(kind, g, x.dtype, layout, inverse, args, tensors)
+    fn = _invoke(kind, seq, x.dtype, layout, inverse, args, tensors)
     return None if fn is None else _Call(fn, args, tail)
 
 
-def _invoke(kind: str, g: int, dtype: torch.dtype, layout: str, inverse: bool, args: tuple, tensors: tuple):
+def _invoke(kind: str, seq: int, dtype: torch.dtype, layout: str, inverse: bool, args: tuple, tensors: tuple):
     """Call the compiled variant of ``kind`` for these arguments (compiling it on first use, with
-    the sequence dim of ``tensors`` symbolic) and return it; None (and remember why) if compiling
+    the sequence dim of ``tensors``, ``seq`` from the end, symbolic: 2 plain, 3 head-grouped, 5 in
+    blocks of rows, see :func:`_grouped`) and return it; None (and remember why) if compiling
     fails."""
-    seq = 3 if g > 1 else 2  # the sequence dim, counted from the end
     signature = (dtype, tensors[0].device.type, layout, inverse,
                  *((t.dim(), _static_shape(t, seq), t.stride(-1) == 1) for t in tensors))
-    key = (kind, g > 1, signature)
+    key = (kind, seq > 2, signature)
     if key in _failed:
         return None
     fn = _compiled.get(key)
@@ -363,7 +396,7 @@ def _invoke(kind: str, g: int, dtype: torch.dtype, layout: str, inverse: bool, a
         saved = cfg.automatic_dynamic_shapes
         cfg.automatic_dynamic_shapes = False
         try:
-            fn = _get_compiled(kind, g > 1, signature)
+            fn = _get_compiled(kind, seq > 2, signature)
             fn(*args)
         finally:
             cfg.automatic_dynamic_shapes = saved
@@ -393,6 +426,16 @@ _words_choice: dict[tuple, bool] = {}
 WORDS_DECIDE_NUMEL = 1 << 22
 
 
+#: Timed rounds of each kernel in :func:`_words_win` (the fastest counts), and how much slower
+#: than the plain kernel the words may be and still be kept (they have been the faster in paired
+#: runs wherever their reinterpretations are vector casts; one round of each against another
+#: can still go either way: 3 of them chose the plain kernel at L = 2048 where paired runs of q
+#: and k then read 1.28 for the words against 1.35).
+_WORDS_ROUNDS = 6
+_WORDS_MARGIN = 1.05
+_clock = time.perf_counter  # what _words_win times with
+
+
 def _words_win(x: Tensor, cos_h: Tensor, sin_h: Tensor) -> bool:
     """Whether the int32-word kernel (:func:`~posenc.functional._rope_pairs._rope_kernel_bf16_halves`)
     serves bfloat16 half pairs here rather than the plain two-buffer kernel
@@ -405,9 +448,10 @@ def _words_win(x: Tensor, cos_h: Tensor, sin_h: Tensor) -> bool:
     2026-11-23 host (a newer Xeon with AVX512-BF16 and AMX: 4.66 / 3.47 against 1.59 / 1.41).
     Written as vector casts (:class:`~posenc.functional._rope_pairs.vector_bitcasts`), on that host
     1.46 / 1.23 against 1.56 / 1.54. So the first call with at least :data:`WORDS_DECIDE_NUMEL`
-    elements runs both into a temporary output (each compiled, then timed twice; ~1 s for the
-    second compile) and the faster one is kept for the device and thread count, for ``out=`` and
-    in place alike. Off the CPU: the words."""
+    elements runs both into a temporary output (each compiled, then timed :data:`_WORDS_ROUNDS`
+    times in alternation; ~1 s for the second compile) and the words are kept unless the plain
+    kernel is faster by more than :data:`_WORDS_MARGIN`, for the device and thread count, for
+    ``out=`` and in place alike. Off the CPU: the words."""
     key = (x.device.type, torch.get_num_threads())
     hit = _words_choice.get(key)
     if hit is not None:
@@ -416,14 +460,14 @@ def _words_win(x: Tensor, cos_h: Tensor, sin_h: Tensor) -> bool:
         return True
     tmp = torch.empty_like(x)
     best = {True: float("inf"), False: float("inf")}
-    for rnd in range(3):  # the first round compiles
+    for rnd in range(_WORDS_ROUNDS + 1):  # the first round compiles
         for words in (True, False):
-            start = time.perf_counter()
+            start = _clock()
             if _run_compiled(x, cos_h, sin_h, tmp, "half", False, words) is None:
                 return True  # no compiler (remembered there): the caller finds out the same way
             if rnd:
-                best[words] = min(best[words], time.perf_counter() - start)
-    hit = _words_choice[key] = best[True] <= best[False]
+                best[words] = min(best[words], _clock() - start)
+    hit = _words_choice[key] = best[True] <= best[False] * _WORDS_MARGIN
     log.info("posenc: bfloat16 half-pair RoPE takes the %s kernel here (%.2f ms words, %.2f ms plain)",
              "int32-word" if hit else "two-buffer", best[True] * 1e3, best[False] * 1e3)
     return hit
@@ -643,19 +687,19 @@ def _inplace_halves(x: Tensor, cos_h: Tensor, sin_h: Tensor, inverse: bool) -> _
     if g == 1:
         return None  # ungrouped, Inductor computes into a temporary anyway (see _run_compiled)
     x0, cos0, sin0 = x, cos_h, sin_h
-    x, cos_h, sin_h = _group_views(x, g), cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)  # [..., h/g, s, g, hd], [..., s, 1, n]
+    (x,), (cos_h, sin_h), seq = _grouped((x,), (cos_h, sin_h), g)  # [..., (s/B,) h/g, s or B, g, hd]
     w = _int32_pairs(x)
     if w is not None and n % 2 == 0 and cos_h.dtype == sin_h.dtype == torch.float32 \
             and _words_win(x0, cos0, sin0) and (alias := _disjoint_alias(w)) is not None:  # bfloat16 as int32 words
         m = n // 2
         args = (w[..., :m], alias[..., m:n], *_evenodd_tables(cos_h, sin_h), inverse)
-        fn = _invoke("bf16_halves_", g, x.dtype, "half", inverse, args, args[:-1])
+        fn = _invoke("bf16_halves_", seq, x.dtype, "half", inverse, args, args[:-1])
     else:
         alias = _disjoint_alias(x)
         if alias is None:
             return None
         args = (x[..., :n], alias[..., n:2 * n], cos_h, sin_h, inverse)
-        fn = _invoke("halves_", g, x.dtype, "half", inverse, args, args[:4])
+        fn = _invoke("halves_", seq, x.dtype, "half", inverse, args, args[:4])
     return False if fn is None else _Call(fn, args, None)
 
 

@@ -13,6 +13,8 @@ changes is how often memory is touched:
   written straight into the output, reading the half-width float32 tables (``cos[..., :n]`` or
   ``cos[..., 0::2]``, views of the cached full tables: nothing is allocated per call). Inductor fuses
   it into one loop; only the sequence dimension is marked dynamic, so one compile serves every length.
+  Head-major inputs go through in groups of four heads per table row and, for whole blocks of 64
+  rows, one block of rows for all heads at a time (:func:`_grouped`), so the tables are read once.
   The ``rotate_half``/``cat`` form of the reference does not fuse on CPU (Inductor materialises the
   concatenation), which is why the pair-flip form is used (the same idea as gpt-fast's
   ``apply_rotary_emb``, pytorch-labs/gpt-fast ``model.py``, which views pairs instead of concatenating).

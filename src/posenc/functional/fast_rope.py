@@ -430,9 +430,9 @@ WORDS_DECIDE_NUMEL = 1 << 22
 
 #: Timed rounds of each kernel in :func:`_words_win` (the fastest counts), and how much slower
 #: than the plain kernel the words may be and still be kept (they have been the faster in paired
-#: runs wherever their reinterpretations are vector casts; one round of each against another
-#: can still go either way: 3 of them chose the plain kernel at L = 2048 where paired runs of q
-#: and k then read 1.28 for the words against 1.35).
+#: runs wherever their reinterpretations are vector casts, but the fastest of two rounds of
+#: each chose the plain kernel at L = 2048 where paired runs of q and k then read 1.28x the
+#: floor for the words against 1.35).
 _WORDS_ROUNDS = 6
 _WORDS_MARGIN = 1.05
 _clock = time.perf_counter  # what _words_win times with

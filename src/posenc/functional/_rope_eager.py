@@ -228,14 +228,22 @@ def _eager_swap(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
     A half is ``hd / 2`` features long (8 for the experiments' 16-wide heads), and an ATen op pays
     a fixed cost per run of contiguous elements that dwarfs the work at that length (~7 ns per
     8-feature run; q and k ``[64, 4, 32, 16]`` are 16384 of them). Here ``swap(x) = [x2, x1]`` is
-    built in a scratch by one copy of x shifted by ``hd / 2`` along its rows of memory (right in
-    every first half) and one copy of the first halves into the second (the only op over
-    half-length runs); the tables are expanded to x's layout, so the two arithmetic ops run over
-    whole rows. In place needs no copy of x (the scratch is filled before ``out`` is written).
-    Views and tables come from a plan cached per layout and tables: the per-call cost is four ops
-    and four views. One thread, against the per-half ops: q and k ``[64, 4, 32, 16]`` of one
-    projection 310 -> 189 us, the inverse rotation of one SDPA gradient 236 -> 80 us; the
-    experiments' training step (paired, one process) +10.2% -> +7.8% over no encoding.
+    built straight in ``out`` by one copy of x shifted by ``hd / 2`` along its rows of memory
+    (right in every first half) and one copy of the first halves into the second (the only op
+    over half-length runs), then ``out *= [-sin, sin]`` and ``out += x * [cos, cos]`` (one
+    ``addcmul_``); the tables are expanded to x's layout, so the two arithmetic ops run over whole
+    rows. In place the swap goes to a scratch instead (x is read after out is written), scaled
+    there, and ``out = scratch + x * [cos, cos]``. :func:`_eager_whole` computes in the same order
+    for these inputs, so a call gives the same bits before and after its plan exists (training
+    resumed from a checkpoint repeats a straight run bit for bit). Views and tables come from a plan cached per
+    layout and tables: the per-call cost is four ops and four views. One thread, against the
+    per-half ops: q and k ``[64, 4, 32, 16]`` of one projection 310 -> 189 us, the inverse
+    rotation of one SDPA gradient 236 -> 80 us; the experiments' training step (paired, one
+    process) +10.2% -> +7.8% over no encoding (the host of earlier sessions). Building the swap in
+    ``out`` rather than a scratch (2026-11-23 host, half the memory bandwidth): the pair 311 ->
+    237 us, the training step's rope overhead +14.2 / +19.6 / +13.2 / +14.2% -> +11.6 / +14.3 /
+    +12.0 / +13.7% (the code before and after, run in turn, ``bench_training(('none', 'rope'),
+    min_run_time=8, rounds=12)``, one thread).
     """
     if x.numel() < _SWAP_MIN_NUMEL:
         return False  # a few runs: the per-half ops cost no more than the plan's lookup
@@ -255,13 +263,23 @@ def _eager_swap(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
             _remember(_swap_plans, key, plan)
     if plan is None:
         return False
-    (xp, x_shift, x_first, op), scr, s_head, s_second, cc, ss = plan[:6]
-    xo = x.storage_offset()
-    s_head.copy_(x.as_strided(x_shift[0], x_shift[1], xo + x_shift[2]))  # [x2, ...]: right in every first half
-    s_second.copy_(x.as_strided(x_first[0], x_first[1], xo))  # x1 into every second half
-    o = out.as_strided(op[0], op[1], out.storage_offset())
-    torch.mul(x.as_strided(xp[0], xp[1], xo), cc, out=o)
-    o.addcmul_(scr, ss, value=-1.0 if inverse else 1.0)
+    (xp, x_shift, x_first, op), scr, s_head, s_second, cc, ss, ss_inv = plan[:7]
+    xo, oo = x.storage_offset(), out.storage_offset()
+    o = out.as_strided(op[0], op[1], oo)
+    if out.data_ptr() == x.data_ptr():  # in place: the swap goes to the scratch, read before o is written
+        head, second = s_head, s_second
+    else:  # the swap straight into out (it has the scratch's layout), then scaled in place there
+        head = out.as_strided(s_head.shape, s_head.stride(), oo)
+        second = out.as_strided(s_second.shape, s_second.stride(), oo + s_second.storage_offset())
+    head.copy_(x.as_strided(x_shift[0], x_shift[1], xo + x_shift[2]))  # [x2, ...]: right in every first half
+    second.copy_(x.as_strided(x_first[0], x_first[1], xo))  # x1 into every second half
+    xv = x.as_strided(xp[0], xp[1], xo)
+    if head is s_head:  # in place: scratch * [-sin, sin] + x * [cos, cos] into o (= x, element by element)
+        scr.mul_(ss_inv if inverse else ss)
+        torch.addcmul(scr, xv, cc, out=o)
+    else:
+        o.mul_(ss_inv if inverse else ss)
+        o.addcmul_(xv, cc)
     return True
 
 
@@ -273,8 +291,8 @@ def _swap_plan(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor) -> tuple | 
 
     Held: ``((size, stride) of x in memory order, (size, stride, offset) of x shifted by hd / 2
     along its rows, (size, stride) of x's first halves, of out in memory order), scratch, its
-    first width - hd / 2 elements of each row, its second halves, [cos, cos] and [-sin, sin]
-    expanded``, and the tables it was made from (so that their addresses, in the key, are not
+    first width - hd / 2 elements of each row, its second halves, [cos, cos], [-sin, sin] and
+    [sin, -sin] expanded``, and the tables it was made from (so that their addresses, in the key, are not
     reused while it lives)."""
     n, hd = cos_h.shape[-1], x.shape[-1]
     if 2 * n != hd or x.dim() < 2 or x.numel() == 0 or not x.dtype.is_floating_point or x.element_size() < 4 \
@@ -291,8 +309,8 @@ def _swap_plan(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor) -> tuple | 
     if width == hd:
         return None
     tables = []
-    for kind in ("cc", "ss"):
-        t = _build_table(kind, cos_h, sin_h, False).expand(x.shape).permute(order)  # [memory order]
+    for kind, sign in (("cc", 1), ("ss", 1), ("ss", -1)):  # [cos, cos], [-sin, sin], [sin, -sin]
+        t = _build_table(kind, cos_h, sin_h if sign > 0 else -sin_h, False).expand(x.shape).permute(order)  # [memory order]
         # materialised from dim `first` on (broadcast before it): from the start of x's rows, where
         # that is small enough, so that the ops run over whole rows; else from the first dim along
         # which the table varies (runs from there on)
@@ -313,7 +331,8 @@ def _swap_plan(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor) -> tuple | 
 
 def _eager_whole(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
     """The whole tensor in three or four ops, ``dst = x * cos`` then one ``addcmul`` per half of
-    the pairs: on accelerators (a GPU gains nothing from cache-sized steps and pays a launch per
+    the pairs (float32/float64 half pairs on the CPU: each half times its signed sin, then one
+    ``addcmul`` of ``x * [cos, cos]``, the order of :func:`_eager_swap`): on accelerators (a GPU gains nothing from cache-sized steps and pays a launch per
     kernel: the CPU's head-by-head steps cost 200-300x the copy floor on an H100), and on the CPU
     for half pairs that fit the cache whole. The rotation is computed in the promoted dtype (float32 for 16-bit ``x``) in a
     temporary from the caching allocator and rounded once into ``out``, as the reference does;
@@ -330,6 +349,16 @@ def _eager_whole(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: s
     direct = out.dtype == wide
     dst = out[..., :r] if direct else torch.empty(src.shape, dtype=wide, device=x.device)
     sign = -1.0 if inverse else 1.0
+    if layout == "half" and direct and x.device.type == "cpu":
+        # float32/float64 on the CPU: the order of the swap pass (_eager_swap), which takes these
+        # calls over once it has a plan, so that a call gives the same bits with or without one:
+        # dst = swap(x) * [-sin, sin], then dst += x * [cos, cos] (one addcmul_ over whole rows)
+        ss = _cached_table("ss", cos_h, sin_h, False)  # [..., s, 2 n]: [-sin, sin]
+        neg, pos = ss[..., :n], ss[..., n:]
+        torch.mul(src[..., n:], pos if inverse else neg, out=dst[..., :n])  # -x2 sin (inverse: +x2 sin)
+        torch.mul(src[..., :n], neg if inverse else pos, out=dst[..., n:])  # +x1 sin (inverse: -x1 sin)
+        dst.addcmul_(src, _cached_table("cc", cos_h, sin_h, False))
+        return
     if layout == "half":
         x1, x2, o1, o2 = src[..., :n], src[..., n:], dst[..., :n], dst[..., n:]
         torch.mul(src, _cached_table("cc", cos_h, sin_h, False), out=dst)  # both halves times cos

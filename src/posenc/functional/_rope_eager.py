@@ -235,8 +235,8 @@ def _eager_swap(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
     rows. In place the swap goes to a scratch instead (x is read after out is written), scaled
     there, and ``out = scratch + x * [cos, cos]``. :func:`_eager_whole` computes in the same order
     for these inputs, so a call gives the same bits before and after its plan exists (training
-    resumed from a checkpoint repeats a straight run bit for bit). Views and tables come from a plan cached per
-    layout and tables: the per-call cost is four ops and four views. One thread, against the
+    resumed from a checkpoint repeats a straight run bit for bit). Views and tables come from a
+    plan cached per layout and tables: the per-call cost is four ops and four views. One thread, against the
     per-half ops: q and k ``[64, 4, 32, 16]`` of one projection 310 -> 189 us, the inverse
     rotation of one SDPA gradient 236 -> 80 us; the experiments' training step (paired, one
     process) +10.2% -> +7.8% over no encoding (the host of earlier sessions). Building the swap in
@@ -265,21 +265,17 @@ def _eager_swap(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
         return False
     (xp, x_shift, x_first, op), scr, s_head, s_second, cc, ss, ss_inv = plan[:7]
     xo, oo = x.storage_offset(), out.storage_offset()
-    o = out.as_strided(op[0], op[1], oo)
-    if out.data_ptr() == x.data_ptr():  # in place: the swap goes to the scratch, read before o is written
-        head, second = s_head, s_second
-    else:  # the swap straight into out (it has the scratch's layout), then scaled in place there
+    o = out.as_strided(op[0], op[1], oo)  # out in memory order: the scratch's layout
+    if out.data_ptr() == x.data_ptr():  # in place: the swap goes to the scratch (x is read after o is written)
+        buf, head, second = scr, s_head, s_second
+    else:  # the swap straight into out
+        buf = o
         head = out.as_strided(s_head.shape, s_head.stride(), oo)
         second = out.as_strided(s_second.shape, s_second.stride(), oo + s_second.storage_offset())
     head.copy_(x.as_strided(x_shift[0], x_shift[1], xo + x_shift[2]))  # [x2, ...]: right in every first half
     second.copy_(x.as_strided(x_first[0], x_first[1], xo))  # x1 into every second half
-    xv = x.as_strided(xp[0], xp[1], xo)
-    if head is s_head:  # in place: scratch * [-sin, sin] + x * [cos, cos] into o (= x, element by element)
-        scr.mul_(ss_inv if inverse else ss)
-        torch.addcmul(scr, xv, cc, out=o)
-    else:
-        o.mul_(ss_inv if inverse else ss)
-        o.addcmul_(xv, cc)
+    buf.mul_(ss_inv if inverse else ss)
+    torch.addcmul(buf, x.as_strided(xp[0], xp[1], xo), cc, out=o)  # swap * [-sin, sin] + x * [cos, cos]
     return True
 
 
@@ -292,8 +288,8 @@ def _swap_plan(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor) -> tuple | 
     Held: ``((size, stride) of x in memory order, (size, stride, offset) of x shifted by hd / 2
     along its rows, (size, stride) of x's first halves, of out in memory order), scratch, its
     first width - hd / 2 elements of each row, its second halves, [cos, cos], [-sin, sin] and
-    [sin, -sin] expanded``, and the tables it was made from (so that their addresses, in the key, are not
-    reused while it lives)."""
+    [sin, -sin] expanded``, and the tables it was made from (so that their addresses, in the key,
+    are not reused while it lives)."""
     n, hd = cos_h.shape[-1], x.shape[-1]
     if 2 * n != hd or x.dim() < 2 or x.numel() == 0 or not x.dtype.is_floating_point or x.element_size() < 4 \
             or cos_h.dtype != x.dtype or sin_h.dtype != x.dtype or out.dtype != x.dtype:
@@ -332,8 +328,8 @@ def _swap_plan(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor) -> tuple | 
 def _eager_whole(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
     """The whole tensor in three or four ops, ``dst = x * cos`` then one ``addcmul`` per half of
     the pairs (float32/float64 half pairs on the CPU: each half times its signed sin, then one
-    ``addcmul`` of ``x * [cos, cos]``, the order of :func:`_eager_swap`): on accelerators (a GPU gains nothing from cache-sized steps and pays a launch per
-    kernel: the CPU's head-by-head steps cost 200-300x the copy floor on an H100), and on the CPU
+    ``addcmul`` of ``x * [cos, cos]``, the order of :func:`_eager_swap`): on accelerators (a GPU
+    gains nothing from cache-sized steps and pays a launch per kernel: the CPU's head-by-head steps cost 200-300x the copy floor on an H100), and on the CPU
     for half pairs that fit the cache whole. The rotation is computed in the promoted dtype (float32 for 16-bit ``x``) in a
     temporary from the caching allocator and rounded once into ``out``, as the reference does;
     in place, the input is copied first (the pairs read each other). ``addcmul`` is a fused

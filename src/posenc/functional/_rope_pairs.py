@@ -24,6 +24,7 @@ compile (:func:`with_vector_bitcasts`).
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -150,11 +151,12 @@ def _vec_to_dtype_bitcast(x: object, dtype: torch.dtype, src_dtype: torch.dtype)
     return _overrides[1].__func__(x, dtype, src_dtype)
 
 
+@functools.cache
 def compile_options() -> dict:
     """``torch.compile`` options for the kernels compiled under :class:`vector_bitcasts`: a no-op
     post-grad pass whose ``uuid`` enters Inductor's FX graph cache key, so that a kernel cached
     from a compile without the override (an earlier posenc) is not loaded in place of this one.
-    Empty where Inductor has no such hook."""
+    Empty where Inductor has no such hook. Made once (callers copy it into their options)."""
     try:
         from torch._inductor.custom_graph_pass import CustomGraphPass
     except ImportError:

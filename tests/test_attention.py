@@ -219,8 +219,11 @@ def test_causal_masked_bias_is_reused_while_the_bias_is_unchanged(name: str, mon
             fresh = _build(name, causal=True).eval()
             fresh.load_state_dict(attn.state_dict())
             torch.testing.assert_close(edited, fresh(x), atol=1e-12, rtol=0)
-    if name == "t5":  # the learned table requires grad: masked anew each step, gradients flow
+    if name == "t5":  # the learned table requires grad: masked anew each step, gradients flow; on the
+        # CPU through explicit math (SDPA would take its unfused math kernel with a mask that needs gradients)
         n = len(masks)
+        explicit = attn._explicit
+        monkeypatch.setattr(attn, "_explicit", lambda q, k, v, mask, *a: masks.append(mask) or explicit(q, k, v, mask, *a))
         attn.train()(x).sum().backward()
         assert len(masks) == n + 1 and masks[-1].requires_grad
         assert attn.encoding.relative_attention_bias.weight.grad is not None
@@ -308,6 +311,39 @@ def test_fully_masked_queries_give_zero_attention_and_finite_gradients(name: str
     out[:, 1:].sum().backward()
     assert torch.isfinite(x.grad).all()
     assert all(torch.isfinite(p.grad).all() for p in attn.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("pad", [False, True], ids=["no-pad", "left-pad"])
+def test_bias_with_gradients_takes_explicit_math_equal_to_sdpa(causal: bool, pad: bool, monkeypatch) -> None:
+    """T5 in training (its table needs gradients) on the CPU: explicit math, whose output and
+    gradients (x, every weight, the bucket table) equal SDPA given the same float mask, with and
+    without fully masked queries (a left pad under a causal mask)."""
+    attn = _build("t5", causal=causal)
+    used = []
+    explicit = attn._explicit
+    monkeypatch.setattr(attn, "_explicit", lambda *a: used.append(1) or explicit(*a))
+    x = torch.randn(2, 5, D, dtype=torch.float64, requires_grad=True)
+    key_mask = torch.tensor([[False, True, True, True, True], [True] * 5]) if pad else None
+    out = attn(x, key_mask=key_mask)
+    assert used == [1]
+    params = (x, *attn.parameters())
+    g = torch.randn_like(out)
+    got = torch.autograd.grad(out, params, g)
+    b, s, h, hd = 2, 5, H, D // H
+    q, k, v = attn.qkv(x).view(b, s, 3, h, hd).permute(2, 0, 3, 1, 4)
+    pos = torch.arange(s)
+    mask = attn.encoding.bias(pos, pos)[None]  # [1, h, s, s]
+    forbid = torch.ones(s, s, dtype=torch.bool).triu(1) if causal else torch.zeros(s, s, dtype=torch.bool)
+    if pad:
+        forbid = forbid | ~key_mask[:, None, None, :]
+    mask = mask.masked_fill(forbid, float("-inf"))
+    ref = nnf.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=attn.scale)
+    ref = attn.proj(ref.transpose(1, 2).reshape(b, s, D))
+    want = torch.autograd.grad(ref, params, g)
+    torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-12)
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e, atol=1e-12, rtol=1e-12)
 
 
 def _learned_schemes() -> list[str]:

@@ -12,7 +12,7 @@ import torch.nn.functional as nnf
 
 import posenc
 from posenc import functional as F
-from posenc.functional import _rope_eager, fast_bias, fast_rope
+from posenc.functional import _rope_eager, _rope_native, fast_bias, fast_rope
 from posenc.functional.fast_rope import fast_apply_rope, fast_apply_rope_
 
 LAYOUTS = ("half", "interleaved")
@@ -1070,15 +1070,26 @@ def test_eager_swap_declines_what_it_cannot_take(monkeypatch):
     torch.testing.assert_close(out[finite], ref[finite], atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["c-loop", "no-compiler"])
 @pytest.mark.parametrize("rotary_dim", [None, 12])
-def test_attention_training_step_equals_hand_written_rope_attention(rotary_dim, monkeypatch):
-    """posenc.Attention with rope at the experiments' head width (16), float32, two training steps
-    (the second runs the cached swap plan; partial rotary keeps the per-half ops): output and the
-    gradients of x and of every parameter equal attention written out with ``F.apply_rope`` and
-    SDPA, so the qkv split and RopePairFunction's backward deliver each gradient where it belongs."""
-    taken = []
+def test_attention_training_step_equals_hand_written_rope_attention(rotary_dim, native, monkeypatch):
+    """posenc.Attention with rope at the experiments' head width (16), float32, two training steps:
+    output and the gradients of x and of every parameter equal attention written out with
+    ``F.apply_rope`` and SDPA. With the C loop, q and k rotate in place in the projection
+    (FusedRopeFunction, whose backward writes each gradient slot); without a compiler, through
+    RopePairFunction and the swap pass (its second step runs the cached swap plan; partial rotary
+    keeps the per-half ops), so the qkv split and both backwards deliver each gradient where it
+    belongs."""
+    if native and not _rope_native.available():
+        pytest.skip("no C++ compiler for the C loop here")
+    if not native:
+        monkeypatch.setattr(_rope_native, "_state", {"error": "test: no compiler"})
+        monkeypatch.setattr(_rope_native, "_plans", {})
+    taken, fused = [], []
     swap = _rope_eager._eager_swap
     monkeypatch.setattr(_rope_eager, "_eager_swap", lambda *a: taken.append(swap(*a)) or taken[-1])
+    apply = fast_rope.FusedRopeFunction.apply
+    monkeypatch.setattr(fast_rope.FusedRopeFunction, "apply", lambda *a: fused.append(1) or apply(*a))
     b, s, h, hd = 8, 32, 4, 16
     kwargs = {} if rotary_dim is None else {"rotary_dim": rotary_dim}
     attn = posenc.Attention(h * hd, h, encoding=posenc.create("rope", dim=hd, **kwargs), causal=True)
@@ -1095,7 +1106,8 @@ def test_attention_training_step_equals_hand_written_rope_attention(rotary_dim, 
         torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
         for a, e in zip(got, want):
             torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
-    assert taken[-1] == (rotary_dim is None)
+    assert len(fused) == (2 if native else 0)
+    assert native or taken[-1] == (rotary_dim is None)
 
 
 # ---------------------------------------------------------------------------------------------- call plans

@@ -17,6 +17,8 @@ import threading
 import torch
 from torch import Tensor
 
+from . import _rope_native
+
 #: Bytes of float32 work per chunk of the eager fallback: large enough that the per-op overhead
 #: of the ATen calls per chunk stays small, small enough to stay in the last-level cache. q/k
 #: ``[1, 32, 2048, 128]``, one thread, x the copy floor: bf16 interleaved 3.6x (1 MiB) -> 2.5x
@@ -90,7 +92,12 @@ def _complexable(x: Tensor, out: Tensor, cos_h: Tensor, layout: str) -> bool:
     return r <= x.shape[-1]
 
 
-def _eager(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
+def _eager(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool,
+           native: bool = False) -> None:
+    """Rotate ``x`` into ``out`` without Inductor; ``native``: CPU float32/float64 half pairs may
+    take the C loop of :mod:`~posenc.functional._rope_native` (one pass; built at first use)."""
+    if native and layout == "half" and _rope_native.rotate_half(x, cos_h, sin_h, out, inverse):
+        return
     n = cos_h.shape[-1]
     r = 2 * n
     if _complexable(x, out, cos_h, layout):

@@ -48,9 +48,13 @@ changes is how often memory is touched:
 * **small inputs** (fewer than :data:`COMPILE_MIN_NUMEL` elements, ``compile="auto"``, no ``out``):
   never compiled; without autograd, half pairs of up to :data:`LEAN_MAX_NUMEL` elements (a decoding
   step) take :func:`_lean_half`, the reference formula in three ops from the tables as given;
-  otherwise the eager pass (whole-tensor ops, fewer than the reference's and no autograd graph
-  of them; its backward rounds a 16-bit gradient once, as torchtune's float32 rotation does); q and k of one
-  projection go through one call forward (:func:`fast_apply_rope_pair`, :class:`RopePairFunction`).
+  CPU float32/float64 half pairs one C loop (:mod:`~posenc.functional._rope_native`: one pass,
+  bit for bit the reference; built at first use by the compiler ``torch.compile`` uses, the
+  eager pass where there is none); otherwise the eager pass (whole-tensor ops, fewer than the
+  reference's and no autograd graph of them; its backward rounds a 16-bit gradient once, as
+  torchtune's float32 rotation does); q and k of one projection go through one call forward
+  (:func:`fast_apply_rope_pair`, :class:`RopePairFunction`), or rotate in place inside it
+  (:func:`fast_apply_rope_fused_`, what :class:`posenc.Attention` uses at the default positions).
   On a GPU with Triton, the Triton kernel at every size (one launch against several).
 * **repeated calls** (the same layout, dtype and tables as an earlier call): the compiled call or
   Triton launch is replayed from a plan made at the second such call (:class:`_Replay`,
@@ -79,8 +83,8 @@ import torch
 from torch import Tensor
 from torch.autograd import forward_ad
 
-from . import _rope_triton
-from ._checks import check_choice, forward_mode, in_transform
+from . import _rope_native, _rope_triton
+from ._checks import check_choice, forward_mode, in_transform, tracing
 from ._rope_eager import _cached_table, _complexable, _eager, _remember, _scratch, _tables_key
 from ._rope_pairs import (
     _int32_pairs,
@@ -807,7 +811,7 @@ def _rotate(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, i
             done = _run_compiled(x, cos_h, sin_h, out, layout, inverse)
         if done:
             return done if isinstance(done, _Call) else None
-    _eager(x, cos_h, sin_h, out, layout, inverse)
+    _eager(x, cos_h, sin_h, out, layout, inverse, native=compile is not False)
     return None
 
 
@@ -890,7 +894,7 @@ class RopePairFunction(torch.autograd.Function):
                     None, None, None, None)
         grads = tuple(torch.empty_like(g) for g in (grad_q, grad_k))
         if not _pair_kernel(grad_q, grad_k, *grads, cos_h, sin_h, ctx.layout, True):
-            compile = "auto" if _on_triton(grad_q) else False  # a GPU: a Triton launch each
+            compile = "auto"  # a GPU: a Triton launch each; the CPU: the eager pass (small inputs)
             for g, out in zip((grad_q, grad_k), grads):
                 _rotate_into(g, cos_h, sin_h, out, ctx.layout, True, compile)
         return *grads, None, None, None, None
@@ -909,7 +913,7 @@ def _eager_both(both: Tensor, cos_h: Tensor, sin_h: Tensor, layout: str) -> Tens
     """``both``, the ``[2, *q.shape]`` view of q and k, rotated into a new tensor by the eager pass
     (what :func:`_rotate_into` does with ``compile=False``)."""
     out = torch.empty_like(both)
-    _eager(both, cos_h, sin_h, out, layout, False)
+    _eager(both, cos_h, sin_h, out, layout, False, native=True)
     return out
 
 
@@ -989,13 +993,14 @@ def fast_apply_rope(
         if layout == "half" and x.numel() <= LEAN_MAX_NUMEL >> (2 * (x.element_size() < 4)) \
                 and not (torch.is_grad_enabled() and x.requires_grad):
             return _lean_half(x, cos, sin)
-        # small inputs (training-size heads): no compile. Half pairs and 32/64-bit interleaved
-        # pairs take the eager pass (three whole-tensor ops, or one complex multiply, and the
-        # inverse rotation as backward: [64, 4, 32, 16] fp32 forward + backward of q and k
-        # ~1.2-1.6 ms -> ~0.65 ms against the reference formula's cat, negation and autograd
-        # graph; bf16 interleaved [64, 4, 32, 16] 0.93 -> 0.46 ms, and its gradient rounded once
-        # where the reference's autograd rounds each of its two terms to bf16 and then their sum)
-        compile = False
+        # small inputs (training-size heads): no Inductor compile ("auto" compiles none below
+        # COMPILE_MIN_NUMEL). CPU float32/float64 half pairs take the C loop (one pass,
+        # _rope_native); other half pairs and 32/64-bit interleaved pairs the eager pass (three
+        # whole-tensor ops, or one complex multiply, and the inverse rotation as backward:
+        # [64, 4, 32, 16] fp32 forward + backward of q and k ~1.2-1.6 ms -> ~0.65 ms against the
+        # reference formula's cat, negation and autograd graph; bf16 interleaved [64, 4, 32, 16]
+        # 0.93 -> 0.46 ms, and its gradient rounded once where the reference's autograd rounds
+        # each of its two terms to bf16 and then their sum)
     cos_h, sin_h = _half_tables(cos, sin, layout)
     if out is None:
         if (torch.is_grad_enabled() and x.requires_grad) or _has_tangent(x):
@@ -1053,6 +1058,109 @@ def fast_apply_rope_pair(q: Tensor, k: Tensor, both: Tensor, cos: Tensor, sin: T
         out = _eager_both(both, cos_h, sin_h, layout)
         outs = (out[0], out[1])
     return outs
+
+
+def _fused_split(proj: Tensor, q_heads: int, k_heads: int, head_dim: int, alias: bool) -> tuple[Tensor, ...]:
+    """q ``[b, q_heads, s, hd]``, k and v ``[b, k_heads, s, hd]`` of a fused projection
+    ``proj [b, s, (q_heads + 2 k_heads) hd]``: views, or with ``alias`` tensors of their own over
+    the same memory (outputs of an autograd Function, which may not be views of one another)."""
+    rows = proj.view(*proj.shape[:-1], q_heads + 2 * k_heads, head_dim)  # [b, s, q_heads + 2 k_heads, hd]
+    bounds = (0, q_heads, q_heads + k_heads, q_heads + 2 * k_heads)
+    parts = [rows[..., lo:hi, :].transpose(-3, -2) for lo, hi in zip(bounds, bounds[1:])]  # [b, heads, s, hd]
+    if not alias:
+        return tuple(parts)
+    st = proj.untyped_storage()
+    return tuple(torch.empty(0, dtype=proj.dtype, device=proj.device).set_(st, t.storage_offset(), t.shape, t.stride())
+                 for t in parts)
+
+
+class FusedRopeFunction(torch.autograd.Function):
+    """q, k and v of a fused projection, q and k rotated in place in it (see
+    :func:`fast_apply_rope_fused_`): ``FusedRopeFunction.apply(proj, cos_h, sin_h, q_heads,
+    k_heads, head_dim)`` with half-width tables ``[s, n]`` returns ``proj`` (marked as modified in
+    place) and q, k and v. Backward: one new gradient for ``proj``, made as its q, k and v slots
+    from the gradients of q, k (rotated back) and v, as stacking them would make it (the incoming
+    gradients are never written)."""
+
+    @staticmethod
+    def forward(ctx, proj: Tensor, cos_h: Tensor, sin_h: Tensor, q_heads: int, k_heads: int,
+                head_dim: int) -> tuple[Tensor, ...]:
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(cos_h, sin_h)
+        ctx.heads, ctx.head_dim = (q_heads, k_heads), head_dim
+        _rotate_heads_(proj, cos_h, sin_h, q_heads + k_heads, head_dim)
+        ctx.mark_dirty(proj)
+        return proj, *_fused_split(proj, q_heads, k_heads, head_dim, alias=True)
+
+    @staticmethod
+    def backward(ctx, grad_proj: Tensor | None, *grads: Tensor | None) -> tuple[Tensor | None, ...]:
+        cos_h, sin_h = ctx.saved_tensors
+        (q_heads, k_heads), hd = ctx.heads, ctx.head_dim
+        if grad_proj is not None:  # the returned projection is q, k (rotated) and v too: one more gradient of each
+            grads = tuple(p if g is None else g + p
+                          for g, p in zip(grads, _fused_split(grad_proj, q_heads, k_heads, hd, alias=False)))
+        like = next((g for g in grads if g is not None), None)
+        if like is None:
+            return None, None, None, None, None, None
+        b, s = like.shape[0], like.shape[-2]
+        if torch.is_grad_enabled():  # create_graph: the inverse rotations, themselves differentiable
+            parts = [torch.zeros(b, heads, s, hd, dtype=like.dtype, device=like.device) if g is None else
+                     RopeFunction.apply(g, cos_h, -sin_h, "half", False) if i < 2 else g
+                     for i, (g, heads) in enumerate(zip(grads, (q_heads, k_heads, k_heads)))]
+            return torch.cat([t.transpose(-3, -2) for t in parts], dim=-2).flatten(-2), None, None, None, None, None
+        grad = torch.empty(b, s, (q_heads + 2 * k_heads) * hd, dtype=like.dtype, device=like.device)
+        for i, (g, slot) in enumerate(zip(grads, _fused_split(grad, q_heads, k_heads, hd, alias=False))):
+            if g is None:
+                slot.zero_()
+            elif i == 2:
+                slot.copy_(g)
+            elif not _rope_native.rotate_half(g, cos_h, sin_h, slot, True):
+                _eager(g, cos_h, sin_h, slot, "half", True)
+        return grad, None, None, None, None, None
+
+
+def _rotate_heads_(proj: Tensor, cos_h: Tensor, sin_h: Tensor, heads: int, head_dim: int) -> None:
+    """Rotate the first ``heads`` heads of every row of ``proj [b, s, f]`` in place (tables ``[s, n]``)."""
+    qk = proj.view(*proj.shape[:-1], proj.shape[-1] // head_dim, head_dim)[..., :heads, :]  # [b, s, heads, hd]
+    tables = cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)  # [s, 1, n]: shared by the heads
+    if not _rope_native.rotate_half(qk, *tables, qk, False):
+        _eager(qk, *tables, qk, "half", False)
+
+
+def fast_apply_rope_fused_(proj: Tensor, cos: Tensor, sin: Tensor, q_heads: int, k_heads: int,
+                           head_dim: int) -> tuple[Tensor, Tensor, Tensor] | None:
+    """q, k and v ``[b, heads, s, hd]`` of a fused projection ``proj [b, s, (q_heads + 2 k_heads)
+    hd]`` (q heads, then k heads, then v heads along the features, as :class:`posenc.Attention`'s
+    ``qkv`` makes them), with q and k rotated in place in ``proj`` by the half-pair tables
+    ``cos``/``sin`` ``[s, r]`` (positions ``0..s-1``); None (nothing done) where this path does
+    not apply: not a small CPU float32/float64 input, no C loop here
+    (:mod:`~posenc.functional._rope_native`), a view or a leaf under autograd, forward-mode AD,
+    tables that need gradients, ``torch.compile`` or a ``torch.func`` transform.
+
+    The values of :func:`fast_apply_rope` on q and k (the reference formula, bit for bit), with
+    no new tensors for them: q, k and v stay in the projection, as they are without a positional
+    encoding. Under autograd (:class:`FusedRopeFunction`) the backward writes the projection's
+    gradient once, the q and k parts rotated back, where rotating views of q and k makes two
+    gradients that autograd then stacks with v's. For training-size inputs, where each
+    allocation and pass over memory costs as much as the rotation itself."""
+    if tracing() or forward_mode() or proj.device.type != "cpu" or proj.dim() != 3:
+        return None
+    n, heads = cos.shape[-1] // 2, q_heads + 2 * k_heads
+    if proj.dtype not in (torch.float32, torch.float64) or cos.dtype != proj.dtype or sin.dtype != proj.dtype \
+            or cos.shape != sin.shape or cos.dim() != 2 or cos.shape[0] != proj.shape[-2] or 2 * n > head_dim \
+            or proj.shape[-1] != heads * head_dim:
+        return None
+    if proj.numel() // heads * (q_heads + k_heads) >= COMPILE_MIN_NUMEL or not proj.is_contiguous():
+        return None
+    grad = torch.is_grad_enabled() and proj.requires_grad
+    if (grad and (proj.is_leaf or proj._base is not None)) or _differentiable_tables(cos, sin) \
+            or not _rope_native.available():
+        return None
+    cos_h, sin_h = cos[:, :n], sin[:, :n]  # [s, n]
+    if grad:
+        return FusedRopeFunction.apply(proj, cos_h, sin_h, q_heads, k_heads, head_dim)[1:]
+    _rotate_heads_(proj, cos_h, sin_h, q_heads + k_heads, head_dim)
+    return _fused_split(proj, q_heads, k_heads, head_dim, alias=False)
 
 
 def _no_overlap(t: Tensor, name: str, what: str) -> None:

@@ -100,6 +100,15 @@ class PositionalEncoding(nn.Module):
         """Queries and keys ``[b, h, s, hd]`` in, rotated out (identity here)."""
         return q, k
 
+    def rotate_fused_(self, proj: Tensor, q_heads: int, k_heads: int) -> tuple[Tensor, Tensor, Tensor] | None:
+        """Optional fast form of :meth:`rotate` for attention with a fused projection
+        ``proj [b, s, (q_heads + 2 k_heads) hd]`` (q heads, then k heads, then v heads along the
+        features): q ``[b, q_heads, s, hd]``, k and v ``[b, k_heads, s, hd]``, with q and k rotated
+        at the default positions ``0..s-1``, in place in ``proj``; or None where the scheme has no
+        such path for this input (the caller then splits ``proj`` and calls :meth:`rotate`).
+        None here."""
+        return None
+
     def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
         """Additive logit bias ``[h, sq, sk]`` (``[b, h, sq, sk]`` for batched positions), or None."""
         return None

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim, check_positive_int, in_transform
-from ..functional.fast_rope import COMPILE_MIN_NUMEL, fast_apply_rope, fast_apply_rope_pair
+from ..functional.fast_rope import COMPILE_MIN_NUMEL, fast_apply_rope, fast_apply_rope_fused_, fast_apply_rope_pair
 from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ._cache import cached_range, cached_rows
 from .base import PositionalEncoding, check_head_width, check_positions_fit, default_positions, register
@@ -261,3 +261,15 @@ class Rope(PositionalEncoding):
             return fast_apply_rope_pair(q, k, both, cos_k, sin_k, layout=layout)
         # one-pass rotation, equal to F.apply_rope (tests/test_fast_paths.py); backward = inverse rotation
         return fast_apply_rope(q, cos_q, sin_q, layout=layout), fast_apply_rope(k, cos_k, sin_k, layout=layout)
+
+    def rotate_fused_(self, proj: Tensor, q_heads: int, k_heads: int) -> tuple[Tensor, Tensor, Tensor] | None:
+        """:meth:`rotate` at the default positions, in place on the q and k heads of a fused
+        projection (see :meth:`~posenc.schemes.base.PositionalEncoding.rotate_fused_`), through
+        :func:`~posenc.functional.fast_rope.fast_apply_rope_fused_` for half pairs (small CPU
+        float32/float64 inputs); None otherwise, and for subclasses that change :meth:`rotate` (xPos)."""
+        if type(self).rotate is not Rope.rotate or self.config.layout != "half" or proj.dim() != 3:
+            return None
+        s = proj.shape[-2]
+        seq_len = self.seq_len_of(None, None, s, s)  # None unless dynamic / longrope
+        cos, sin = self._tables(None, s, 0, proj, seq_len)  # [s, r] each
+        return fast_apply_rope_fused_(proj, cos, sin, q_heads, k_heads, self.config.dim)

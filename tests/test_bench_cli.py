@@ -193,7 +193,8 @@ def test_benchmark_scripts_refuse_bad_arguments():
             ("flex_memory.py", ["--modes", "flx"], "flex benchmark modes are flex and sdpa; got ['flx']"),
             ("bias.py", ["--json", "/proc/posenc/rows.json"], "--json: cannot write /proc/posenc/rows.json"),
             ("bias.py", ["--json", "."], "--json: . is a directory; give a file name"),
-            ("rope.py", ["--device", "meta"], "device 'meta' is not usable here")):
+            ("rope.py", ["--device", "meta"], "device 'meta' is not usable here"),
+            ("rope_training_size.py", ["--batch", "0"], "--batch: takes a positive integer; got '0'")):
         proc = subprocess.run([sys.executable, str(scripts / script), "--quick", *args],
                               capture_output=True, text=True, cwd=scripts, timeout=120)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (script, args, proc.stderr)

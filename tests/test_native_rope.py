@@ -255,3 +255,25 @@ def test_attention_takes_the_fused_path_and_matches_the_reference(kv, monkeypatc
     attn(x[:, :5], cache=cache)  # the first chunk: default positions 0..4
     attn(x[:, 5:6], cache=cache)  # later steps continue from the cache: positions given, views rotated
     assert calls == [1]
+
+
+@needs_loop
+def test_a_forward_hook_on_the_projection_keeps_what_it_saw(monkeypatch):
+    """A forward hook that keeps the qkv output (activation caching) sees it unrotated after the
+    layer ran: the layer then rotates q and k as new tensors, with the same output."""
+    calls = []
+    apply = FusedRopeFunction.apply
+    monkeypatch.setattr(FusedRopeFunction, "apply", lambda *a: calls.append(1) or apply(*a))
+    torch.manual_seed(0)
+    attn = posenc.Attention(32, 2, encoding="rope", causal=True)
+    x = torch.randn(2, 6, 32, requires_grad=True)
+    plain = attn(x)
+    assert calls == [1]
+    kept = []
+    handle = attn.qkv.register_forward_hook(lambda mod, inp, out: kept.append(out))
+    try:
+        hooked = attn(x)
+    finally:
+        handle.remove()
+    assert calls == [1] and torch.equal(hooked, plain)
+    assert torch.equal(kept[0], attn.qkv(x))

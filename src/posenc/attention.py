@@ -257,7 +257,7 @@ class Attention(nn.Module):
         # default positions: the scheme may rotate q and k inside the projection (RoPE on small CPU
         # inputs: no new q and k tensors; the backward writes the projection's gradient at once,
         # where rotated views make two new gradients that autograd then stacks with v's)
-        fused = enc.rotate_fused_(proj, h, kv) if default and n_axes == 1 else None
+        fused = enc.rotate_fused_(proj, h, kv) if default and n_axes == 1 and not self._qkv_hooked() else None
         if fused is not None:
             q, k, v = fused
         elif kv == h:
@@ -289,6 +289,11 @@ class Attention(nn.Module):
             out = _sdpa(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
         out = out.transpose(1, 2).reshape(b, s, h * hd)  # [b, h, s, hd] -> [b, s, h hd]
         return self.proj(out)
+
+    def _qkv_hooked(self) -> bool:
+        """Whether a forward hook may have kept the ``qkv`` output (one on ``self.qkv``, or a global
+        one): then q and k are rotated as new tensors, never inside that output."""
+        return bool(self.qkv._forward_hooks or nn.modules.module._global_forward_hooks)
 
     def _p(self) -> float:
         return self.dropout if self.training else 0.0

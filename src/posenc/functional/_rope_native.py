@@ -165,7 +165,10 @@ def _library() -> object | None:
         try:
             from torch._inductor.codecache import CppCodeCache
 
-            lib = CppCodeCache.load(_HEADER + _SOURCE)
+            try:  # no vector-ISA probes (seconds of test builds on a fresh cache): the source needs none
+                lib = CppCodeCache.load(_HEADER + _SOURCE, needs_vec_isa=False)
+            except TypeError:  # a torch whose loader has no such argument
+                lib = CppCodeCache.load(_HEADER + _SOURCE)
             for name in ("posenc_rope_half_f32", "posenc_rope_half_f64"):
                 fn = getattr(lib, name)
                 fn.restype = None

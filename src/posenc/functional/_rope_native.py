@@ -40,6 +40,9 @@ _PARALLEL_NUMEL = 1 << 16
 
 _SOURCE = r"""
 #include <stdint.h>
+#ifdef _OPENMP  // rows split over threads where the compiler has OpenMP; one thread otherwise
+#include <omp.h>
+#endif
 
 typedef float v8f __attribute__((vector_size(32)));
 typedef double v4d __attribute__((vector_size(32)));
@@ -119,16 +122,18 @@ static void rope_half(const T* x, T* out, const T* cs, const T* sn, int64_t ndim
                       int64_t n, int64_t tail, int inverse, int64_t threads) {
     int64_t total = 1;
     for (int64_t d = 0; d < ndim; ++d) total *= size[d];
-    if (threads <= 1 || total < 2) {
-        rows<T, V, W>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, inverse ? T(-1) : T(1), 0, total);
+#ifdef _OPENMP
+    if (threads > 1 && total > 1) {
+#pragma omp parallel num_threads(threads)
+        {
+            int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
+            int64_t first = total * t / parts, last = total * (t + 1) / parts;
+            rows<T, V, W>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, inverse ? T(-1) : T(1), first, last);
+        }
         return;
     }
-#pragma omp parallel num_threads(threads)
-    {
-        int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
-        int64_t first = total * t / parts, last = total * (t + 1) / parts;
-        rows<T, V, W>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, inverse ? T(-1) : T(1), first, last);
-    }
+#endif
+    rows<T, V, W>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, inverse ? T(-1) : T(1), 0, total);
 }
 
 extern "C" void posenc_rope_half_f32(const float* x, float* out, const float* cs, const float* sn,
@@ -145,8 +150,6 @@ extern "C" void posenc_rope_half_f64(const double* x, double* out, const double*
     rope_half<double, v4d, 4>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, inverse, threads);
 }
 """
-
-_HEADER = "#include <omp.h>\n"
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "lib": the loaded library, or "error": why there is none
@@ -166,9 +169,9 @@ def _library() -> object | None:
             from torch._inductor.codecache import CppCodeCache
 
             try:  # no vector-ISA probes (seconds of test builds on a fresh cache): the source needs none
-                lib = CppCodeCache.load(_HEADER + _SOURCE, needs_vec_isa=False)
+                lib = CppCodeCache.load(_SOURCE, needs_vec_isa=False)
             except TypeError:  # a torch whose loader has no such argument
-                lib = CppCodeCache.load(_HEADER + _SOURCE)
+                lib = CppCodeCache.load(_SOURCE)
             for name in ("posenc_rope_half_f32", "posenc_rope_half_f64"):
                 fn = getattr(lib, name)
                 fn.restype = None

@@ -163,10 +163,16 @@ def test_fused_projection_rotation_equals_reference_and_gradchecks(q_heads, k_he
         assert out is not None
         return out
 
-    for got, want in zip(fused(w), _reference_split(w, q_heads, k_heads, hd, cos, sin)):
-        assert torch.equal(got, want)
-    assert torch.autograd.gradcheck(fused, (w,))
-    assert torch.autograd.gradgradcheck(fused, (w,))
+    def fused_view(w):  # the projection as a view of all of a [b s, f] tensor (Linear with a bias)
+        out = fast_apply_rope_fused_((w.flatten(0, 1) * 1).view(w.shape), cos, sin, q_heads, k_heads, hd)
+        assert out is not None
+        return out
+
+    for fn in (fused, fused_view):
+        for got, want in zip(fn(w), _reference_split(w, q_heads, k_heads, hd, cos, sin)):
+            assert torch.equal(got, want)
+        assert torch.autograd.gradcheck(fn, (w,))
+        assert torch.autograd.gradgradcheck(fn, (w,))
     with torch.no_grad():  # no autograd: rotated in place, q, k and v views of the projection
         proj = w.detach().clone()
         q, k, v = fast_apply_rope_fused_(proj, cos, sin, q_heads, k_heads, hd)
@@ -184,7 +190,7 @@ def test_fused_backward_writes_each_gradient_slot_and_adds_one_given_for_the_pro
     w = torch.randn(b, s, 3 * 2 * hd, dtype=torch.float64, requires_grad=True)
     proj = w * 1
     cos_h, sin_h = cos[:, : hd // 2], sin[:, : hd // 2]
-    outs = FusedRopeFunction.apply(proj, cos_h, sin_h, 2, 2, hd)  # proj, q, k, v
+    outs = FusedRopeFunction.apply(proj, cos_h, sin_h, 2, 2, hd, tuple(proj.shape))  # proj, q, k, v
     ref = w.detach().clone().requires_grad_()
     gk = torch.randn_like(outs[2])
     gp = torch.randn_like(outs[0])
@@ -199,11 +205,11 @@ def test_fused_backward_writes_each_gradient_slot_and_adds_one_given_for_the_pro
 
 @needs_loop
 def test_fused_path_steps_aside_where_it_does_not_apply():
-    """A view (qkv with a bias comes out of addmm as one), a leaf that requires grad, bfloat16,
-    a large input, tables with gradients, forward-mode AD: None, nothing written."""
+    """Under autograd a view of part of another tensor, or a leaf; bfloat16, a large input, tables
+    with gradients, forward-mode AD: None, nothing written."""
     _, _, cos, sin = _half(torch.arange(4), 8, torch.float32)
     base = torch.randn(2, 4, 48)
-    for proj, c, s in ((torch.randn(8, 48, requires_grad=True).mul(1).view(2, 4, 48), cos, sin),
+    for proj, c, s in ((torch.randn(3, 4, 48, requires_grad=True).mul(1)[:2], cos, sin),
                        (base.clone().requires_grad_(), cos, sin),
                        (base.bfloat16(), cos.bfloat16(), sin.bfloat16()),
                        (base.clone(), cos.clone().requires_grad_(), sin)):
@@ -220,8 +226,9 @@ def test_fused_path_steps_aside_where_it_does_not_apply():
 
 
 @needs_loop
+@pytest.mark.parametrize("bias", [False, True], ids=["no-bias", "qkv-bias"])
 @pytest.mark.parametrize("kv", [None, 2], ids=["mha", "gqa"])
-def test_attention_takes_the_fused_path_and_matches_the_reference(kv, monkeypatch):
+def test_attention_takes_the_fused_path_and_matches_the_reference(kv, bias, monkeypatch):
     """posenc.Attention with rope (causal, default positions) rotates q and k in its projection;
     output and every gradient equal the hand-written layer; xPos, interleaved pairs, explicit
     positions and a KV cache's later steps take the views."""
@@ -231,7 +238,9 @@ def test_attention_takes_the_fused_path_and_matches_the_reference(kv, monkeypatc
     torch.manual_seed(0)
     h, hd, b, s = 4, 16, 3, 12
     kv_heads = kv or h
-    attn = posenc.Attention(h * hd, h, encoding="rope", causal=True, num_kv_heads=kv)
+    attn = posenc.Attention(h * hd, h, encoding="rope", causal=True, num_kv_heads=kv, qkv_bias=bias)
+    if bias:  # Linear with a bias returns addmm's output viewed: the rotation runs on that base
+        torch.nn.init.normal_(attn.qkv.bias)
     x = torch.randn(b, s, h * hd, requires_grad=True)
     out = attn(x)
     assert calls == [1]

@@ -1076,38 +1076,42 @@ def _fused_split(proj: Tensor, q_heads: int, k_heads: int, head_dim: int, alias:
 
 class FusedRopeFunction(torch.autograd.Function):
     """q, k and v of a fused projection, q and k rotated in place in it (see
-    :func:`fast_apply_rope_fused_`): ``FusedRopeFunction.apply(proj, cos_h, sin_h, q_heads,
-    k_heads, head_dim)`` with half-width tables ``[s, n]`` returns ``proj`` (marked as modified in
-    place) and q, k and v. Backward: one new gradient for ``proj``, made as its q, k and v slots
-    from the gradients of q, k (rotated back) and v, as stacking them would make it (the incoming
-    gradients are never written)."""
+    :func:`fast_apply_rope_fused_`): ``FusedRopeFunction.apply(base, cos_h, sin_h, q_heads,
+    k_heads, head_dim, shape)`` with half-width tables ``[s, n]``, ``base`` the projection or the
+    tensor it views as ``shape`` ``[b, s, f]`` (``Linear`` with a bias returns ``addmm``'s
+    ``[b s, f]`` output viewed), returns ``base`` (marked as modified in place) and q, k and v.
+    Backward: one new gradient for ``base``, made as its q, k and v slots from the gradients of q,
+    k (rotated back) and v, as stacking them would make it (the incoming gradients are never
+    written)."""
 
     @staticmethod
-    def forward(ctx, proj: Tensor, cos_h: Tensor, sin_h: Tensor, q_heads: int, k_heads: int,
-                head_dim: int) -> tuple[Tensor, ...]:
+    def forward(ctx, base: Tensor, cos_h: Tensor, sin_h: Tensor, q_heads: int, k_heads: int,
+                head_dim: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(cos_h, sin_h)
-        ctx.heads, ctx.head_dim = (q_heads, k_heads), head_dim
+        ctx.heads, ctx.head_dim, ctx.shapes = (q_heads, k_heads), head_dim, (shape, base.shape)
+        proj = base.view(shape)  # [b, s, f]
         _rotate_heads_(proj, cos_h, sin_h, q_heads + k_heads, head_dim)
-        ctx.mark_dirty(proj)
-        return proj, *_fused_split(proj, q_heads, k_heads, head_dim, alias=True)
+        ctx.mark_dirty(base)
+        return base, *_fused_split(proj, q_heads, k_heads, head_dim, alias=True)
 
     @staticmethod
-    def backward(ctx, grad_proj: Tensor | None, *grads: Tensor | None) -> tuple[Tensor | None, ...]:
+    def backward(ctx, grad_base: Tensor | None, *grads: Tensor | None) -> tuple[Tensor | None, ...]:
         cos_h, sin_h = ctx.saved_tensors
-        (q_heads, k_heads), hd = ctx.heads, ctx.head_dim
-        if grad_proj is not None:  # the returned projection is q, k (rotated) and v too: one more gradient of each
-            grads = tuple(p if g is None else g + p
-                          for g, p in zip(grads, _fused_split(grad_proj, q_heads, k_heads, hd, alias=False)))
+        (q_heads, k_heads), hd, (shape, base_shape) = ctx.heads, ctx.head_dim, ctx.shapes
+        if grad_base is not None:  # the returned projection is q, k (rotated) and v too: one more gradient of each
+            parts = _fused_split(grad_base.reshape(shape), q_heads, k_heads, hd, alias=False)
+            grads = tuple(p if g is None else g + p for g, p in zip(grads, parts))
         like = next((g for g in grads if g is not None), None)
         if like is None:
-            return None, None, None, None, None, None
+            return None, None, None, None, None, None, None
         b, s = like.shape[0], like.shape[-2]
         if torch.is_grad_enabled():  # create_graph: the inverse rotations, themselves differentiable
             parts = [torch.zeros(b, heads, s, hd, dtype=like.dtype, device=like.device) if g is None else
                      RopeFunction.apply(g, cos_h, -sin_h, "half", False) if i < 2 else g
                      for i, (g, heads) in enumerate(zip(grads, (q_heads, k_heads, k_heads)))]
-            return torch.cat([t.transpose(-3, -2) for t in parts], dim=-2).flatten(-2), None, None, None, None, None
+            grad = torch.cat([t.transpose(-3, -2) for t in parts], dim=-2).flatten(-2)  # [b, s, f]
+            return grad.reshape(base_shape), None, None, None, None, None, None
         grad = torch.empty(b, s, (q_heads + 2 * k_heads) * hd, dtype=like.dtype, device=like.device)
         for i, (g, slot) in enumerate(zip(grads, _fused_split(grad, q_heads, k_heads, hd, alias=False))):
             if g is None:
@@ -1116,7 +1120,7 @@ class FusedRopeFunction(torch.autograd.Function):
                 slot.copy_(g)
             elif not _rope_native.rotate_half(g, cos_h, sin_h, slot, True):
                 _eager(g, cos_h, sin_h, slot, "half", True)
-        return grad, None, None, None, None, None
+        return grad.view(base_shape), None, None, None, None, None, None
 
 
 def _rotate_heads_(proj: Tensor, cos_h: Tensor, sin_h: Tensor, heads: int, head_dim: int) -> None:
@@ -1134,7 +1138,8 @@ def fast_apply_rope_fused_(proj: Tensor, cos: Tensor, sin: Tensor, q_heads: int,
     ``qkv`` makes them), with q and k rotated in place in ``proj`` by the half-pair tables
     ``cos``/``sin`` ``[s, r]`` (positions ``0..s-1``); None (nothing done) where this path does
     not apply: not a small CPU float32/float64 input, no C loop here
-    (:mod:`~posenc.functional._rope_native`), a view or a leaf under autograd, forward-mode AD,
+    (:mod:`~posenc.functional._rope_native`), under autograd a leaf or a view of only part of
+    another tensor (``Linear``'s output with a bias views all of ``addmm``'s: served), forward-mode AD,
     tables that need gradients, ``torch.compile`` or a ``torch.func`` transform.
 
     The values of :func:`fast_apply_rope` on q and k (the reference formula, bit for bit), with
@@ -1153,12 +1158,15 @@ def fast_apply_rope_fused_(proj: Tensor, cos: Tensor, sin: Tensor, q_heads: int,
     if proj.numel() // heads * (q_heads + k_heads) >= COMPILE_MIN_NUMEL or not proj.is_contiguous():
         return None
     grad = torch.is_grad_enabled() and proj.requires_grad
-    if (grad and (proj.is_leaf or proj._base is not None)) or _differentiable_tables(cos, sin) \
-            or not _rope_native.available():
+    base = proj if proj._base is None else proj._base
+    if grad and (base.is_leaf or base._base is not None or base.data_ptr() != proj.data_ptr()
+                 or base.numel() != proj.numel() or not base.is_contiguous()):
+        return None  # a leaf, or a view of only part of its base (autograd would copy the base to rotate it)
+    if _differentiable_tables(cos, sin) or not _rope_native.available():
         return None
     cos_h, sin_h = cos[:, :n], sin[:, :n]  # [s, n]
-    if grad:
-        return FusedRopeFunction.apply(proj, cos_h, sin_h, q_heads, k_heads, head_dim)[1:]
+    if grad:  # on the base that proj views whole (Linear with a bias: addmm's [b s, f], viewed)
+        return FusedRopeFunction.apply(base, cos_h, sin_h, q_heads, k_heads, head_dim, tuple(proj.shape))[1:]
     _rotate_heads_(proj, cos_h, sin_h, q_heads + k_heads, head_dim)
     return _fused_split(proj, q_heads, k_heads, head_dim, alias=False)
 

@@ -260,15 +260,13 @@ class Attention(nn.Module):
         fused = enc.rotate_fused_(proj, h, kv) if default and n_axes == 1 and not self._qkv_hooked() else None
         if fused is not None:
             q, k, v = fused
-        elif kv == h:
-            q, k, v = (t.transpose(1, 2) for t in proj.view(b, s, 3, h, hd).unbind(2))
-        else:  # grouped-query attention: q [b, h, s, hd], k and v [b, kv, s, hd]
-            q, k, v = (t.unflatten(-1, (-1, hd)).transpose(1, 2) for t in proj.split((h * hd, kv * hd, kv * hd), -1))
-        if fused is None:
-            if default and n_axes == 1:  # a slice of the cached tables, not a gather of them at each call
-                q, k = enc.rotate(q, k)
-            else:
-                q, k = enc.rotate(q, k, positions, positions)
+        else:
+            if kv == h:
+                q, k, v = (t.transpose(1, 2) for t in proj.view(b, s, 3, h, hd).unbind(2))
+            else:  # grouped-query attention: q [b, h, s, hd], k and v [b, kv, s, hd]
+                q, k, v = (t.unflatten(-1, (-1, hd)).transpose(1, 2) for t in proj.split((h * hd, kv * hd, kv * hd), -1))
+            # default positions: a slice of the cached tables, not a gather of them at each call
+            q, k = enc.rotate(q, k) if default and n_axes == 1 else enc.rotate(q, k, positions, positions)
         k_positions = positions
         if cache is not None:
             k, v, k_positions = cache.append(k, v, positions, seq_dim=-2 if n_axes > 1 else -1)  # [b, h, sk, hd], [..., sk(, n)]
@@ -347,7 +345,7 @@ class Attention(nn.Module):
         kernel with gradients for its mask and takes its math kernel there, whose softmax also
         scans every row of the scores for fully masked ones; here the mask alone is scanned
         (``[h, sq, sk]``, not ``[b, h, sq, sk]``). The experiments' training step with T5, one
-        thread: +20-24% -> +13% over no encoding (``bench_training``)."""
+        thread: +20-21% -> +9-15% over no encoding (``bench_training``, three runs each)."""
         enc = self.encoding
         if k.shape[1] != q.shape[1]:  # grouped-query attention: each key/value head serves a group of queries
             k, v = _repeat_kv(k, v, q.shape[1])

@@ -45,6 +45,13 @@ def _cases():
         # partial rotary: 12 of 20 features rotate, the rest are copied
         xp = torch.randn(2, 3, 5, 20, generator=g, dtype=dtype)
         out.append((f"partial-{dtype}", xp, *_half(torch.arange(5), 12, dtype)))
+        # head-major [b, h, s, hd] with whole blocks of 64 rows: walked in blocks of rows for
+        # groups of 4, 2 or 1 heads (_blocked), with shared, per-row and per-head tables
+        for lead, tables in (((1, 8, 192), (192,)), ((1, 6, 128), (128,)), ((1, 3, 128), (128,)),
+                             ((2, 4, 128), (2, 1, 128)), ((2, 4, 128), (2, 4, 128))):
+            xb = torch.randn(*lead, 16, generator=g, dtype=dtype)
+            pos = torch.arange(tables[-1]).expand(tables) + torch.randint(0, 9, tables[:-1] + (1,), generator=g)
+            out.append((f"blocks-{'x'.join(map(str, lead))}-tables{len(tables)}-{dtype}", xb, *_half(pos, 16, dtype)))
         # one row, and a 1-D input
         out.append((f"one-row-{dtype}", torch.randn(1, 1, 1, 16, generator=g, dtype=dtype), *_half(torch.tensor([7]), 16, dtype)))
         c, s, cf, sf = _half(torch.tensor(3), 8, dtype)
@@ -69,6 +76,28 @@ def test_c_loop_equals_reference_bit_for_bit(case, inverse, inplace):
         got = torch.full_like(x, float("nan"))
         assert _rope_native.rotate_half(x, cos_h, sin_h, got, inverse)
     assert torch.equal(got, want)
+
+
+def test_blocked_walk_of_head_major_layouts():
+    """Which layouts are walked in blocks of rows: head-major with shared or per-row tables and
+    whole blocks (heads grouped by 4, 2 or 1), not per-head tables, a short or ragged sequence,
+    or heads already innermost (the projection's layout)."""
+    def dims(shape, tables, n=8):
+        x = torch.empty(*shape, 2 * n)
+        c = torch.empty(*tables, n)
+        return _rope_native._index_space(x, torch.empty_like(x), c, c)[0]
+
+    assert dims((1, 8, 192), (192,)) == (3, 2, 64, 4)
+    assert dims((2, 6, 128), (128,)) == (2, 3, 64, 4)  # batch and heads merged: 12 rows of tables shared
+    assert dims((1, 6, 128), (128,)) == (2, 3, 64, 2)
+    assert dims((1, 3, 128), (128,)) == (2, 3, 64)
+    assert dims((2, 4, 128), (2, 1, 128)) == (2, 2, 1, 64, 4)
+    assert dims((2, 4, 128), (2, 4, 128)) == (1024,)  # per-head tables: one merged run of rows
+    assert dims((1, 8, 100), (100,)) == (8, 100)  # not whole blocks
+    assert dims((1, 8, 64), (64,)) == (8, 64)  # one block
+    both = torch.empty(4, 128, 3, 8, 16)[:, :, :2].permute(2, 0, 3, 1, 4)  # q, k of a projection
+    c = torch.empty(128, 8)
+    assert _rope_native._index_space(both, torch.empty_like(both), c, c)[0] == (4, 128, 16)
 
 
 @needs_loop

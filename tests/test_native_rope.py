@@ -315,3 +315,24 @@ def test_a_forward_hook_on_the_projection_keeps_what_it_saw(monkeypatch):
         handle.remove()
     assert calls == [1] and torch.equal(hooked, plain)
     assert torch.equal(kept[0], attn.qkv(x))
+
+
+@needs_loop
+def test_auto_without_inductor_takes_the_c_loop_for_large_half_pairs(monkeypatch):
+    """compile="auto" on a large input where Inductor cannot compile: the C loop rotates it
+    (forward and backward), bit for bit the reference; compile=False keeps to ATen ops."""
+    monkeypatch.setattr(fast_rope, "_compile_error", "test: Inductor unavailable")
+    calls = []
+    rotate = _rope_native.rotate_half
+    monkeypatch.setattr(_rope_native, "rotate_half", lambda *a: calls.append(1) or rotate(*a))
+    q = torch.randn(1, 8, 1024, 128)  # 2^20 elements: past COMPILE_MIN_NUMEL
+    _, _, cos, sin = _half(torch.arange(1024), 128, torch.float32)
+    out = torch.empty_like(q)
+    fast_rope.fast_apply_rope(q, cos, sin, out=out)
+    assert calls == [1] and torch.equal(out, F.apply_rope(q, cos, sin))
+    x = q.clone().requires_grad_()
+    g = torch.randn_like(q)
+    (got,) = torch.autograd.grad(fast_rope.fast_apply_rope(x, cos, sin), x, g)
+    assert len(calls) == 3 and torch.equal(got, F.apply_rope(g, cos, -sin))
+    fast_rope.fast_apply_rope(q, cos, sin, out=out, compile=False)
+    assert len(calls) == 3

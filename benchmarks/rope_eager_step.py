@@ -1,7 +1,9 @@
 """The eager half-pair RoPE pass's cache step (issue 6, the uncompiled fallback): q and k
 ``[1, 32, L, 128]`` into ``out=`` with ``compile=False`` for several steps (bytes of rows of one
 head per thread, ``posenc.functional._rope_eager._EAGER_HALF_STEP_BYTES``), each timed in
-alternation with the copy floor, round-robin: python benchmarks/rope_eager_step.py [--quick]."""
+alternation with the copy floor, round-robin, beside the C loop (``posenc.functional._rope_native``,
+float32: what ``compile="auto"`` falls back to where Inductor cannot compile but a C++ compiler
+works): python benchmarks/rope_eager_step.py [--quick]."""
 
 import argparse
 
@@ -13,7 +15,7 @@ def run(args: argparse.Namespace) -> list[dict]:
 
     from posenc import functional as F
     from posenc.bench.timing import measure_paired_many
-    from posenc.functional import _rope_eager
+    from posenc.functional import _rope_eager, _rope_native
 
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
     default = _rope_eager._EAGER_HALF_STEP_BYTES
@@ -36,7 +38,13 @@ def run(args: argparse.Namespace) -> list[dict]:
                 ok.copy_(k)
 
             fns = {f"{kib} KiB": case(kib << 10) for kib in args.steps}
-            for name, fn in fns.items():  # each step gives the reference's numbers before it is timed
+            n = cos.shape[-1] // 2
+            if dtype == torch.float32 and _rope_native.available():
+                def c_loop() -> None:
+                    _rope_native.rotate_half(q, cos[:, :n], sin[:, :n], oq, False)
+                    _rope_native.rotate_half(k, cos[:, :n], sin[:, :n], ok, False)
+                fns["C loop"] = c_loop
+            for name, fn in fns.items():  # each case gives the reference's numbers before it is timed
                 fn()
                 torch.testing.assert_close(oq, F.apply_rope(q, cos, sin, layout="half"), atol=1e-5, rtol=1e-2)
             paired = measure_paired_many(fns, floor, num_threads=args.threads,
@@ -45,7 +53,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 rows.append({"L": L, "dtype": args.dtype, "step_per_thread": name, "threads": args.threads,
                              "median_ms": p.case.median_s * 1e3, "x_floor": p.x_floor,
                              "x_floor_best": p.x_floor_best, "rounds": p.rounds, "other_cpu": p.case.other_cpu,
-                             "default": int(name.split()[0]) << 10 == default})
+                             "default": name != "C loop" and int(name.split()[0]) << 10 == default})
     finally:
         _rope_eager._EAGER_HALF_STEP_BYTES = default
     return rows

@@ -1,9 +1,9 @@
 """The eager half-pair RoPE pass's cache step (issue 6, the uncompiled fallback): q and k
 ``[1, 32, L, 128]`` into ``out=`` with ``compile=False`` for several steps (bytes of rows of one
 head per thread, ``posenc.functional._rope_eager._EAGER_HALF_STEP_BYTES``), each timed in
-alternation with the copy floor, round-robin, beside the C loop (``posenc.functional._rope_native``,
-float32: what ``compile="auto"`` falls back to where Inductor cannot compile but a C++ compiler
-works): python benchmarks/rope_eager_step.py [--quick]."""
+alternation with the copy floor, round-robin, beside the C loop (``posenc.functional._rope_native``:
+what ``compile="auto"`` falls back to where Inductor cannot compile but a C++ compiler works):
+python benchmarks/rope_eager_step.py [--quick] [--dtype bfloat16]."""
 
 import argparse
 
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> list[dict]:
 
             fns = {f"{kib} KiB": case(kib << 10) for kib in args.steps}
             n = cos.shape[-1] // 2
-            if dtype == torch.float32 and _rope_native.available():
+            if _rope_native.available():  # float32, or bfloat16 with the float32 tables
                 def c_loop() -> None:
                     _rope_native.rotate_half(q, cos[:, :n], sin[:, :n], oq, False)
                     _rope_native.rotate_half(k, cos[:, :n], sin[:, :n], ok, False)

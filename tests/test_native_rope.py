@@ -52,6 +52,13 @@ def _cases():
             xb = torch.randn(*lead, 16, generator=g, dtype=dtype)
             pos = torch.arange(tables[-1]).expand(tables) + torch.randint(0, 9, tables[:-1] + (1,), generator=g)
             out.append((f"blocks-{'x'.join(map(str, lead))}-tables{len(tables)}-{dtype}", xb, *_half(pos, 16, dtype)))
+        # bfloat16 x with float32 tables: rotated in float32, rounded once (as the reference)
+        if dtype == torch.float32:
+            out.append(("bf16-contiguous", x.bfloat16(), *_half(torch.arange(17), 24, dtype)))
+            out.append(("bf16-projection", both.bfloat16(), *_half(torch.arange(9), 16, dtype)))
+            out.append(("bf16-partial", xp.bfloat16(), *_half(torch.arange(5), 12, dtype)))
+            xb = torch.randn(1, 8, 192, 16, generator=g).bfloat16()
+            out.append(("bf16-blocks", xb, *_half(torch.arange(192), 16, dtype)))
         # one row, and a 1-D input
         out.append((f"one-row-{dtype}", torch.randn(1, 1, 1, 16, generator=g, dtype=dtype), *_half(torch.tensor([7]), 16, dtype)))
         c, s, cf, sf = _half(torch.tensor(3), 8, dtype)
@@ -118,25 +125,28 @@ def test_c_loop_splits_rows_over_threads_exactly(monkeypatch):
 
 
 @needs_loop
-def test_c_loop_nan_and_inf_follow_the_reference():
-    x = torch.randn(2, 2, 6, 16)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_c_loop_nan_and_inf_follow_the_reference(dtype):
+    x = torch.randn(2, 2, 6, 16).to(dtype)
     x[0, 1, 2, 3], x[1, 0, 5, 12], x[0, 0, 0, 8] = float("inf"), float("nan"), float("-inf")
     cos_h, sin_h, cos, sin = _half(torch.arange(6), 16, torch.float32)
     out = torch.empty_like(x)
     assert _rope_native.rotate_half(x, cos_h, sin_h, out, False)
     ref = F.apply_rope(x, cos, sin)
     assert ref.isnan().any() and ref.isinf().any()
-    assert torch.equal(out.isnan(), ref.isnan())
+    assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf(), ref.isinf())
     assert torch.equal(out[~ref.isnan()], ref[~ref.isnan()])
 
 
 @needs_loop
 def test_c_loop_declines_what_it_cannot_take():
-    """bfloat16, tables in another dtype, a feature dim without unit stride, tables that do not
-    broadcast, out over x's memory with other strides: False and nothing written."""
+    """float16, bfloat16 with bfloat16 tables, tables in another dtype, a feature dim without unit
+    stride, tables that do not broadcast, out over x's memory with other strides: False and
+    nothing written."""
     cos_h, sin_h, _, _ = _half(torch.arange(4), 16, torch.float32)
     x = torch.randn(2, 4, 16)
-    for args in ((x.bfloat16(), cos_h, sin_h, torch.empty(2, 4, 16, dtype=torch.bfloat16)),
+    for args in ((x.half(), cos_h, sin_h, torch.empty(2, 4, 16, dtype=torch.float16)),
+                 (x.bfloat16(), cos_h.bfloat16(), sin_h.bfloat16(), torch.empty(2, 4, 16, dtype=torch.bfloat16)),
                  (x, cos_h.double(), sin_h.double(), torch.empty(2, 4, 16)),
                  (torch.randn(2, 4, 32)[..., ::2], cos_h, sin_h, torch.empty(2, 4, 16)),
                  (x, cos_h[:3], sin_h[:3], torch.empty(2, 4, 16))):
@@ -336,3 +346,26 @@ def test_auto_without_inductor_takes_the_c_loop_for_large_half_pairs(monkeypatch
     assert len(calls) == 3 and torch.equal(got, F.apply_rope(g, cos, -sin))
     fast_rope.fast_apply_rope(q, cos, sin, out=out, compile=False)
     assert len(calls) == 3
+
+
+@needs_loop
+def test_bfloat16_attention_rotates_inside_the_projection_as_the_views_do(monkeypatch):
+    """A bfloat16 layer (float32 tables, rotated in float32 and rounded once): the fused path's
+    output and gradients equal those of the views through RopePairFunction."""
+    calls = []
+    apply = FusedRopeFunction.apply
+    monkeypatch.setattr(FusedRopeFunction, "apply", lambda *a: calls.append(1) or apply(*a))
+    torch.manual_seed(0)
+    attn = posenc.Attention(64, 4, encoding="rope", causal=True).bfloat16()
+    x = torch.randn(4, 16, 64, dtype=torch.bfloat16, requires_grad=True)
+    g = torch.randn(4, 16, 64, dtype=torch.bfloat16)
+    out = attn(x)
+    got = torch.autograd.grad(out, (x, *attn.parameters()), g)
+    assert calls == [1]
+    monkeypatch.setattr(posenc.schemes.rope.Rope, "rotate_fused_", lambda self, *a: None)
+    ref = attn(x)
+    want = torch.autograd.grad(ref, (x, *attn.parameters()), g)
+    assert calls == [1]
+    torch.testing.assert_close(out, ref, atol=0, rtol=0)
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e, atol=1e-2, rtol=1e-2)

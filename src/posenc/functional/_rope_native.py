@@ -46,42 +46,101 @@ _SOURCE = r"""
 
 typedef float v8f __attribute__((vector_size(32)));
 typedef double v4d __attribute__((vector_size(32)));
+typedef uint16_t v8h __attribute__((vector_size(16)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 
-// Rows of the index space: dims [0, ndim) with sizes `size`, strides in elements of x, out and
-// the two tables (0 along broadcast dims); each row holds `n` pairs (i, i + n) at unit stride,
-// then `tail` features copied unchanged (partial rotary; 0 in place).
 // One row: n pairs (i, i + n) at unit stride, then `tail` features copied. V: W elements of T in
 // one 32-byte vector (GCC/Clang vector extensions). `s` is read as sign * sin, an exact negation;
 // each product and sum is rounded on its own (built with -ffp-contract=off), as ATen's ops do.
 template <typename T, typename V, int W>
-static inline void row(const T* a, T* o, const T* c, const T* s, int64_t n, int64_t tail, T sign) {
-    int64_t i = 0;
-    for (; i + W <= n; i += W) {
-        V x1, x2, cv, sv;
-        __builtin_memcpy(&x1, a + i, sizeof(V));
-        __builtin_memcpy(&x2, a + i + n, sizeof(V));
-        __builtin_memcpy(&cv, c + i, sizeof(V));
-        __builtin_memcpy(&sv, s + i, sizeof(V));
-        sv = sv * sign;
-        V y1 = x1 * cv - x2 * sv;
-        V y2 = x2 * cv + x1 * sv;
-        __builtin_memcpy(o + i, &y1, sizeof(V));
-        __builtin_memcpy(o + i + n, &y2, sizeof(V));
+struct Row {
+    typedef T X;  // x's and out's element
+    typedef T C;  // the tables' element
+    static inline void run(const T* a, T* o, const T* c, const T* s, int64_t n, int64_t tail, T sign) {
+        int64_t i = 0;
+        for (; i + W <= n; i += W) {
+            V x1, x2, cv, sv;
+            __builtin_memcpy(&x1, a + i, sizeof(V));
+            __builtin_memcpy(&x2, a + i + n, sizeof(V));
+            __builtin_memcpy(&cv, c + i, sizeof(V));
+            __builtin_memcpy(&sv, s + i, sizeof(V));
+            sv = sv * sign;
+            V y1 = x1 * cv - x2 * sv;
+            V y2 = x2 * cv + x1 * sv;
+            __builtin_memcpy(o + i, &y1, sizeof(V));
+            __builtin_memcpy(o + i + n, &y2, sizeof(V));
+        }
+        for (; i < n; ++i) {
+            T x1 = a[i], x2 = a[i + n], sv = s[i] * sign;
+            o[i] = x1 * c[i] - x2 * sv;
+            o[i + n] = x2 * c[i] + x1 * sv;
+        }
+        for (i = 2 * n; i < 2 * n + tail; ++i) o[i] = a[i];
     }
-    for (; i < n; ++i) {
-        T x1 = a[i], x2 = a[i + n], sv = s[i] * sign;
-        o[i] = x1 * c[i] - x2 * sv;
-        o[i + n] = x2 * c[i] + x1 * sv;
-    }
-    for (i = 2 * n; i < 2 * n + tail; ++i) o[i] = a[i];
+};
+
+// bfloat16 x and out (their bits as uint16), float32 tables: each pair widened to float32 (exact),
+// rotated in float32 and rounded once to bfloat16, to nearest even on the bits, NaN to a quiet NaN
+// (c10/util/BFloat16.h round_to_nearest_even): what the reference computes for a bfloat16 x.
+static inline float bf16_float(uint16_t h) {
+    uint32_t w = (uint32_t)h << 16;
+    float f;
+    __builtin_memcpy(&f, &w, 4);
+    return f;
 }
+static inline uint16_t float_bf16(float f) {
+    if (f != f) return 0x7FC0;
+    uint32_t u;
+    __builtin_memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+static inline v8f bf16_load(const uint16_t* p) {
+    v8h h;
+    __builtin_memcpy(&h, p, sizeof(h));
+    v8u w = __builtin_convertvector(h, v8u) << 16;
+    v8f f;
+    __builtin_memcpy(&f, &w, sizeof(f));
+    return f;
+}
+static inline void bf16_store(uint16_t* p, v8f f) {
+    v8u u;
+    __builtin_memcpy(&u, &f, sizeof(u));
+    v8u r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    v8i nan = (v8i)(f != f);  // all ones where NaN
+    r = (r & ~(v8u)nan) | ((v8u)nan & 0x7FC0u);
+    v8h h = __builtin_convertvector(r, v8h);
+    __builtin_memcpy(p, &h, sizeof(h));
+}
+struct RowBf16 {
+    typedef uint16_t X;
+    typedef float C;
+    static inline void run(const uint16_t* a, uint16_t* o, const float* c, const float* s, int64_t n,
+                           int64_t tail, float sign) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            v8f x1 = bf16_load(a + i), x2 = bf16_load(a + i + n), cv, sv;
+            __builtin_memcpy(&cv, c + i, sizeof(v8f));
+            __builtin_memcpy(&sv, s + i, sizeof(v8f));
+            sv = sv * sign;
+            bf16_store(o + i, x1 * cv - x2 * sv);
+            bf16_store(o + i + n, x2 * cv + x1 * sv);
+        }
+        for (; i < n; ++i) {
+            float x1 = bf16_float(a[i]), x2 = bf16_float(a[i + n]), sv = s[i] * sign;
+            o[i] = float_bf16(x1 * c[i] - x2 * sv);
+            o[i + n] = float_bf16(x2 * c[i] + x1 * sv);
+        }
+        for (i = 2 * n; i < 2 * n + tail; ++i) o[i] = a[i];
+    }
+};
 
 // Rows [first, last) of the index space: dims [0, ndim) with sizes `size` and strides in elements
 // of x, out and the two tables (0 along broadcast dims); the last dim is the inner loop.
-template <typename T, typename V, int W>
-static void rows(const T* x, T* out, const T* cs, const T* sn, int64_t ndim, const int64_t* size,
-                 const int64_t* xs, const int64_t* os, const int64_t* cst, const int64_t* sst,
-                 int64_t n, int64_t tail, T sign, int64_t first, int64_t last) {
+template <typename R>
+static void rows(const typename R::X* x, typename R::X* out, const typename R::C* cs, const typename R::C* sn,
+                 int64_t ndim, const int64_t* size, const int64_t* xs, const int64_t* os, const int64_t* cst,
+                 const int64_t* sst, int64_t n, int64_t tail, typename R::C sign, int64_t first, int64_t last) {
     int64_t idx[8];
     int64_t xo = 0, oo = 0, co = 0, so = 0, rem = first;
     for (int64_t d = ndim - 1; d >= 0; --d) {  // the multi-index of row `first`
@@ -94,12 +153,12 @@ static void rows(const T* x, T* out, const T* cs, const T* sn, int64_t ndim, con
     while (r < last) {
         int64_t count = isz - idx[in];
         if (count > last - r) count = last - r;
-        const T* a = x + xo;
-        T* o = out + oo;
-        const T* c = cs + co;
-        const T* s = sn + so;
+        const typename R::X* a = x + xo;
+        typename R::X* o = out + oo;
+        const typename R::C* c = cs + co;
+        const typename R::C* s = sn + so;
         for (int64_t j = 0; j < count; ++j, a += ixs, o += ios, c += ics, s += iss)
-            row<T, V, W>(a, o, c, s, n, tail, sign);
+            R::run(a, o, c, s, n, tail, sign);
         r += count;
         // the next row: the inner index back to 0, carried into the outer dims
         xo -= idx[in] * ixs; oo -= idx[in] * ios; co -= idx[in] * ics; so -= idx[in] * iss;
@@ -116,40 +175,44 @@ static void rows(const T* x, T* out, const T* cs, const T* sn, int64_t ndim, con
     }
 }
 
-template <typename T, typename V, int W>
-static void rope_half(const T* x, T* out, const T* cs, const T* sn, int64_t ndim, const int64_t* size,
-                      const int64_t* xs, const int64_t* os, const int64_t* cst, const int64_t* sst,
-                      int64_t n, int64_t tail, int inverse, int64_t threads) {
+template <typename R>
+static void rope_half(const typename R::X* x, typename R::X* out, const typename R::C* cs,
+                      const typename R::C* sn, int64_t ndim, const int64_t* size, const int64_t* xs,
+                      const int64_t* os, const int64_t* cst, const int64_t* sst, int64_t n, int64_t tail,
+                      int inverse, int64_t threads) {
     int64_t total = 1;
     for (int64_t d = 0; d < ndim; ++d) total *= size[d];
+    typename R::C sign = inverse ? -1 : 1;
 #ifdef _OPENMP
     if (threads > 1 && total > 1) {
 #pragma omp parallel num_threads(threads)
         {
             int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
             int64_t first = total * t / parts, last = total * (t + 1) / parts;
-            rows<T, V, W>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, inverse ? T(-1) : T(1), first, last);
+            rows<R>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, sign, first, last);
         }
         return;
     }
 #endif
-    rows<T, V, W>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, inverse ? T(-1) : T(1), 0, total);
+    rows<R>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, sign, 0, total);
 }
 
-extern "C" void posenc_rope_half_f32(const float* x, float* out, const float* cs, const float* sn,
-                                     int64_t ndim, const int64_t* size, const int64_t* xs, const int64_t* os,
-                                     const int64_t* cst, const int64_t* sst, int64_t n, int64_t tail,
-                                     int inverse, int64_t threads) {
-    rope_half<float, v8f, 8>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, inverse, threads);
-}
-
-extern "C" void posenc_rope_half_f64(const double* x, double* out, const double* cs, const double* sn,
-                                     int64_t ndim, const int64_t* size, const int64_t* xs, const int64_t* os,
-                                     const int64_t* cst, const int64_t* sst, int64_t n, int64_t tail,
-                                     int inverse, int64_t threads) {
-    rope_half<double, v4d, 4>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, inverse, threads);
-}
+#define POSENC_ROPE_HALF(name, R)                                                                        \
+    extern "C" void name(const R::X* x, R::X* out, const R::C* cs, const R::C* sn, int64_t ndim,           \
+                         const int64_t* size, const int64_t* xs, const int64_t* os, const int64_t* cst,    \
+                         const int64_t* sst, int64_t n, int64_t tail, int inverse, int64_t threads) {      \
+        rope_half<R>(x, out, cs, sn, ndim, size, xs, os, cst, sst, n, tail, inverse, threads);             \
+    }
+typedef Row<float, v8f, 8> RowF32;
+typedef Row<double, v4d, 4> RowF64;
+POSENC_ROPE_HALF(posenc_rope_half_f32, RowF32)
+POSENC_ROPE_HALF(posenc_rope_half_f64, RowF64)
+POSENC_ROPE_HALF(posenc_rope_half_bf16, RowBf16)
 """
+
+#: The loop's entry point per dtype of x (bfloat16 with float32 tables, the others with their own).
+_FUNCTIONS = {torch.float32: "posenc_rope_half_f32", torch.float64: "posenc_rope_half_f64",
+              torch.bfloat16: "posenc_rope_half_bf16"}
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "lib": the loaded library, or "error": why there is none
@@ -172,7 +235,7 @@ def _library() -> object | None:
                 lib = CppCodeCache.load(_SOURCE, needs_vec_isa=False)
             except TypeError:  # a torch whose loader has no such argument
                 lib = CppCodeCache.load(_SOURCE)
-            for name in ("posenc_rope_half_f32", "posenc_rope_half_f64"):
+            for name in _FUNCTIONS.values():
                 fn = getattr(lib, name)
                 fn.restype = None
                 fn.argtypes = [_P, _P, _P, _P, _I64, _P, _P, _P, _P, _P, _I64, _I64, ctypes.c_int, _I64]
@@ -247,10 +310,11 @@ _PLANS = 64
 
 
 def _plan(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inplace: bool) -> tuple | None:
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or x.dim() < 1:
+    if x.device.type != "cpu" or x.dtype not in _FUNCTIONS or x.dim() < 1:
         return None
-    if not (cos_h.dtype == sin_h.dtype == out.dtype == x.dtype and cos_h.device.type == sin_h.device.type == "cpu"
-            and out.device.type == "cpu" and out.shape == x.shape):
+    table = torch.float32 if x.dtype == torch.bfloat16 else x.dtype  # bfloat16 rotates in float32
+    if not (cos_h.dtype == sin_h.dtype == table and out.dtype == x.dtype and cos_h.device.type == sin_h.device.type
+            == "cpu" and out.device.type == "cpu" and out.shape == x.shape):
         return None
     n, hd = cos_h.shape[-1], x.shape[-1]
     if 2 * n > hd or any(t.stride(-1) != 1 for t in (x, out, cos_h, sin_h) if t.shape[-1] > 1):
@@ -267,7 +331,7 @@ def _plan(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inplace: bool) -
     if lib is None:
         return None
     arrays = tuple((_I64 * max(1, len(v)))(*v) for v in space)
-    fn = lib.posenc_rope_half_f32 if x.dtype == torch.float32 else lib.posenc_rope_half_f64
+    fn = getattr(lib, _FUNCTIONS[x.dtype])
     return (fn, len(space[0]), *(ctypes.addressof(a) for a in arrays), n, 0 if inplace else hd - 2 * n, arrays)
 
 
@@ -275,7 +339,8 @@ def rotate_half(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, inverse: b
     """Rotate half pairs of ``x`` ``[..., s, hd]`` into ``out`` (which may be ``x``) by the
     half-width tables ``cos_h``/``sin_h`` ``[..., s, n]`` (broadcasting against ``x``); the
     features past ``2 n`` are copied. False (nothing written) where the loop does not apply:
-    not a CPU float32/float64 tensor with the tables and ``out`` in its dtype, a feature dim
+    not a CPU float32/float64 tensor with the tables and ``out`` in its dtype, or a bfloat16 one
+    with float32 tables (rotated in float32, rounded once), a feature dim
     without unit stride, ``out`` overlapping ``x`` other than as the same tensor, or no compiled
     library. The layout checks and argument arrays are made once per layout (a plan, ~10 us)."""
     inplace = out.data_ptr() == x.data_ptr()

@@ -1136,8 +1136,9 @@ def fast_apply_rope_fused_(proj: Tensor, cos: Tensor, sin: Tensor, q_heads: int,
     """q, k and v ``[b, heads, s, hd]`` of a fused projection ``proj [b, s, (q_heads + 2 k_heads)
     hd]`` (q heads, then k heads, then v heads along the features, as :class:`posenc.Attention`'s
     ``qkv`` makes them), with q and k rotated in place in ``proj`` by the half-pair tables
-    ``cos``/``sin`` ``[s, r]`` (positions ``0..s-1``); None (nothing done) where this path does
-    not apply: not a small CPU float32/float64 input, no C loop here
+    ``cos``/``sin`` ``[s, r]`` (positions ``0..s-1``; float32 for a bfloat16 projection); None
+    (nothing done) where this path does not apply: not a small CPU float32/float64/bfloat16 input,
+    no C loop here
     (:mod:`~posenc.functional._rope_native`), under autograd a leaf or a view of only part of
     another tensor (``Linear``'s output with a bias views all of ``addmm``'s: served), forward-mode AD,
     tables that need gradients, ``torch.compile`` or a ``torch.func`` transform.
@@ -1151,7 +1152,8 @@ def fast_apply_rope_fused_(proj: Tensor, cos: Tensor, sin: Tensor, q_heads: int,
     if tracing() or forward_mode() or proj.device.type != "cpu" or proj.dim() != 3:
         return None
     n, heads = cos.shape[-1] // 2, q_heads + 2 * k_heads
-    if proj.dtype not in (torch.float32, torch.float64) or cos.dtype != proj.dtype or sin.dtype != proj.dtype \
+    table = torch.float32 if proj.dtype == torch.bfloat16 else proj.dtype  # bfloat16 rotates in float32
+    if proj.dtype not in (torch.float32, torch.float64, torch.bfloat16) or cos.dtype != table or sin.dtype != table \
             or cos.shape != sin.shape or cos.dim() != 2 or cos.shape[0] != proj.shape[-2] or 2 * n > head_dim \
             or proj.shape[-1] != heads * head_dim:
         return None

@@ -266,7 +266,7 @@ class Rope(PositionalEncoding):
         """:meth:`rotate` at the default positions, in place on the q and k heads of a fused
         projection (see :meth:`~posenc.schemes.base.PositionalEncoding.rotate_fused_`), through
         :func:`~posenc.functional.fast_rope.fast_apply_rope_fused_` for half pairs (small CPU
-        float32/float64 inputs); None otherwise, and for subclasses that change :meth:`rotate` (xPos)."""
+        float32/float64/bfloat16 inputs); None otherwise, and for subclasses that change :meth:`rotate` (xPos)."""
         if type(self).rotate is not Rope.rotate or self.config.layout != "half" or proj.dim() != 3:
             return None
         s = proj.shape[-2]

@@ -369,3 +369,13 @@ def test_bfloat16_attention_rotates_inside_the_projection_as_the_views_do(monkey
     torch.testing.assert_close(out, ref, atol=0, rtol=0)
     for a, e in zip(got, want):
         torch.testing.assert_close(a, e, atol=1e-2, rtol=1e-2)
+
+
+@needs_loop
+def test_warmup_builds_the_c_loop(monkeypatch):
+    """fast_rope.warmup on the CPU builds (or loads from the on-disk cache) the C loop, so the
+    first small rotation does not pay for it."""
+    monkeypatch.setattr(_rope_native, "_state", {})
+    monkeypatch.setattr(_rope_native, "_plans", {})
+    fast_rope.warmup(16, num_heads=2, dtypes=(torch.float32,), layouts=("half",), backward=False)
+    assert "lib" in _rope_native._state

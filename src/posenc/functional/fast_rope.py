@@ -1222,11 +1222,14 @@ def warmup(
 
     One compile per (dtype, layout, direction, out= or in place, head count) serves every sequence
     length, so calling this once at start-up moves the first-call compile cost (~1 s each, ~10 s
-    for the first in a cold process) out of the first training step.
+    for the first in a cold process) out of the first training step. On the CPU it also builds
+    (or loads) the C loop that small half-pair inputs take (:mod:`~posenc.functional._rope_native`).
     """
     from .rope import rope_cos_sin, rope_inv_freq
 
     start = time.perf_counter()
+    if torch.device(device).type == "cpu":
+        _rope_native.available()
     inv_freq, _ = rope_inv_freq(head_dim)
     for layout in layouts:
         cos, sin = (t.to(device) for t in rope_cos_sin(16, inv_freq.to(device), layout=layout))

@@ -94,8 +94,9 @@ def _complexable(x: Tensor, out: Tensor, cos_h: Tensor, layout: str) -> bool:
 
 def _eager(x: Tensor, cos_h: Tensor, sin_h: Tensor, out: Tensor, layout: str, inverse: bool,
            native: bool = False) -> None:
-    """Rotate ``x`` into ``out`` without Inductor; ``native``: CPU float32/float64 half pairs may
-    take the C loop of :mod:`~posenc.functional._rope_native` (one pass; built at first use)."""
+    """Rotate ``x`` into ``out`` without Inductor; ``native``: CPU float32/float64 half pairs (and
+    bfloat16 with float32 tables) may take the C loop of :mod:`~posenc.functional._rope_native`
+    (one pass; built at first use)."""
     if native and layout == "half" and _rope_native.rotate_half(x, cos_h, sin_h, out, inverse):
         return
     n = cos_h.shape[-1]

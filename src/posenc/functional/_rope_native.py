@@ -7,7 +7,9 @@ Same formula as :func:`posenc.functional.apply_rope` with ``layout="half"`` (Su 
 RoFormer, section 3.4; pairs ``(i, i + n)`` as HF ``rotate_half``): ``x1 cos - x2 sin`` and
 ``x2 cos + x1 sin``, each product and sum rounded as the reference's ATen ops round them (no fused
 multiply-add: the source is built with ``-ffp-contract=off``), so float32 and float64 results
-equal the reference bit for bit.
+equal the reference bit for bit. bfloat16 inputs take float32 tables: each pair is widened,
+rotated in float32 and rounded once to nearest even (``round_to_nearest_even`` in pytorch/pytorch
+``c10/util/BFloat16.h``), as the reference computes them; NaN and inf land where the reference's do.
 
 Why: ATen has no op that pairs feature ``i`` with ``i + n``, so an eager rotation needs several
 passes over ``x`` (the swap pass of :mod:`~posenc.functional._rope_eager` makes four), and at the
@@ -17,8 +19,9 @@ it once: a pass over memory at the cost of a copy.
 
 The C source below is compiled at first use by the C++ toolchain ``torch.compile`` uses on the
 CPU (``torch._inductor.codecache.CppCodeCache``: its compiler, flags and on-disk cache, so later
-processes load the built library), and called through ``ctypes``. No compiler, or any failure:
-:func:`rotate_half` returns False and the ATen passes serve (logged once).
+processes load the built library; no vector-ISA probes), and called through ``ctypes`` from a plan
+cached per layout. The source needs GCC or Clang (vector extensions). No compiler, or any failure:
+:func:`rotate_half` returns False and the ATen passes serve (the reason logged once at INFO).
 """
 
 from __future__ import annotations

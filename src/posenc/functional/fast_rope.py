@@ -48,7 +48,8 @@ changes is how often memory is touched:
 * **small inputs** (fewer than :data:`COMPILE_MIN_NUMEL` elements, ``compile="auto"``, no ``out``):
   never compiled; without autograd, half pairs of up to :data:`LEAN_MAX_NUMEL` elements (a decoding
   step) take :func:`_lean_half`, the reference formula in three ops from the tables as given;
-  CPU float32/float64 half pairs one C loop (:mod:`~posenc.functional._rope_native`: one pass,
+  CPU float32/float64 half pairs (bfloat16 with float32 tables) one C loop
+  (:mod:`~posenc.functional._rope_native`: one pass,
   bit for bit the reference; built at first use by the compiler ``torch.compile`` uses, the
   eager pass where there is none); otherwise the eager pass (whole-tensor ops, fewer than the
   reference's and no autograd graph of them; its backward rounds a 16-bit gradient once, as
@@ -994,8 +995,8 @@ def fast_apply_rope(
                 and not (torch.is_grad_enabled() and x.requires_grad):
             return _lean_half(x, cos, sin)
         # small inputs (training-size heads): no Inductor compile ("auto" compiles none below
-        # COMPILE_MIN_NUMEL). CPU float32/float64 half pairs take the C loop (one pass,
-        # _rope_native); other half pairs and 32/64-bit interleaved pairs the eager pass (three
+        # COMPILE_MIN_NUMEL). CPU float32/float64 half pairs (bfloat16 with float32 tables) take
+        # the C loop (one pass, _rope_native); other half pairs and 32/64-bit interleaved pairs the eager pass (three
         # whole-tensor ops, or one complex multiply, and the inverse rotation as backward:
         # [64, 4, 32, 16] fp32 forward + backward of q and k ~1.2-1.6 ms -> ~0.65 ms against the
         # reference formula's cat, negation and autograd graph; bf16 interleaved [64, 4, 32, 16]
@@ -1138,10 +1139,9 @@ def fast_apply_rope_fused_(proj: Tensor, cos: Tensor, sin: Tensor, q_heads: int,
     ``qkv`` makes them), with q and k rotated in place in ``proj`` by the half-pair tables
     ``cos``/``sin`` ``[s, r]`` (positions ``0..s-1``; float32 for a bfloat16 projection); None
     (nothing done) where this path does not apply: not a small CPU float32/float64/bfloat16 input,
-    no C loop here
-    (:mod:`~posenc.functional._rope_native`), under autograd a leaf or a view of only part of
-    another tensor (``Linear``'s output with a bias views all of ``addmm``'s: served), forward-mode AD,
-    tables that need gradients, ``torch.compile`` or a ``torch.func`` transform.
+    no C loop here (:mod:`~posenc.functional._rope_native`), under autograd a leaf or a view of
+    only part of another tensor (``Linear``'s output with a bias views all of ``addmm``'s: served),
+    forward-mode AD, tables that need gradients, ``torch.compile`` or a ``torch.func`` transform.
 
     The values of :func:`fast_apply_rope` on q and k (the reference formula, bit for bit), with
     no new tensors for them: q, k and v stay in the projection, as they are without a positional

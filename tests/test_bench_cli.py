@@ -311,3 +311,23 @@ def test_an_interrupted_run_keeps_the_sections_it_finished(tmp_path, capsys, mon
     data = json.loads(out.read_text())
     assert "rope" in data and "bias" not in data and data["meta"]["quick"] is True
     assert f"the sections finished are in {out}" in " ".join(capsys.readouterr().out.split())
+
+
+def test_training_rows_report_the_first_step_apart(monkeypatch):
+    """bench_training gives each scheme's steady median, its overhead against none and its first
+    step (one-time costs: here the C RoPE loop, built again at the first rope step) apart; the
+    markdown table shows all three."""
+    from posenc.bench.report import markdown
+    from posenc.bench.train import bench_training
+    from posenc.functional import _rope_native
+
+    monkeypatch.setattr(_rope_native, "_state", {})
+    monkeypatch.setattr(_rope_native, "_plans", {})
+    rows = bench_training(("none", "rope"), batch=2, seq=8, min_run_time=0.02, rounds=2)
+    assert [r["case"] for r in rows] == ["train step none", "train step rope"]
+    assert rows[0]["overhead_vs_none"] == 0.0
+    assert all(r["first_step_ms"] > 0 and r["median_ms"] > 0 for r in rows)
+    if _rope_native.available():  # built (or loaded) inside rope's first step, not in the timed ones
+        assert rows[1]["first_step_ms"] > rows[1]["median_ms"]
+    table = markdown({"meta": {}, "training": rows})
+    assert "| first step ms (one-time costs) |" in table and "| rope |" in table

@@ -301,9 +301,10 @@ def _blocked(dims: list[list[int]]) -> list[list[int]]:
         return dims
     g = next((g for g in (_GROUP, 2) if head[0] % g == 0), 1)
     b = _BLOCK_ROWS
-    return [*dims[:-2], [seq[0] // b, *(st * b for st in seq[1:])], [head[0] // g, *(st * g for st in head[1:])],
-            [b, *seq[1:]], [g, *head[1:]]] if g > 1 else [*dims[:-2], [seq[0] // b, *(st * b for st in seq[1:])], head,
-                                                           [b, *seq[1:]]]
+    blocks, rows = [seq[0] // b, *(st * b for st in seq[1:])], [b, *seq[1:]]
+    if g == 1:
+        return [*dims[:-2], blocks, head, rows]
+    return [*dims[:-2], blocks, [head[0] // g, *(st * g for st in head[1:])], rows, [g, *head[1:]]]
 
 
 #: Call plans by layout (see :func:`rotate_half`): the function and its argument arrays, or None

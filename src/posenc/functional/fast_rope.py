@@ -1119,8 +1119,8 @@ class FusedRopeFunction(torch.autograd.Function):
                 slot.zero_()
             elif i == 2:
                 slot.copy_(g)
-            elif not _rope_native.rotate_half(g, cos_h, sin_h, slot, True):
-                _eager(g, cos_h, sin_h, slot, "half", True)
+            else:  # the C loop, or the ATen passes without it
+                _eager(g, cos_h, sin_h, slot, "half", True, native=True)
         return grad.view(base_shape), None, None, None, None, None, None
 
 
@@ -1128,8 +1128,7 @@ def _rotate_heads_(proj: Tensor, cos_h: Tensor, sin_h: Tensor, heads: int, head_
     """Rotate the first ``heads`` heads of every row of ``proj [b, s, f]`` in place (tables ``[s, n]``)."""
     qk = proj.view(*proj.shape[:-1], proj.shape[-1] // head_dim, head_dim)[..., :heads, :]  # [b, s, heads, hd]
     tables = cos_h.unsqueeze(-2), sin_h.unsqueeze(-2)  # [s, 1, n]: shared by the heads
-    if not _rope_native.rotate_half(qk, *tables, qk, False):
-        _eager(qk, *tables, qk, "half", False)
+    _eager(qk, *tables, qk, "half", False, native=True)  # the C loop, or the ATen passes without it
 
 
 def fast_apply_rope_fused_(proj: Tensor, cos: Tensor, sin: Tensor, q_heads: int, k_heads: int,

@@ -184,7 +184,7 @@ def test_benchmark_scripts_refuse_bad_arguments():
     import subprocess
     import sys
 
-    scripts = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+    scripts = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
     for script, args, message in (
             ("bias.py", ["--device", "tpu9"], "device 'tpu9' is not usable here"),
             ("rope_host.py", ["--device", "tpu9"], "device 'tpu9' is not usable here"),

@@ -398,7 +398,7 @@ def test_decoding_default_positions_stay_a_known_range():
     back: on a GPU each read is a synchronisation), so each step's positions continue it without
     reading the last one; outputs equal one causal pass. An in-place edit of the cached positions
     voids the record, and the next step reads them."""
-    from posenc.functional.fast_bias import known_range
+    from posenc.kernels.ranges import known_range
 
     for scheme in ("rope", "t5", "alibi", "learned"):
         torch.manual_seed(0)

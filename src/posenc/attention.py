@@ -7,11 +7,17 @@ The scheme is injected (composition, as torchtune does), never selected by flags
 
 1. absolute schemes: ``embed`` is added to the input before the projections (one-layer use; a
    stack should apply the encoding once at its input and give its layers ``encoding=None``);
-2. ``rotate`` turns q and k at their positions (RoPE, xPos); at the default positions a scheme
-   may turn them inside the fused projection instead (``rotate_fused_``: RoPE on small CPU inputs);
-3. ``bias`` adds to the logits (T5, ALiBi), through ``scaled_dot_product_attention``'s float mask;
+2. ``rotate`` turns q and k at their positions (RoPE, xPos);
+3. ``bias`` adds to the logits (T5, ALiBi), through ``scaled_dot_product_attention``'s float mask,
+   or, for a scheme with a ``score_mod`` hook, FlexAttention computes it per score
+   (:mod:`posenc.kernels.flex`);
 4. schemes with query- or value-dependent terms (Shaw), and on the CPU biases that need
    gradients (T5 in training), are computed with explicit math.
+
+What a scheme requires of the layer (head count, head width, causality) it checks itself
+(``check_attention``). Default positions are ``0..s-1`` made by ``default_positions``, marked as
+that range, and take the same path as positions given explicitly: the schemes serve the range
+from their caches without reading it.
 
 Decoding: pass a :class:`KVCache`; the new tokens' positions default to continuing after the
 cached ones, keys are cached after rotation, and the causal mask is by index in the stream.
@@ -28,10 +34,10 @@ import torch.nn.functional as nnf
 from torch import Tensor, nn
 
 from . import flex
-from .functional._checks import check_bool, check_number, check_positive_int, forward_mode, in_transform, tracing
-from .functional.fast_bias import known_range, mark_range
+from .functional._checks import check_bool, check_number, check_positive_int, has_tangent, plain, tracing
 from .functional.multidim import as_coordinates
-from .schemes.base import PositionalEncoding, create, default_positions, scheme_class
+from .kernels.ranges import known_range, mark_range
+from .schemes.base import PositionalEncoding, create, default_positions, no_encoding, scheme_class
 
 __all__ = ["Attention", "KVCache"]
 
@@ -86,7 +92,7 @@ class KVCache:
 def _build_encoding(encoding: PositionalEncoding | str | None, head_dim: int, num_heads: int, dim: int,
                     causal: bool) -> PositionalEncoding:
     if encoding is None:
-        return create("none")
+        return no_encoding()
     if isinstance(encoding, str):
         cls = scheme_class(encoding)
         try:
@@ -105,10 +111,11 @@ def _encoding_off_meta(module: Attention, incompatible_keys: Any) -> None:
 
 
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, **options: Any) -> Tensor:
-    """``scaled_dot_product_attention``; through its MATH kernel under torch.func transforms and
-    forward-mode AD, which the fused CPU kernel has no rules for (``jvp``, ``jacfwd`` and ``hessian``
-    failed; a learned mask, T5's, got no gradient under ``grad``)."""
-    if in_transform() or forward_mode():
+    """``scaled_dot_product_attention``; through its MATH kernel for ``torch.func`` wrappers and
+    forward-mode tangents, which the fused CPU kernel has no rules for (``jvp``, ``jacfwd`` and
+    ``hessian`` failed; a learned mask, T5's, got no gradient under ``grad``)."""
+    tensors = [t for t in (q, k, v, options.get("attn_mask")) if t is not None]
+    if not torch.compiler.is_compiling() and any(not plain(t) or has_tangent(t) for t in tensors):
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         with sdpa_kernel(SDPBackend.MATH):
@@ -120,6 +127,68 @@ def _repeat_kv(k: Tensor, v: Tensor, heads: int) -> tuple[Tensor, Tensor]:
     """Grouped-query keys and values ``[b, kv, sk, hd]`` as ``[b, heads, sk, hd]``: each shared head
     once per query head of its group (HF ``repeat_kv``)."""
     return k.repeat_interleave(heads // k.shape[1], dim=1), v.repeat_interleave(heads // v.shape[1], dim=1)
+
+
+def _check_sizes(dim: int, num_heads: int, head_dim: int | None, num_kv_heads: int | None) -> tuple[int, int, int, int]:
+    """``(dim, num_heads, head_dim, num_kv_heads)`` checked, the defaults filled in."""
+    dim = check_positive_int("dim", dim)
+    num_heads = check_positive_int("num_heads", num_heads)
+    if head_dim is None and dim % num_heads:
+        raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads} (or pass head_dim=)")
+    head_dim = dim // num_heads if head_dim is None else check_positive_int("head_dim", head_dim)
+    num_kv_heads = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads} (each group of "
+                         f"{num_heads} // num_kv_heads query heads shares one key/value head)")
+    return dim, num_heads, head_dim, num_kv_heads
+
+
+def _check_dropout(dropout: object) -> float:
+    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
+        raise TypeError(f"dropout must be a probability in [0, 1], got {dropout!r}")
+    if not 0.0 <= dropout <= 1.0:
+        raise ValueError(f"dropout must be a probability in [0, 1], got {dropout!r}")
+    return float(dropout)
+
+
+def _check_inputs(x: object, dim: int, cache: object, key_mask: object) -> None:
+    """Raise on an ``x`` that is not ``[b, s, dim]`` floats, a cache of another kind or batch, or a
+    key mask that is not boolean."""
+    if not isinstance(x, Tensor) or not x.is_floating_point():
+        what = f"a tensor of dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+        raise TypeError(f"Attention expects floating-point embeddings x [b, s, {dim}], got {what}")
+    if x.dim() != 3 or x.shape[-1] != dim:
+        raise ValueError(f"Attention expects x of shape [b, s, {dim}], got {tuple(x.shape)}")
+    if cache is not None and not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a posenc.KVCache or None, got {type(cache).__name__}")
+    if key_mask is not None and (not isinstance(key_mask, Tensor) or key_mask.is_floating_point()
+                                 or key_mask.is_complex()):
+        what = f"a tensor of dtype {key_mask.dtype}" if isinstance(key_mask, Tensor) else type(key_mask).__name__
+        raise TypeError(f"key_mask must be a bool (or 0/1 integer) tensor [b, sk], True or 1 where a key is "
+                        f"attended, got {what}; an additive float mask (0 attend, -inf masked) converts with "
+                        "key_mask = mask == 0, a 1/0 float mask with key_mask = mask.bool()")
+    if cache is not None and cache.k is not None and cache.k.shape[0] != x.shape[0]:
+        raise ValueError(f"this KVCache holds keys [b, h, sk, hd] = {list(cache.k.shape)}; x {list(x.shape)} has "
+                         f"batch {x.shape[0]}: use a new KVCache for another batch")
+
+
+def _continued(cached: Tensor, s: int) -> Tensor:
+    """The positions of ``s`` new tokens after each row's last cached one (left-padded rows start
+    lower): ``[s]`` or ``[b, s]``. A cache of default positions holds a known range: continued
+    without reading the last one back."""
+    start = known_range(cached)
+    if start is not None:
+        return default_positions(None, s, cached.device, offset=start + cached.shape[0])
+    # int64: a cache of uint8 / int8 positions would wrap at 255 / 127
+    return cached[..., -1:].long() + 1 + torch.arange(s, device=cached.device)  # [s] or [b, s]
+
+
+def _check_positions_shape(positions: Tensor, n_axes: int, b: int, s: int) -> None:
+    seq_shape = positions.shape[:-1] if n_axes > 1 else positions.shape  # [s] or [b, s]
+    if seq_shape[-1:] != (s,) or len(seq_shape) not in (1, 2) or (len(seq_shape) == 2 and seq_shape[0] not in (1, b)):
+        raise ValueError(f"positions must be [s], [1, s] or [b, s] with b={b}, s={s}, got shape {tuple(positions.shape)}"
+                         + (f" (coordinates [s, {n_axes}] or [b, s, {n_axes}] also accepted)" if n_axes > 1 else
+                            "; coordinates [.., s, n_axes] are for N-D schemes such as rope_axial"))
 
 
 class Attention(nn.Module):
@@ -139,53 +208,24 @@ class Attention(nn.Module):
         head_dim: int | None = None,
     ) -> None:
         super().__init__()
-        dim = check_positive_int("dim", dim)
-        num_heads = check_positive_int("num_heads", num_heads)
-        if head_dim is None and dim % num_heads:
-            raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads} (or pass head_dim=)")
-        head_dim = dim // num_heads if head_dim is None else check_positive_int("head_dim", head_dim)
-        num_kv_heads = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
-        if num_heads % num_kv_heads:
-            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads} (each group of "
-                             f"{num_heads} // num_kv_heads query heads shares one key/value head)")
+        dim, num_heads, head_dim, num_kv_heads = _check_sizes(dim, num_heads, head_dim, num_kv_heads)
         self.dim, self.num_heads, self.head_dim = dim, num_heads, head_dim
         #: key/value heads: fewer than ``num_heads`` is grouped-query attention (one for multi-query)
         self.num_kv_heads = num_kv_heads
         self.causal = check_bool("causal", causal)
         check_bool("qkv_bias", qkv_bias)
-        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
-            raise TypeError(f"dropout must be a probability in [0, 1], got {dropout!r}")
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"dropout must be a probability in [0, 1], got {dropout!r}")
-        self.dropout = float(dropout)
+        self.dropout = _check_dropout(dropout)
         #: what the logits ``q . k`` are multiplied by before the bias is added: 1/sqrt(head width)
         #: unless given (T5 does not scale: ``scale=1.0`` with its weights, HF ``T5Attention``)
         self.scale = self.head_dim**-0.5 if scale is None else check_number("scale", scale, positive=True)
-        self.encoding = _build_encoding(encoding, self.head_dim, num_heads, dim, self.causal)
-        self._check_encoding()
+        self.encoding = _build_encoding(encoding, head_dim, num_heads, dim, self.causal)
+        self.encoding.check_attention(dim=dim, num_heads=num_heads, head_dim=head_dim, causal=self.causal)
         # q, then k, then v along the output features ([(h + 2 kv) hd, d]; [3 d, d] without GQA)
         self.qkv = nn.Linear(dim, (num_heads + 2 * num_kv_heads) * head_dim, bias=qkv_bias)
         self.proj = nn.Linear(num_heads * head_dim, dim)
         # load_state_dict(assign=True) into a meta-built layer: the encoding's derived buffers follow the weights
         self.register_load_state_dict_post_hook(_encoding_off_meta)
         self._mask_cache: tuple | None = None  # (key, bias, mask): the last causal-masked constant bias
-
-    def _check_encoding(self) -> None:
-        enc, family = self.encoding, self.encoding.family
-        config = getattr(enc, "config", None)
-        if family == "absolute" and getattr(config, "combine", "add") != "add":
-            raise ValueError("Attention adds absolute encodings to its input; combine='concat' changes the width: "
-                             "apply encoding.embed before a wider Attention instead")
-        if family == "absolute" and getattr(config, "dim", self.dim) != self.dim:
-            raise ValueError(f"absolute encoding has dim={config.dim} but Attention's width is {self.dim}")
-        if family in ("rotary", "relative") and getattr(config, "dim", self.head_dim) != self.head_dim:
-            raise ValueError(f"{enc.name} acts on heads: its dim must be the head width {self.head_dim}, got {config.dim}")
-        heads = getattr(config, "num_heads", self.num_heads)
-        if family == "bias" and heads != self.num_heads:
-            raise ValueError(f"{enc.name} has num_heads={heads} but Attention has {self.num_heads}")
-        if enc.name == "alibi" and not self.causal and not config.bidirectional:
-            raise ValueError("causal ALiBi (bidirectional=False) penalises only past keys and needs causal=True; "
-                             "use bidirectional=True for an encoder")
 
     def forward(
         self,
@@ -208,90 +248,65 @@ class Attention(nn.Module):
 
         ``key_mask [b, sk]`` (bool, True = attend) masks padding keys, cached ones included.
         """
-        if not isinstance(x, Tensor) or not x.is_floating_point():
-            what = f"a tensor of dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
-            raise TypeError(f"Attention expects floating-point embeddings x [b, s, {self.dim}], got {what}")
-        if x.dim() != 3 or x.shape[-1] != self.dim:
-            raise ValueError(f"Attention expects x of shape [b, s, {self.dim}], got {tuple(x.shape)}")
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a posenc.KVCache or None, got {type(cache).__name__}")
-        if key_mask is not None and (not isinstance(key_mask, Tensor) or key_mask.is_floating_point()
-                                     or key_mask.is_complex()):
-            what = f"a tensor of dtype {key_mask.dtype}" if isinstance(key_mask, Tensor) else type(key_mask).__name__
-            raise TypeError(f"key_mask must be a bool (or 0/1 integer) tensor [b, sk], True or 1 where a key is "
-                            f"attended, got {what}; an additive float mask (0 attend, -inf masked) converts with "
-                            "key_mask = mask == 0, a 1/0 float mask with key_mask = mask.bool()")
-        b, s, _ = x.shape
-        if cache is not None and cache.k is not None and cache.k.shape[0] != b:
-            raise ValueError(f"this KVCache holds keys [b, h, sk, hd] = {list(cache.k.shape)}; x {list(x.shape)} has "
-                             f"batch {b}: use a new KVCache for another batch")
-        past = cache.length if cache is not None else 0
-        default = positions is None and past == 0  # 0..s-1: the schemes' own default, from their caches
-        if positions is None and past and cache.positions is not None and self.encoding.n_axes == 1:
-            # continue each row after its last cached position (left-padded rows start lower); a cache
-            # of default positions holds a known range: continue it without reading the last one back
-            start = known_range(cache.positions)
-            if start is not None:
-                positions = default_positions(None, s, cache.positions.device, offset=start + cache.positions.shape[0])
-            else:
-                # int64: a cache of uint8 / int8 positions would wrap at 255 / 127
-                positions = cache.positions[..., -1:].long() + 1 + torch.arange(s, device=cache.positions.device)  # [s] or [b, s]
-        positions = default_positions(positions, s, x.device, offset=past)
-        n_axes = self.encoding.n_axes
-        if n_axes > 1:
-            positions = as_coordinates(positions, n_axes, length=s)  # [s, n] or [b, s, n]
-        seq_shape = positions.shape[:-1] if n_axes > 1 else positions.shape  # [s] or [b, s]
-        if seq_shape[-1:] != (s,) or len(seq_shape) not in (1, 2) or (len(seq_shape) == 2 and seq_shape[0] not in (1, b)):
-            raise ValueError(f"positions must be [s], [1, s] or [b, s] with b={b}, s={s}, got shape {tuple(positions.shape)}"
-                             + (f" (coordinates [s, {n_axes}] or [b, s, {n_axes}] also accepted)" if n_axes > 1 else
-                                "; coordinates [.., s, n_axes] are for N-D schemes such as rope_axial"))
+        _check_inputs(x, self.dim, cache, key_mask)
         enc = self.encoding
-        if enc.family == "absolute":
-            x = enc.embed(x, positions)
-        # 3 × [b, h, s, hd], views of the projection. Split along its own axis, then transposed: the
-        # backward stacks the three gradients straight into the projection's [b, s, 3, h, hd] layout
-        # (permuting first made it build [3, b, h, s, hd] from token-major gradients and copy that
-        # back: ~0.4 ms of a ~2.4 ms forward and backward of the experiments' attention layer)
-        h, kv, hd = self.num_heads, self.num_kv_heads, self.head_dim
-        proj = self.qkv(x)  # [b, s, (h + 2 kv) hd]
-        # default positions: the scheme may rotate q and k inside the projection (RoPE on small CPU
-        # inputs: no new q and k tensors; the backward writes the projection's gradient at once,
-        # where rotated views make two new gradients that autograd then stacks with v's)
-        fused = enc.rotate_fused_(proj, h, kv) if default and n_axes == 1 and not self._qkv_hooked() else None
-        if fused is not None:
-            q, k, v = fused
-        else:
-            if kv == h:
-                q, k, v = (t.transpose(1, 2) for t in proj.view(b, s, 3, h, hd).unbind(2))
-            else:  # grouped-query attention: q [b, h, s, hd], k and v [b, kv, s, hd]
-                q, k, v = (t.unflatten(-1, (-1, hd)).transpose(1, 2) for t in proj.split((h * hd, kv * hd, kv * hd), -1))
-            # default positions: a slice of the cached tables, not a gather of them at each call
-            q, k = enc.rotate(q, k) if default and n_axes == 1 else enc.rotate(q, k, positions, positions)
+        past = cache.length if cache is not None else 0
+        positions = self._positions(x, positions, cache)  # [s] or [b, s]; coordinates [.., s, n_axes]
+        x = enc.embed(x, positions)  # absolute schemes add their code; the others return x
+        q, k, v = self._project(x)  # [b, h, s, hd], [b, kv, s, hd], [b, kv, s, hd]
+        q, k = enc.rotate(q, k, positions, positions)
         k_positions = positions
-        if cache is not None:
-            k, v, k_positions = cache.append(k, v, positions, seq_dim=-2 if n_axes > 1 else -1)  # [b, h, sk, hd], [..., sk(, n)]
-        # FlexAttention (bias per score, never materialised) when it applies, else None: see posenc.flex
-        flex_out = flex.attend(enc, q, k, v, positions, k_positions, causal=self.causal, past=past,
-                               key_mask=key_mask, dropout_p=self._p(), scale=self.scale, enable_gqa=kv != h)
-        mask = None if flex_out is not None else self._mask(q, k, enc.bias(positions, k_positions), past, key_mask)
-        if flex_out is not None:
-            out = flex_out
-        elif enc.uses_query_terms or (mask is not None and mask.requires_grad and q.device.type == "cpu"):
-            out = self._explicit(q, k, v, mask, positions, k_positions)
-        elif mask is None:
-            out = _sdpa(q, k, v, dropout_p=self._p(), is_causal=self.causal and past == 0,
-                                                   scale=self.scale, **({"enable_gqa": True} if kv != h else {}))
-        else:
-            if kv != h:  # SDPA's enable_gqa with a mask falls back to its slowest kernel on CUDA: repeat, as HF does
-                k, v = _repeat_kv(k, v, h)
-            out = _sdpa(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
-        out = out.transpose(1, 2).reshape(b, s, h * hd)  # [b, h, s, hd] -> [b, s, h hd]
+        if cache is not None:  # [b, kv, sk, hd] x 2, [.., sk(, n_axes)]
+            k, v, k_positions = cache.append(k, v, positions, seq_dim=-2 if enc.n_axes > 1 else -1)
+        out = self._attend(q, k, v, positions, k_positions, past, key_mask)  # [b, h, s, hd]
+        out = out.transpose(1, 2).flatten(2)  # [b, h, s, hd] -> [b, s, h hd]
         return self.proj(out)
 
-    def _qkv_hooked(self) -> bool:
-        """Whether a forward hook may have kept the ``qkv`` output (one on ``self.qkv``, or a global
-        one): then q and k are rotated as new tensors, never inside that output."""
-        return bool(self.qkv._forward_hooks or nn.modules.module._global_forward_hooks)
+    def _positions(self, x: Tensor, positions: Tensor | None, cache: KVCache | None) -> Tensor:
+        """The new tokens' positions: given; else continuing the cache's; else ``past .. past + s - 1``
+        (a marked range, see :func:`~posenc.schemes.base.default_positions`). Checked against ``x``."""
+        b, s, _ = x.shape
+        past, n_axes = (cache.length if cache is not None else 0), self.encoding.n_axes
+        if positions is None and past and cache.positions is not None and n_axes == 1:
+            positions = _continued(cache.positions, s)
+        positions = default_positions(positions, s, x.device, offset=past)
+        if n_axes > 1:
+            positions = as_coordinates(positions, n_axes, length=s)  # [s, n] or [b, s, n]
+        _check_positions_shape(positions, n_axes, b, s)
+        return positions
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """q ``[b, h, s, hd]``, k and v ``[b, kv, s, hd]``: views of one projection, split along its
+        own axis, then transposed (the backward then stacks the three gradients straight into the
+        projection's ``[b, s, 3, h, hd]`` layout instead of building ``[3, b, h, s, hd]`` and copying)."""
+        b, s, _ = x.shape
+        h, kv, hd = self.num_heads, self.num_kv_heads, self.head_dim
+        proj = self.qkv(x)  # [b, s, (h + 2 kv) hd]
+        if kv == h:
+            q, k, v = (t.transpose(1, 2) for t in proj.view(b, s, 3, h, hd).unbind(2))  # [b, s, h, hd] -> [b, h, s, hd]
+        else:  # grouped-query attention: q [b, h, s, hd], k and v [b, kv, s, hd]
+            q, k, v = (t.unflatten(-1, (-1, hd)).transpose(1, 2) for t in proj.split((h * hd, kv * hd, kv * hd), -1))
+        return q, k, v
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, q_positions: Tensor, k_positions: Tensor, past: int,
+                key_mask: Tensor | None) -> Tensor:
+        """The kernel, ``[b, h, sq, hd]``: FlexAttention where it applies (the bias per score, never
+        materialised; see :mod:`posenc.kernels.flex`); explicit math for query or value terms and,
+        on the CPU, a bias that needs gradients; SDPA otherwise."""
+        enc, grouped = self.encoding, k.shape[1] != q.shape[1]
+        out = flex.attend(enc, q, k, v, q_positions, k_positions, causal=self.causal, past=past, key_mask=key_mask,
+                          dropout_p=self._p(), scale=self.scale, enable_gqa=grouped)
+        if out is not None:
+            return out
+        mask = self._mask(q, k, enc.bias(q_positions, k_positions), past, key_mask)
+        if enc.uses_query_terms or (mask is not None and mask.requires_grad and q.device.type == "cpu"):
+            return self._explicit(q, k, v, mask, q_positions, k_positions)
+        if mask is None:
+            gqa = {"enable_gqa": True} if grouped else {}
+            return _sdpa(q, k, v, dropout_p=self._p(), is_causal=self.causal and past == 0, scale=self.scale, **gqa)
+        if grouped:  # SDPA's enable_gqa with a mask falls back to its slowest kernel on CUDA: repeat, as HF does
+            k, v = _repeat_kv(k, v, q.shape[1])
+        return _sdpa(q, k, v, attn_mask=mask, dropout_p=self._p(), scale=self.scale)
 
     def _p(self) -> float:
         return self.dropout if self.training else 0.0
@@ -302,7 +317,7 @@ class Attention(nn.Module):
         explicit_causal = self.causal and (past > 0 or bias is not None or key_mask is not None or self.encoding.uses_query_terms)
         if bias is None and not explicit_causal and key_mask is None:
             return None
-        cacheable = (not tracing() and bias is not None and key_mask is None  # not compiling, not in torch.func
+        cacheable = (bias is not None and not tracing(q, k, bias) and key_mask is None  # not compiling, not in torch.func
                      and not bias.requires_grad and not bias.is_inference()  # is_inference() stops Dynamo
                      and not torch.is_inference_mode_enabled())
         if cacheable:
@@ -360,7 +375,7 @@ class Attention(nn.Module):
             # a query whose keys are all masked (a left pad under a causal mask) gets a zero output, as
             # SDPA gives, not NaN; its scores are zeroed first so that no NaN reaches the gradients
             empty = torch.isneginf(mask).all(dim=-1, keepdim=True)  # [(b,) h or 1, sq, 1]
-            if q.device.type == "cpu" and not tracing() and not empty.any():
+            if q.device.type == "cpu" and not tracing(q, mask) and not empty.any():
                 empty = None  # none (causal attention without padding): two passes over the scores saved
             else:
                 scores = scores.masked_fill(empty, 0.0)

@@ -1,300 +1,74 @@
-"""Bias schemes through FlexAttention: the bias is computed per score, never materialised.
+"""FlexAttention for bias schemes: the bias computed per score, never materialised.
 
-Shape legend: ``b`` batch, ``h`` heads, ``sq``/``sk`` query/key lengths, ``hd`` head width,
-``B`` block size (128), ``nq``/``nk`` query/key blocks.
-
-``torch.nn.attention.flex_attention`` (Dong et al. 2024, "Flex Attention: A Programming Model for
-Generating Optimized Attention Kernels"; PyTorch ``torch/nn/attention/flex_attention.py``) calls a
-``score_mod(score, b, h, q_idx, kv_idx)`` on every logit inside a fused kernel. A materialised
-bias costs ``h * sq * sk * 4`` bytes (8.6 GB for 32 heads at L = 8192); the score mods here need
-the slopes (ALiBi) or the bucket table (T5) only:
-
-* ALiBi (Press et al. 2022, section 3): ``score - slope[h] * (q - k)`` (causal) or
-  ``score - slope[h] * |q - k|`` (symmetric), as :func:`posenc.functional.alibi_bias`;
-* T5 (Raffel et al. 2020, section 2.1): ``score + table[bucket(k - q), h]``, the bucket computed in
-  the score mod by :func:`posenc.functional.t5_relative_bucket` (capturing a bucket matrix whose size
-  depends on L breaks recompilation).
-
-Other bias schemes join by defining ``score_mod(self, q_offset: int) -> score_mod`` (a function of
-``(score, b, h, q_idx, kv_idx)`` adding their bias); :func:`score_mod_for` picks it up.
-
-Block masks are built from block counts (:meth:`BlockMask.from_kv_blocks`): the causal one lists,
-per query block, the kv blocks wholly in the past (full, no mask_mod call) and the diagonal ones
-(partial); ``create_block_mask`` would first build a dense mask (2.95 GB at L = 16384).
-
-:class:`posenc.Attention` calls :func:`attend`, which answers None unless FlexAttention applies:
-a scheme with a score mod, no key mask, no dropout, positions that are contiguous ranges, no
-gradient wanted for the scheme's own parameters (T5's table is captured detached), none for q/k/v
-on the CPU (FlexAttention has no CPU backward, torch 2.13; on CUDA training goes through it too),
-and either ``set_mode("always")`` or a materialised bias of at least :data:`MIN_BIAS_BYTES`.
-
-It is compiled with static shapes: each new ``[b, h, sq, sk, hd]`` compiles anew (~4 s on a 2-core
-CPU), and past torch's recompile limit (64, set here) torch runs ``flex_attention`` uncompiled,
-which builds the whole score matrix as SDPA with a bias does (torch warns). Symbolic lengths would
-serve every length with one compile, but torch 2.13's CPU kernel then fails to build for some
-shapes (``'cur_kvSplitSize5' was not declared``, after another shape was compiled first).
+The implementation is :mod:`posenc.kernels.flex` (see its docstring for when
+:class:`posenc.Attention` takes this path); this module is its public face. A scheme's own
+score-mod builder, defined in the scheme's module as ``<scheme name>_score_mod``, is reachable here
+under that name too (``posenc.flex.alibi_score_mod``): it is looked up through the registry, so this
+module names no scheme.
 """
 
 from __future__ import annotations
 
-import time
-import warnings
+import sys
 from collections.abc import Callable
 from typing import Any
 
-import torch
-from torch import Tensor
+from .kernels.flex import (
+    BLOCK_SIZE,
+    MIN_BIAS_BYTES,
+    ScoreMod,
+    attend,
+    available,
+    block_mask,
+    clear_errors,
+    errors,
+    flex_attention,
+    get_mode,
+    score_mod_for,
+    set_mode,
+    warmup,
+)
+from .schemes import available as _scheme_names
+from .schemes import scheme_class
 
-from .functional._checks import check_positive_int, tracing
-from .functional.fast_bias import _range_start
-from .functional.relative import t5_relative_bucket
+_SUFFIX = "_score_mod"
+
+
+def _builders() -> dict[str, Callable[..., Any]]:
+    """``<name>_score_mod`` of every registered scheme whose module defines one."""
+    found = {}
+    for name in _scheme_names():
+        module = sys.modules.get(scheme_class(name).__module__)
+        builder = getattr(module, name + _SUFFIX, None)
+        if callable(builder):
+            found[name + _SUFFIX] = builder
+    return found
+
+
+def __getattr__(attr: str) -> Callable[..., Any]:
+    builder = _builders().get(attr) if attr.endswith(_SUFFIX) else None
+    if builder is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+    return builder
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_builders()})
+
 
 __all__ = [
+    "ScoreMod",
     "score_mod_for",
-    "alibi_score_mod",
-    "t5_score_mod",
     "block_mask",
     "flex_attention",
     "attend",
     "set_mode",
-    "errors",
     "get_mode",
     "available",
+    "errors",
+    "clear_errors",
     "warmup",
     "MIN_BIAS_BYTES",
     "BLOCK_SIZE",
+    *_builders(),
 ]
-
-BLOCK_SIZE = 128
-#: ``mode="auto"`` uses FlexAttention when the bias it replaces would take at least this many bytes.
-MIN_BIAS_BYTES = 256 << 20
-_MODES = ("auto", "always", "never")
-_mode = "auto"
-_compiled = None
-_errors: dict[tuple[str, torch.dtype], str] = {}  # why compiling failed, per device type and dtype
-
-ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
-
-
-def set_mode(mode: str) -> None:
-    """``"auto"`` (large inference only), ``"always"`` (whenever it applies) or ``"never"``."""
-    global _mode
-    if mode not in _MODES:
-        raise ValueError(f"unknown flex mode {mode!r}; choose one of: {', '.join(map(repr, _MODES))}")
-    _mode = mode
-
-
-def get_mode() -> str:
-    return _mode
-
-
-def available(device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> bool:
-    """True when this torch has FlexAttention and compiling it has not failed in this process: for
-    ``device``'s type and ``dtype`` when given (a float64 input the CPU kernel refuses does not
-    turn it off for float32), for any of them when not."""
-    try:
-        import torch.nn.attention.flex_attention  # noqa: F401
-    except ImportError:
-        return False
-    if device is None and dtype is None:
-        return not _errors
-    kind = None if device is None else torch.device(device).type
-    return not any((kind is None or k == kind) and (dtype is None or d == dtype) for k, d in _errors)
-
-
-def errors() -> dict[tuple[str, torch.dtype], str]:
-    """Why compiling FlexAttention failed in this process, per (device type, dtype)."""
-    return dict(_errors)
-
-
-# ---------------------------------------------------------------------------------------------
-# score mods
-
-
-def alibi_score_mod(slopes: Tensor, *, q_offset: int | Tensor = 0, bidirectional: bool = False) -> ScoreMod:
-    """ALiBi as a score mod; ``q_offset`` = query position minus key position at index 0.
-    ``slopes``: one per head, a 1-D tensor or a sequence of numbers."""
-    slopes = slopes.float() if isinstance(slopes, Tensor) else _numbers_1d("slopes", slopes)
-    if slopes.dim() != 1 or slopes.numel() == 0:
-        raise ValueError(f"slopes must be 1-D, one per head, got shape {tuple(slopes.shape)}")
-    offset = torch.as_tensor(q_offset, device=slopes.device)  # a tensor: a new offset does not recompile
-
-    if bidirectional:
-        def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            return score - slopes[h] * (q_idx + offset - kv_idx).abs()
-    else:
-        def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            return score - slopes[h] * (q_idx + offset - kv_idx)
-    return alibi
-
-
-def _numbers_1d(name: str, values: object) -> Tensor:
-    try:
-        return torch.tensor(values, dtype=torch.float32)
-    except (TypeError, ValueError, RuntimeError):
-        raise TypeError(f"{name} must be a 1-D tensor or a sequence of numbers, got {type(values).__name__}") from None
-
-
-def t5_score_mod(
-    table: Tensor, *, q_offset: int | Tensor = 0, bidirectional: bool = True, num_buckets: int = 32,
-    max_distance: int = 128,
-) -> ScoreMod:
-    """T5's bias as a score mod: ``table [num_buckets, h]`` looked up at ``bucket(k - q)``."""
-    if not isinstance(table, Tensor) or table.dim() != 2 or table.shape[0] != num_buckets:
-        got = f"shape {tuple(table.shape)}" if isinstance(table, Tensor) else type(table).__name__
-        raise ValueError(f"table must be a tensor [num_buckets={num_buckets}, heads] (T5's relative_attention_bias "
-                         f"weight), got {got}")
-    offset = torch.as_tensor(q_offset, device=table.device)
-
-    def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        bucket = t5_relative_bucket(kv_idx - (q_idx + offset), bidirectional=bidirectional,
-                                    num_buckets=num_buckets, max_distance=max_distance)
-        return score + table[bucket, h]
-    return t5
-
-
-def score_mod_for(encoding: Any, q_offset: int = 0) -> ScoreMod | None:
-    """The score mod of a scheme (``alibi``, ``t5``, or any scheme with a ``score_mod`` method), or None."""
-    custom = getattr(encoding, "score_mod", None)
-    if callable(custom):
-        return custom(q_offset)
-    name, config = getattr(encoding, "name", None), getattr(encoding, "config", None)
-    if name == "alibi":
-        return alibi_score_mod(encoding.slopes, q_offset=q_offset, bidirectional=config.bidirectional)
-    if name == "t5":
-        return t5_score_mod(encoding.relative_attention_bias.weight.detach(), q_offset=q_offset,
-                            bidirectional=config.bidirectional, num_buckets=config.num_buckets,
-                            max_distance=config.max_distance)
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
-# block masks from block counts
-
-
-def block_mask(sq: int, sk: int, *, causal: bool, q_offset: int = 0, device: torch.device | str = "cpu",
-               block_size: int = BLOCK_SIZE):
-    """A :class:`BlockMask` for ``[sq, sk]`` built from block counts, never from a dense mask.
-
-    Causal: query ``i`` sees keys ``j <= i + q_offset`` (decoding after ``q_offset`` cached keys).
-    Per query block, kv blocks wholly visible are *full* (listed first, no mask_mod call), those
-    crossing the diagonal *partial*; the rest are skipped. Non-causal: every block is full.
-    """
-    from torch.nn.attention.flex_attention import BlockMask
-
-    sq, sk, block_size = (check_positive_int(n, v) for n, v in (("sq", sq), ("sk", sk), ("block_size", block_size)))
-    if isinstance(q_offset, bool) or not isinstance(q_offset, int) or q_offset < 0:
-        raise ValueError(f"q_offset must be a non-negative int (keys cached before the first query), got {q_offset!r}")
-    nq, nk = -(-sq // block_size), -(-sk // block_size)
-    q_lo = q_offset + torch.arange(nq, device=device) * block_size  # [nq] first query index (in keys' frame)
-    q_hi = q_offset + torch.clamp((torch.arange(nq, device=device) + 1) * block_size, max=sq) - 1  # [nq]
-    k_lo = torch.arange(nk, device=device) * block_size  # [nk]
-    k_hi = torch.clamp(k_lo + block_size, max=sk) - 1  # [nk]
-    if causal:
-        full = k_hi[None, :] <= q_lo[:, None]  # [nq, nk]
-        partial = (k_lo[None, :] <= q_hi[:, None]) & ~full  # [nq, nk]
-    else:
-        full = torch.ones(nq, nk, dtype=torch.bool, device=device)
-        partial = torch.zeros_like(full)
-    # kv block indices per row, the selected ones first (a stable sort of "not selected")
-    full_idx = torch.sort((~full).to(torch.int8), dim=-1, stable=True).indices.to(torch.int32)  # [nq, nk]
-    part_idx = torch.sort((~partial).to(torch.int8), dim=-1, stable=True).indices.to(torch.int32)  # [nq, nk]
-    offset = torch.as_tensor(q_offset, device=device)
-
-    def causal_mask(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        return q_idx + offset >= kv_idx
-
-    return BlockMask.from_kv_blocks(
-        partial.sum(-1, dtype=torch.int32)[None, None], part_idx[None, None],  # [1, 1, nq], [1, 1, nq, nk]
-        full.sum(-1, dtype=torch.int32)[None, None], full_idx[None, None],
-        BLOCK_SIZE=block_size, mask_mod=causal_mask if causal else None, seq_lengths=(sq, sk),
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# running it
-
-
-def _get_compiled():
-    global _compiled
-    if _compiled is None:
-        from torch.nn.attention.flex_attention import flex_attention as _flex
-
-        _compiled = torch.compile(_flex, dynamic=False)
-    return _compiled
-
-
-def flex_attention(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None, mask, scale: float | None = None,
-                   enable_gqa: bool = False) -> Tensor:
-    """Compiled FlexAttention ``[b, h, sq, hd]`` (eager flex builds the full score matrix: never used)."""
-    with torch._dynamo.config.patch(recompile_limit=64), warnings.catch_warnings():
-        # torch 2.11 warns while tracing flex_attention's own input check with q/k/v that need
-        # gradients (it reads .grad of a non-leaf); the warning is about its code, not the caller's
-        warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf",
-                                category=UserWarning)
-        return _get_compiled()(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=enable_gqa)
-
-
-def _wanted(encoding: Any, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, dropout_p: float) -> bool:
-    if _mode == "never" or key_mask is not None or dropout_p > 0 or not available(q.device, q.dtype):
-        return False
-    if q.shape[-2] == 0 or k.shape[-2] == 0:
-        return False  # nothing to attend: SDPA's path returns the empty result
-    if getattr(encoding, "uses_query_terms", False) or tracing():
-        return False
-    if torch.is_grad_enabled():
-        if any(p.requires_grad for p in encoding.parameters()):
-            return False  # a trainable table (T5) is captured detached: it would get no gradient
-        if q.device.type == "cpu" and any(t.requires_grad for t in (q, k, v)):
-            return False  # no CPU backward (torch 2.13); see the module docstring
-    if _mode == "auto" and q.shape[1] * q.shape[2] * k.shape[2] * 4 < MIN_BIAS_BYTES:
-        return False
-    return encoding.name in ("alibi", "t5") or callable(getattr(encoding, "score_mod", None))
-
-
-def attend(
-    encoding: Any, q: Tensor, k: Tensor, v: Tensor, q_positions: Tensor, k_positions: Tensor, *,
-    causal: bool, past: int = 0, key_mask: Tensor | None = None, dropout_p: float = 0.0, scale: float | None = None,
-    enable_gqa: bool = False,
-) -> Tensor | None:
-    """Attention ``[b, h, sq, hd]`` through FlexAttention when it applies (see module doc), else None."""
-    if not _wanted(encoding, q, k, v, key_mask, dropout_p):
-        return None
-    q0, k0 = _range_start(q_positions), _range_start(k_positions)
-    if q0 is None or k0 is None:
-        return None
-    score_mod = score_mod_for(encoding, q_offset=q0 - k0)
-    if score_mod is None:
-        return None
-    mask = block_mask(q.shape[-2], k.shape[-2], causal=causal, q_offset=past, device=q.device)
-    try:
-        return flex_attention(q, k, v, score_mod, mask, scale, enable_gqa)
-    except Exception as err:  # no compiler here, or a dtype the kernel refuses: SDPA with a bias is exact
-        _errors[(q.device.type, q.dtype)] = f"{type(err).__name__}: {err}"
-        return None
-
-
-def warmup(encoding: Any, *, length: int = 256, head_dim: int = 64, causal: bool = True,
-           device: torch.device | str = "cpu", num_heads: int | None = None) -> float:
-    """Compile FlexAttention for ``encoding`` (a bias scheme: ``alibi``, ``t5``, or one with a
-    ``score_mod`` method) on a small input; returns the seconds it took. ``num_heads`` defaults to
-    the scheme's own.
-
-    The compile (10-15 s in a cold process on CPU) recurs for each new shape, so warm up with the
-    shape you will run.
-    """
-    score_mod = score_mod_for(encoding)
-    if score_mod is None:
-        raise ValueError(f"warmup compiles FlexAttention for a bias scheme (alibi, t5, or one with a score_mod "
-                         f"method); {getattr(encoding, 'name', type(encoding).__name__)!r} has no score mod, and "
-                         "posenc.Attention runs it through SDPA")
-    h = num_heads if num_heads is not None else getattr(getattr(encoding, "config", None), "num_heads", None)
-    if h is None:
-        raise ValueError("this scheme's config has no num_heads: pass warmup(..., num_heads=)")
-    h, length, head_dim = (check_positive_int(n, v) for n, v in (("num_heads", h), ("length", length),
-                                                                 ("head_dim", head_dim)))
-    start = time.perf_counter()
-    q = torch.zeros(1, h, length, head_dim, device=device)
-    with torch.no_grad():
-        flex_attention(q, q, q, score_mod, block_mask(length, length, causal=causal, device=device))
-    return time.perf_counter() - start

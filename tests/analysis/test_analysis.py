@@ -8,12 +8,14 @@ section 3); T5's buckets (Raffel et al. 2020, section 2.1; HF ``T5Attention._rel
 import math
 import sys
 
+import numpy as np
 import pytest
 import torch
 
 import posenc
 from posenc import analysis as A
 from posenc import functional as F
+from posenc.analysis import default_schemes, encoding_matrix, project_2d, t5_bucket_map
 
 
 def inv_freq(dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -161,8 +163,7 @@ def test_rotary_checks_catch_a_broken_rotation(monkeypatch) -> None:
         turn = lambda x: x * cos + torch.cat((x[..., n:], x[..., :n]), -1) * sin  # noqa: E731
         return turn(q), turn(k)
 
-    monkeypatch.setattr(rope_module, "fast_apply_rope_pair", lambda q, k, both, cos, sin, **kw: broken(q, k, cos, sin))
-    monkeypatch.setattr(rope_module, "fast_apply_rope", lambda x, cos, sin, **kw: broken(x, x, cos, sin)[0])
+    monkeypatch.setattr(rope_module, "rope", lambda x, cos, sin, **kw: broken(x, x, cos, sin)[0])
     result = A.check_offset_similarity("rope")
     assert not result.passed and result.value > 0.1
 
@@ -272,6 +273,14 @@ def test_default_verdict_table_is_fast() -> None:
     assert time.perf_counter() - start < 15.0
 
 
+def test_default_schemes_leave_out_grid_schemes():
+    """default_schemes lists the schemes for positions on a line: the grid ones (n_axes > 1,
+    sinusoidal_nd and rope_axial) are left out, while the line schemes are kept."""
+    names = default_schemes()
+    assert "sinusoidal_nd" not in names and "rope_axial" not in names
+    assert "sinusoidal" in names and "rope" in names
+
+
 # --- logits against distance -------------------------------------------------------------------------
 
 
@@ -317,6 +326,13 @@ def test_t5_bucket_map_pins_hf_buckets() -> None:
     assert m["max_exact"] == 8
 
 
+def test_t5_bucket_map_defaults_to_twice_max_distance():
+    """t5_bucket_map's relative positions run over [-2·max_distance, 2·max_distance] by default (its
+    docstring), so the picture shows the log buckets saturating: -32..32 for max_distance 16."""
+    rel = t5_bucket_map(max_distance=16)["relative_positions"]
+    assert torch.equal(rel, torch.arange(-32, 33))
+
+
 def test_shaw_embeddings() -> None:
     out = A.shaw_embeddings(dim=8, max_relative_position=3)
     assert out["relative_positions"].tolist() == [-3, -2, -1, 0, 1, 2, 3]
@@ -338,6 +354,26 @@ def test_pca_recovers_a_circle_and_umap_names_its_extra() -> None:
     except ImportError:
         with pytest.raises(ImportError, match="posenc\\[umap\\]"):
             A.project_2d(E, method="umap")
+
+
+def test_pca_projection_matches_the_covariance_eigenvectors():
+    """project_2d(E, "pca") is E centred, on the two leading eigenvectors of its covariance, each
+    oriented so that its largest-magnitude loading is positive (the documented convention). The
+    reference here uses numpy's eigh of the covariance rather than an SVD; the projected columns
+    have mean 0. atol 1e-10."""
+    E = encoding_matrix("sinusoidal", 64, dim=16)  # [64, 16] float64
+    got = project_2d(E)
+    X = E.numpy()
+    C = X - X.mean(axis=0, keepdims=True)
+    evals, evecs = np.linalg.eigh(C.T @ C)
+    order = np.argsort(evals)[::-1][:2]
+    assert evals[order[0]] - evals[order[1]] > 1e-6 * evals[order[0]]  # distinct axes: the reference is unique
+    assert evals[order[1]] - evals[np.argsort(evals)[::-1][2]] > 1e-6 * evals[order[0]]
+    axes = evecs[:, order]  # [16, 2]
+    axes = axes * np.sign(axes[np.abs(axes).argmax(axis=0), [0, 1]])
+    expected = torch.tensor(C @ axes)
+    torch.testing.assert_close(got, expected, atol=1e-10, rtol=0)
+    torch.testing.assert_close(got.mean(0), torch.zeros(2, dtype=torch.float64), atol=1e-10, rtol=0)
 
 
 def test_word_plus_position_lies_on_the_unit_circle() -> None:

@@ -113,7 +113,8 @@ def test_cli_quick_writes_json(tmp_path, capsys):
         assert r["gb_per_s"] == pytest.approx(expected_gbps, rel=1e-9)
     once = {r["case"] for r in data["rope"] if r["kind"] == "one-time"}
     assert "cos/sin table build" in once and "posenc out= (compiled)" in once
-    assert "posenc bench: rope" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "posenc bench: rope" in printed and "rope ratios" in printed
     md = (tmp_path / "perf.md").read_text()
     assert "| 64 | float32 | half |" in md and "| 64 | float32 | interleaved |" in md
 
@@ -187,7 +188,6 @@ def test_benchmark_scripts_refuse_bad_arguments():
     scripts = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
     for script, args, message in (
             ("bias.py", ["--device", "tpu9"], "device 'tpu9' is not usable here"),
-            ("rope_host.py", ["--device", "tpu9"], "device 'tpu9' is not usable here"),
             ("rope.py", ["--lengths", "0,2048"], "--lengths: takes positive integers separated by commas"),
             ("rope.py", ["--threads", "0"], "--threads: takes a positive integer; got '0'"),
             ("flex_memory.py", ["--modes", "flx"], "flex benchmark modes are flex and sdpa; got ['flx']"),
@@ -202,35 +202,28 @@ def test_benchmark_scripts_refuse_bad_arguments():
     assert torch.get_num_threads() >= 1
 
 
-def test_rope_host_time_rows_and_the_plans_switch(monkeypatch):
-    """bench_rope_host times both settings of CALL_PLANS (the calls counted per setting), gives one
-    row per dtype, layout and call, and leaves the switch as it found it."""
-    from posenc.bench import bench_rope_host
-    from posenc.functional import fast_rope
-
-    seen = []
-    replay = fast_rope._replayed
-    monkeypatch.setattr(fast_rope, "_replayed", lambda *a: seen.append(fast_rope.CALL_PLANS) or replay(*a))
-    rows = bench_rope_host((torch.bfloat16,), ("half",), shape=(1, 4, 8, 32), rounds=2, calls=3)
-    assert [(r["dtype"], r["layout"], r["call"]) for r in rows] == [("bfloat16", "half", "out="),
-                                                                    ("bfloat16", "half", "in place")]
-    assert all(r["plans_us"] > 0 and r["no_plans_us"] > 0 and r["copy_us"] > 0 for r in rows)
-    assert seen.count(True) == seen.count(False) == 2 * 2 * (3 + 2)  # calls, both cases, rounds
-    assert fast_rope.CALL_PLANS is True
-
-
 def test_markdown_names_the_path_auto_takes_on_each_device():
-    """The RoPE table shows the path compile="auto" takes: on the CPU the complex multiply (eager)
-    for float32 interleaved pairs, on CUDA the Triton kernel (compiled) for every dtype and layout."""
+    """The RoPE table shows the out= case of the backend the default dispatch picked, as the rows
+    record it (``auto_backend``): the Triton kernel on CUDA, eager for float32 interleaved pairs on
+    the CPU. Rows recorded without it get the dispatch of their release: eager (the complex
+    multiply) for float32 interleaved pairs on the CPU, the Triton kernel, then named compiled, on CUDA."""
     from posenc.bench.report import markdown
 
-    def row(case, ms):
+    def row(case, ms, auto=None):
         return {"kind": "steady", "L": 2048, "dtype": "float32", "layout": "interleaved", "case": case,
-                "median_ms": ms, "x_floor": ms / 0.05, "x_floor_best": ms / 0.05}
+                "median_ms": ms, "x_floor": ms / 0.05, "x_floor_best": ms / 0.05, "auto_backend": auto}
     rope = [row("floor", 0.05), row("posenc out= (compiled)", 0.06), row("posenc out= (eager)", 0.11)]
     for device, shown in (("cpu", "2.20 (2.20) (eager)"), ("cuda: NVIDIA H100 80GB HBM3", "1.20 (1.20) (compiled)")):
         text = markdown({"meta": {"device": device}, "rope": rope})
         assert f"| 2048 | float32 | interleaved | 0.050 | {shown} |" in text, text
+    recorded = [row("floor", 0.05, "triton"), row("posenc out= (triton)", 0.055, "triton"),
+                row("posenc out= (compiled)", 0.06, "triton"), row("posenc out= (eager)", 0.11, "triton")]
+    text = markdown({"meta": {"device": "cuda: NVIDIA H100 80GB HBM3"}, "rope": recorded})
+    assert "| 2048 | float32 | interleaved | 0.050 | 1.10 (1.10) (triton) |" in text, text
+    assert "| triton 1.10, compiled 1.20, eager 2.20 |" in text, text
+    recorded = [{**r, "auto_backend": "eager"} for r in rope]
+    text = markdown({"meta": {"device": "cpu"}, "rope": recorded})
+    assert "| 2048 | float32 | interleaved | 0.050 | 2.20 (2.20) (eager) |" in text, text
 
 
 def test_markdown_sets_in_place_beside_the_in_place_floor():
@@ -251,19 +244,23 @@ def test_every_rope_case_is_checked_against_the_reference_before_timing(monkeypa
     """A fast path that does not rotate (here: a copy) must stop the benchmark, not be timed at
     1.0x the floor; peers' errors are kept in their rows."""
     from posenc.bench import rope as bench_rope_module
-    from posenc.functional import fast_rope
+    from posenc.kernels import compiled
 
     rows = bench_rope_module.bench_rope((64,), (torch.float32,), ("half",), min_run_time=0.01, peers=False)
     steady = {r["case"]: r for r in rows if r["kind"] == "steady"}
     assert steady["posenc out= (compiled)"]["max_error"] < 1e-5 and steady["floor"]["max_error"] is None
-    assert steady["posenc backward (eager)"]["max_error"] < 1e-5  # against the inverse rotation
-    assert "posenc new tensors" in steady and "floor, new tensors" in steady and "floor, in place" in steady
+    assert steady["posenc backward"]["max_error"] < 1e-5  # against the inverse rotation
+    assert {"posenc new tensors", "posenc Rope.rotate", "floor, new tensors", "floor, in place"} <= set(steady)
+    for backend in ("compiled", "eager", "reference"):  # each backend forced, out= and in place
+        assert steady[f"posenc out= ({backend})"]["backend"] == steady[f"posenc in-place ({backend})"]["backend"] == backend
+    assert steady["posenc new tensors"]["backend"] == steady["floor"]["auto_backend"] == "eager"  # 2^14 elements
     assert steady["posenc out= (compiled)"]["tolerance"] < 5e-6  # two float32 units in the last place, not 1e-3
 
-    def not_a_rotation(x, cos_h, sin_h, out, layout, inverse, compile, lane=None):
-        return out.copy_(x)
+    def not_a_rotation(x, cos, sin, out, layout, inverse):
+        out.copy_(x)
+        return True
 
-    monkeypatch.setattr(fast_rope, "_rotate_into", not_a_rotation)
+    monkeypatch.setattr(compiled, "rotate_into", not_a_rotation)
     with pytest.raises(RuntimeError, match=r"posenc out= \(compiled\) does not match apply_rope at L=64 float32 half"):
         bench_rope_module.bench_rope((64,), (torch.float32,), ("half",), min_run_time=0.01, peers=False)
 
@@ -284,14 +281,19 @@ def test_a_broken_or_missing_peer_is_reported_not_fatal(monkeypatch):
 
 
 def test_without_a_compiler_no_row_says_compiled(monkeypatch):
+    """Where compiling fails (the compiled backend then says so and hands every call to the eager
+    one), no row claims a compiled timing: the forced compiled cases are listed as not timed."""
     from posenc.bench import rope as bench_rope_module
-    from posenc.functional import fast_rope
+    from posenc.kernels import compiled
 
-    monkeypatch.setattr(fast_rope, "_compile_error", "no C++ compiler (test)")
+    monkeypatch.setattr(compiled, "rotate_into", lambda *args: False)  # what a failed compile returns
+    monkeypatch.setattr(compiled, "available", lambda: False)
+    monkeypatch.setattr(compiled, "error", lambda: "no C++ compiler (test)")
     rows = bench_rope_module.bench_rope((64,), (torch.float32,), ("half",), min_run_time=0.01, peers=False)
     assert not any("compiled" in r["case"] for r in rows if r["kind"] in ("steady", "one-time"))
+    assert not any(r.get("backend") == "compiled" for r in rows)
     skipped = [r for r in rows if r["kind"] == "skipped"]
-    assert len(skipped) == 3 and "compilation is not available here (no C++ compiler (test))" in skipped[0]["reason"]
+    assert len(skipped) == 2 and "compilation is not available here (no C++ compiler (test))" in skipped[0]["reason"]
     from posenc.bench.report import markdown
 
     assert "(eager) |" in markdown({"meta": {}, "rope": rows})
@@ -313,21 +315,15 @@ def test_an_interrupted_run_keeps_the_sections_it_finished(tmp_path, capsys, mon
     assert f"the sections finished are in {out}" in " ".join(capsys.readouterr().out.split())
 
 
-def test_training_rows_report_the_first_step_apart(monkeypatch):
+def test_training_rows_report_the_first_step_apart():
     """bench_training gives each scheme's steady median, its overhead against none and its first
-    step (one-time costs: here the C RoPE loop, built again at the first rope step) apart; the
-    markdown table shows all three."""
+    step (one-time costs: tables and caches built) apart; the markdown table shows all three."""
     from posenc.bench.report import markdown
     from posenc.bench.train import bench_training
-    from posenc.functional import _rope_native
 
-    monkeypatch.setattr(_rope_native, "_state", {})
-    monkeypatch.setattr(_rope_native, "_plans", {})
     rows = bench_training(("none", "rope"), batch=2, seq=8, min_run_time=0.02, rounds=2)
     assert [r["case"] for r in rows] == ["train step none", "train step rope"]
     assert rows[0]["overhead_vs_none"] == 0.0
     assert all(r["first_step_ms"] > 0 and r["median_ms"] > 0 for r in rows)
-    if _rope_native.available():  # built (or loaded) inside rope's first step, not in the timed ones
-        assert rows[1]["first_step_ms"] > rows[1]["median_ms"]
     table = markdown({"meta": {}, "training": rows})
     assert "| first step ms (one-time costs) |" in table and "| rope |" in table

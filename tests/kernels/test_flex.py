@@ -1,6 +1,6 @@
-"""FlexAttention paths (posenc.flex): score mods equal the materialised biases, block masks built
-from block counts equal the dense masks, and posenc.Attention through FlexAttention equals SDPA
-with a materialised bias."""
+"""FlexAttention paths (posenc.kernels.flex, public as posenc.flex): score mods equal the
+materialised biases, block masks built from block counts equal the dense masks, and
+posenc.Attention through FlexAttention equals SDPA with a materialised bias."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 import posenc
 from posenc import flex
 from posenc import functional as F
+from posenc.kernels import flex as flex_kernel
 
 
 def _grid_scores(score_mod, h, sq, sk):
@@ -112,7 +113,6 @@ def test_attention_through_flex_equals_sdpa_with_bias(device, name):
 def test_a_failed_compile_turns_flex_off_for_its_dtype_only(monkeypatch):
     """A dtype the kernel refuses (float64 on the CPU) falls back to SDPA with the bias, exactly,
     and is remembered for that device type and dtype only: float32 keeps FlexAttention."""
-    monkeypatch.setattr(flex, "_errors", {})
     used = []
 
     def fake(q, k, v, score_mod, mask, scale=None, enable_gqa=False):
@@ -120,9 +120,10 @@ def test_a_failed_compile_turns_flex_off_for_its_dtype_only(monkeypatch):
             raise RuntimeError("float64 is not supported")
         used.append(q.dtype)
         return torch.zeros_like(q)
-    monkeypatch.setattr(flex, "flex_attention", fake)
+    monkeypatch.setattr(flex_kernel, "flex_attention", fake)
     attn = posenc.Attention(16, 2, encoding="alibi", causal=True).eval()
     x = torch.randn(1, 5, 16)
+    flex.clear_errors()
     flex.set_mode("always")
     try:
         with torch.no_grad():
@@ -131,23 +132,25 @@ def test_a_failed_compile_turns_flex_off_for_its_dtype_only(monkeypatch):
             want = attn(x.double())
             flex.set_mode("always")
             attn.float()(x)
+        assert torch.equal(got, want) and used == [torch.float32]
+        assert not flex.available("cpu", torch.float64) and flex.available("cpu", torch.float32) and not flex.available()
+        assert list(flex.errors()) == [("cpu", torch.float64)]
     finally:
         flex.set_mode("auto")
-    assert torch.equal(got, want) and used == [torch.float32]
-    assert not flex.available("cpu", torch.float64) and flex.available("cpu", torch.float32) and not flex.available()
-    assert list(flex.errors()) == [("cpu", torch.float64)]
+        flex.clear_errors()
+    assert flex.errors() == {} and flex.available("cpu", torch.float64)
 
 
 def test_attention_scale_reaches_flex_attention(monkeypatch):
     """``Attention(scale=)`` is what FlexAttention scales by too (T5's weights want 1.0), not only SDPA."""
     seen = {}
 
-    def fake_compiled(q, k, v, *, score_mod, block_mask, scale, enable_gqa):
+    def fake(q, k, v, score_mod, mask, scale=None, enable_gqa=False):
         seen["scale"] = scale
         return torch.zeros_like(q)
 
-    monkeypatch.setattr(flex, "_get_compiled", lambda: fake_compiled)
-    monkeypatch.setattr(flex, "available", lambda *a, **k: True)
+    monkeypatch.setattr(flex_kernel, "flex_attention", fake)
+    monkeypatch.setattr(flex_kernel, "available", lambda *a, **k: True)
     attn = posenc.Attention(16, 2, encoding="alibi", causal=True, scale=0.5).eval()
     flex.set_mode("always")
     try:
@@ -156,3 +159,17 @@ def test_attention_scale_reaches_flex_attention(monkeypatch):
     finally:
         flex.set_mode("auto")
     assert seen["scale"] == 0.5
+
+
+def test_public_module_reexports_the_kernels_and_the_schemes_score_mods():
+    """``posenc.flex`` keeps its public names: the kernels' functions themselves, and each scheme's
+    ``<name>_score_mod`` builder from the scheme's own module, found through the registry."""
+    from posenc.schemes import alibi, t5
+
+    for name in ("score_mod_for", "block_mask", "flex_attention", "attend", "set_mode", "get_mode", "available",
+                 "errors", "clear_errors", "warmup", "MIN_BIAS_BYTES", "BLOCK_SIZE"):
+        assert getattr(flex, name) is getattr(flex_kernel, name)
+    assert flex.alibi_score_mod is alibi.alibi_score_mod and flex.t5_score_mod is t5.t5_score_mod
+    assert {"alibi_score_mod", "t5_score_mod"} <= set(flex.__all__) and "alibi_score_mod" in dir(flex)
+    with pytest.raises(AttributeError, match="rope_score_mod"):
+        flex.rope_score_mod  # noqa: B018  (rope has no score mod)

@@ -65,6 +65,18 @@ def test_sinusoidal_cache_regrows_and_serves_float_positions_uncached() -> None:
     assert _buffer_rows(enc, "_table") == 1024
 
 
+def test_row_cache_grows_for_a_position_equal_to_its_size():
+    """The sinusoid's row cache starts at 64 rows (positions 0..63). Position 64 is one past it, so
+    the cache must grow: the code equals the uncached build exactly (an off-by-one reads past the
+    table)."""
+    enc = posenc.create("sinusoidal", dim=8)
+    enc.encode(torch.tensor([3, 5]))
+    assert enc._table.shape[0] == 64
+    got = enc.encode(torch.tensor([64]))
+    assert torch.equal(got, enc._build(torch.tensor([64])))
+    assert torch.equal(got, F.sinusoidal(torch.tensor([64]), 8))
+
+
 # -- RoPE cos/sin cache -------------------------------------------------------------------------
 
 ROPE = posenc.create("rope", dim=16, layout="interleaved")
@@ -183,6 +195,20 @@ def test_rope_rotates_default_queries_at_the_last_key_positions() -> None:
     torch.testing.assert_close(tail, whole[..., 2:, :], rtol=0, atol=0)
 
 
+def test_rope_axial_default_query_positions_are_the_last_keys():
+    """With default positions, rope_axial places sq queries at the last sq of the sk key positions
+    (its docstring), as a decoder's new queries after the cached keys: rotating the last 3 queries
+    alone equals the last 3 rows of rotating all 10. Exact comparison."""
+    enc = posenc.create("rope_axial", dim=16)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 10, 16, generator=g)
+    k = torch.randn(1, 2, 10, 16, generator=g)
+    q_all, k_all = enc.rotate(q, k)
+    q_last, k_last = enc.rotate(q[:, :, -3:], k)
+    assert torch.equal(q_last, q_all[:, :, -3:])
+    assert torch.equal(k_last, k_all)
+
+
 # -- state_dict and dtype/device hygiene --------------------------------------------------------
 
 @pytest.mark.parametrize("name", list(SCHEMES))
@@ -204,6 +230,31 @@ def test_attention_state_dict_has_no_position_buffers() -> None:
     attn = posenc.Attention(32, 4, encoding="rope", causal=True)
     attn(torch.randn(1, 10, 32))
     assert set(attn.state_dict()) == {"qkv.weight", "proj.weight", "proj.bias"}
+
+
+@pytest.mark.parametrize("name", ["rope", "xpos", "sinusoidal"])
+def test_row_caches_follow_casts_and_frequency_edits(name: str) -> None:
+    """The cos/sin and sinusoid row caches equal a fresh module's rows after a cast down and back
+    (``.bfloat16().float()`` used to leave them rounded to 16 bits: up to 1e-2 off) and after the
+    frequencies are edited in place or replaced (they used to serve the old rows)."""
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, 300, 16)
+
+    def run(m):
+        return m.rotate(q, q)[0] if name != "sinusoidal" else m.embed(torch.zeros(1, 300, 16))
+
+    m = posenc.create(name, dim=16)
+    run(m)
+    m.bfloat16().float()
+    assert torch.equal(run(m), run(posenc.create(name, dim=16)))
+    edited = posenc.create(name, dim=16)
+    with torch.no_grad():
+        m.inv_freq.mul_(2)
+        edited.inv_freq.mul_(2)
+    torch.testing.assert_close(run(m), run(edited), atol=0, rtol=0)
+    assert not torch.equal(run(m), run(posenc.create(name, dim=16)))
+    m.inv_freq = m.inv_freq * 0.5
+    assert torch.equal(run(m), run(posenc.create(name, dim=16)))
 
 
 # -- compilation ----------------------------------------------------------------------------------
@@ -260,3 +311,26 @@ def test_compiled_with_dynamic_shapes_serves_every_length() -> None:
             x = torch.randn(2, s, 32)
             torch.testing.assert_close(compiled(x), attn(x), atol=1e-5, rtol=1e-5)
     torch._dynamo.reset()
+
+
+@pytest.mark.slow
+def test_sinusoids_compile_with_dynamic_shapes_in_one_graph() -> None:
+    """torch.compile(dynamic=True, fullgraph=True) of the sinusoid and of an Attention with
+    sinusoidal_nd: the base check used to run math.isfinite on a symbolic float (Unsupported)."""
+    f = torch.compile(lambda p: F.sinusoidal(p, 16), fullgraph=True, dynamic=True)
+    for n in (7, 9):
+        torch.testing.assert_close(f(torch.arange(n)), F.sinusoidal(torch.arange(n), 16))
+    a = posenc.Attention(32, 4, encoding="sinusoidal_nd").eval()
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(a, fullgraph=True, dynamic=True)(x), a(x), atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_compiled_learned_table_names_a_position_past_its_end() -> None:
+    a = posenc.Attention(16, 2, encoding=posenc.create("learned", dim=16, max_len=8))
+    compiled = torch.compile(a)
+    x = torch.randn(1, 6, 16)
+    torch.testing.assert_close(compiled(x), a(x), atol=1e-5, rtol=0)
+    with pytest.raises(RuntimeError, match=r"a position is outside the learned table \(max_len=8"):
+        compiled(torch.randn(1, 12, 16))  # used to be Inductor's "index out of bounds: tmp2 < 8L"

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable
 import torch
 
 from .. import functional as F
-from ..functional import fast_bias
 from .timing import measure, measure_paired_many
 
 __all__ = ["bench_bias", "bench_attention", "bench_flex_memory"]
@@ -73,8 +72,8 @@ def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads
         pos = torch.arange(L, device=device)
         cases: dict[str, Callable[[], object]] = {
             "floor (fill preallocated)": lambda: out.fill_(1.0),
-            "posenc ALiBi Toeplitz out=": lambda: fast_bias.alibi_bias_range(slopes, L, L, out=out),
-            "posenc T5 Toeplitz out=": lambda: fast_bias.t5_bias_range(table, L, L, out=out),
+            "posenc ALiBi Toeplitz out=": lambda: F.alibi_bias_range(slopes, L, L, out=out),
+            "posenc T5 Toeplitz out=": lambda: F.t5_bias_range(table, L, L, out=out),
             "posenc ALiBi scheme (cached)": lambda: alibi.bias(pos, pos),
             "posenc ALiBi reference formula": lambda: F.alibi_bias(slopes, pos, pos),
             "posenc T5 reference formula": lambda: t5.relative_attention_bias(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-__all__ = ["run", "format_rows", "SECTIONS", "summary_columns"]
+__all__ = ["run", "format_rows", "SECTIONS", "summary_columns", "rope_ratios", "markdown"]
 
 SECTIONS = ("rope", "bias", "attention", "flex", "training")
 
@@ -78,12 +78,14 @@ def run(
         "training": lambda: bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 6, device=dev,
                                            progress=progress),
     }
-    from ..functional import fast_rope
+    from ..kernels import compiled
 
     for section in SECTIONS:  # the fixed order, whatever order they were asked in
         if section in sections:
             result[section] = runners[section]()
-            result["meta"]["compile_available"] = fast_rope.compile_available()  # known once something tried
+            # known once something tried to compile: False after a failed compile (why: compile_error)
+            result["meta"]["compile_available"] = compiled.available()
+            result["meta"]["compile_error"] = compiled.error()
             if on_section is not None:
                 on_section(result)
     return result
@@ -159,7 +161,7 @@ def write_output(path: str | os.PathLike, text: str) -> None:
 def summary_columns(section: str) -> list[str]:
     """The columns shown in the terminal for a section's rows."""
     return {
-        "rope": ["L", "dtype", "layout", "case", "median_ms", "gb_per_s", "x_floor", "max_error", "other_cpu"],
+        "rope": ["L", "dtype", "layout", "case", "backend", "median_ms", "gb_per_s", "x_floor", "max_error", "other_cpu"],
         "bias": ["L", "heads", "case", "median_ms", "x_floor", "other_cpu"],
         "attention": ["L", "heads", "case", "median_ms", "x_none", "x_none_best", "other_cpu"],
         "flex": ["L", "heads", "mode", "seconds", "peak_rss_mib", "peak_gpu_mib", "first_call_s", "other_cpu", "error"],
@@ -185,11 +187,63 @@ def one_time_rows(rows: list[dict]) -> list[list[str]]:
             for row in rows if row.get("kind") == "one-time"]
 
 
-def _default_path(layout: str, dtype: str = "float32", device: str = "cpu") -> str:
-    """The path ``compile="auto"`` takes for large inputs (see posenc.functional.fast_rope): on
-    the CPU compiled for half pairs and bfloat16 interleaved pairs, eager (complex multiply)
-    otherwise; on CUDA the Triton kernel (the compiled path) for all."""
-    return "compiled" if layout == "half" or dtype == "bfloat16" or device.startswith("cuda") else "eager"
+#: the order in which the RoPE backends are listed
+_BACKEND_ORDER = ("triton", "compiled", "eager", "reference")
+
+
+def _auto_backend(cases: dict[str, dict], layout: str, dtype: str = "float32", device: str = "cpu") -> str:
+    """The backend the default dispatch took for one shape: the ``auto_backend`` its rows record;
+    for results recorded without it (before the rows carried it), the path of that release's
+    dispatch for q and k ``[1, 32, L, 128]``: compiled for half pairs and bfloat16 interleaved
+    pairs on the CPU, eager (the complex multiply) otherwise, the Triton kernel (named compiled
+    then) on CUDA. Eager where the rows have no ``out=`` case of that backend (no compiler)."""
+    recorded = next((c["auto_backend"] for c in cases.values() if c.get("auto_backend")), None)
+    if recorded is not None:
+        path = recorded
+    else:
+        path = "compiled" if layout == "half" or dtype == "bfloat16" or device.startswith("cuda") else "eager"
+    return path if f"posenc out= ({path})" in cases else "eager"
+
+
+def _rope_groups(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
+    """Steady RoPE rows by (L, dtype, layout), then by case."""
+    groups: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        if r.get("kind", "steady") == "steady":
+            groups.setdefault((r["L"], r["dtype"], r["layout"]), {})[r["case"]] = r
+    return groups
+
+
+def rope_ratios(rows: list[dict]) -> list[dict]:
+    """The RoPE ratios to quote, one row per (L, dtype, layout) from :func:`bench_rope` rows (each
+    ratio over floors paired in the same rounds; None where a case was not timed):
+
+    * ``rotate_x_clone``: ``Rope.rotate`` over ``q.clone(); k.clone()``;
+    * ``new_x_clone``: ``kernels.rope`` returning new tensors over the same clone;
+    * ``out_x_floor``: ``kernels.rope(..., out=)`` through the default dispatch's backend
+      (``backend``) over the copy floor; ``out_eager_x_floor`` the eager backend's;
+    * ``in_place_x_floor``: ``kernels.rope_`` over the copy floor, ``in_place_floor_x_floor`` the
+      in-place floor's (``x.neg_()``) over it;
+    * ``transformers_x_rotate``: transformers' ``apply_rotary_pos_emb`` over ``Rope.rotate``
+      (how many times slower it is; half pairs only).
+    """
+    out = []
+    for (L, dtype, layout), cases in _rope_groups(rows).items():
+        backend = _auto_backend(cases, layout, dtype)
+
+        def ratio(name: str, floor: str = "floor") -> float | None:
+            if name not in cases or floor not in cases:
+                return None
+            return cases[name]["x_floor"] / cases[floor]["x_floor"]
+        out.append({"L": L, "dtype": dtype, "layout": layout, "backend": backend,
+                    "rotate_x_clone": ratio("posenc Rope.rotate", "floor, new tensors"),
+                    "new_x_clone": ratio("posenc new tensors", "floor, new tensors"),
+                    "out_x_floor": ratio(f"posenc out= ({backend})"),
+                    "out_eager_x_floor": ratio("posenc out= (eager)"),
+                    "in_place_x_floor": ratio(f"posenc in-place ({backend})"),
+                    "in_place_floor_x_floor": ratio("floor, in place"),
+                    "transformers_x_rotate": ratio("peer transformers", "posenc Rope.rotate")})
+    return out
 
 
 def _wrong(row: dict) -> bool:
@@ -221,45 +275,50 @@ def markdown(result: dict) -> str:
         lines += ["", "#### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)", "",
                   "Each cell: the median of the per-round ratios to the floor (`out.copy_(x)` for q and k) timed in "
                   "alternation, and in brackets the fastest round of the case over the fastest round of the floor. "
-                  "*backward* is the inverse rotation into a preallocated gradient. *in place* is beside the in-place floor "
-                  "(`x.neg_()` of q and k: one read and one write of the same memory, cheaper than a copy). *new tensors* returns new q and k "
-                  "as the peers do (and as autograd's forward and backward do), beside `x.clone()` of q and k: "
-                  "allocating costs the same to both. *peer / posenc* divides a peer's ratio by posenc's new-tensor "
-                  "ratio, both paired with the same floor. Every case was checked against `apply_rope` before it was timed.",
+                  "*posenc out=* is `posenc.kernels.rope(x, cos, sin, out=)` with the backend the default dispatch "
+                  "picks (named beside it); *out= per backend* forces each backend. *backward* is the inverse "
+                  "rotation returning new tensors (what autograd's backward runs). *in place* is beside the in-place "
+                  "floor (`x.neg_()` of q and k: one read and one write of the same memory, cheaper than a copy). "
+                  "*new tensors* (`kernels.rope`) and *Rope.rotate* (the scheme, as users call it) return new q and k "
+                  "as the peers do, beside `x.clone()` of q and k: allocating costs the same to both. *peer / posenc* "
+                  "divides a peer's ratio by posenc's `Rope.rotate` ratio, both paired with the same floor. Every case "
+                  "was checked against `apply_rope` before it was timed.",
                   "", "| L | dtype | layout | floor ms | posenc out= | posenc backward | in place: posenc / floor | posenc eager | "
-                  "new tensors: posenc / clone | reference apply_rope | peers (x floor) | peer / posenc | other CPU |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        groups: dict[tuple, dict[str, dict]] = {}
+                  "new tensors: posenc / clone | Rope.rotate / clone | out= per backend | reference apply_rope | "
+                  "peers (x floor) | peer / posenc | other CPU |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         wrong: set[str] = set()
-        for r in rope:
-            groups.setdefault((r["L"], r["dtype"], r["layout"]), {})[r["case"]] = r
-        for (L, dtype, layout), cases in groups.items():
-            path = _default_path(layout, dtype, str(meta.get("device", "cpu")))
+        for (L, dtype, layout), cases in _rope_groups(rope).items():
+            path = _auto_backend(cases, layout, dtype, str(meta.get("device", "cpu")))
 
             def x(name: str) -> str:
                 if name not in cases:
                     return "-"
                 best = cases[name].get("x_floor_best")
                 return f"{cases[name]['x_floor']:.2f}" + (f" ({best:.2f})" if best is not None and best == best else "")
-            if f"posenc out= ({path})" not in cases:  # no compiler here: the eager rows are what runs
-                path = "eager"
-            fresh = cases.get("posenc new tensors")
+
+            def over(name: str, floor: str) -> str:
+                if name not in cases or floor not in cases:
+                    return "-"
+                return f"{cases[name]['x_floor']:.2f} / {cases[floor]['x_floor']:.2f}"
+            mine = cases.get("posenc Rope.rotate") or cases.get("posenc new tensors")
             peers = {n.removeprefix("peer "): c for n, c in cases.items() if n.startswith("peer ")}
             peer_x = ", ".join(f"{n} {c['x_floor']:.1f}" + ("*" if _wrong(c) else "") for n, c in peers.items()) or "-"
-            peer_ratio = (", ".join(f"{n} {c['x_floor'] / fresh['x_floor']:.1f}x" for n, c in peers.items())
-                          if fresh else "") or "-"
-            clone = cases.get("floor, new tensors")
-            new = f"{fresh['x_floor']:.2f} / {clone['x_floor']:.2f}" if fresh and clone else "-"
+            peer_ratio = (", ".join(f"{n} {c['x_floor'] / mine['x_floor']:.1f}x" for n, c in peers.items())
+                          if mine else "") or "-"
             in_place = x(f"posenc in-place ({path})") + (f" / {cases['floor, in place']['x_floor']:.2f}"
                                                          if "floor, in place" in cases
                                                          and f"posenc in-place ({path})" in cases else "")
+            backward = x("posenc backward") if "posenc backward" in cases else x(f"posenc backward ({path})")
+            per_backend = ", ".join(f"{b} {cases[f'posenc out= ({b})']['x_floor']:.2f}" for b in _BACKEND_ORDER
+                                    if f"posenc out= ({b})" in cases) or "-"
             wrong.update(f"{n} ({dtype} {layout}, L = {L}: largest error {c['max_error']:.3g})"
                          for n, c in peers.items() if _wrong(c))
             load = max((c.get("other_cpu") or 0.0) for c in cases.values())
             lines.append(f"| {L} | {dtype} | {layout} | {_num(cases['floor']['median_ms'])} | {x(f'posenc out= ({path})')} ({path}) | "
-                         f"{x(f'posenc backward ({path})')} | {in_place} | "
-                         f"{x('posenc out= (eager)')} | {new} | {x('posenc reference apply_rope')} | {peer_x} | {peer_ratio} | "
-                         f"{load:.2f} |")
+                         f"{backward} | {in_place} | {x('posenc out= (eager)')} | "
+                         f"{over('posenc new tensors', 'floor, new tensors')} | {over('posenc Rope.rotate', 'floor, new tensors')} | "
+                         f"{per_backend} | {x('posenc reference apply_rope')} | {peer_x} | {peer_ratio} | {load:.2f} |")
         if wrong:
             lines += ["", "\\* differs from the float64-angle reference by more than a float32-angle rotation may: "
                       + "; ".join(sorted(wrong))]

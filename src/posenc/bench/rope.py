@@ -3,11 +3,24 @@
 Shape legend: ``b`` batch (1), ``h`` heads, ``L`` sequence, ``hd`` head width.
 
 The floor is one read and one write of q and k into preallocated outputs (``out.copy_(x)``), the
-least any rotation must move. Each peer runs in its own pair layout, with whatever tables it
-builds per call included (that is how they are used): Hugging Face Llama (``LlamaRotaryEmbedding``
-+ ``apply_rotary_pos_emb``, half pairs), torchtune ``RotaryPositionalEmbeddings`` (interleaved, on
-its ``[b, s, h, hd]`` layout), rotary-embedding-torch ``rotate_queries_or_keys`` (interleaved),
-x-transformers ``RotaryEmbedding`` + ``apply_rotary_pos_emb`` (interleaved).
+least any rotation must move; ``q.clone(); k.clone()`` is the floor of a pass that returns new
+tensors (it pays for the allocation too), and ``x.neg_()`` of q and k that of an in-place pass.
+
+posenc's cases, each for q and k:
+
+* as users call it: ``Rope.rotate(q, k)`` (the scheme, its cached tables), :func:`posenc.kernels.rope`
+  returning new tensors, and its inverse rotation (what :class:`~posenc.kernels.RopeFunction`'s
+  backward runs), all through the default dispatch (:func:`posenc.kernels.backend_for`; each row
+  records the backend it picked);
+* into a preallocated ``out=`` and in place (:func:`posenc.kernels.rope_`) with each backend forced:
+  ``compiled``, ``eager``, ``reference`` (and ``triton`` where it serves the input: CUDA);
+* the reference formula :func:`posenc.functional.apply_rope` itself.
+
+Each peer runs in its own pair layout, with whatever tables it builds per call included (that is
+how they are used): Hugging Face Llama (``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb``, half
+pairs), torchtune ``RotaryPositionalEmbeddings`` (interleaved, on its ``[b, s, h, hd]`` layout),
+rotary-embedding-torch ``rotate_queries_or_keys`` (interleaved), x-transformers
+``RotaryEmbedding`` + ``apply_rotary_pos_emb`` (interleaved).
 """
 
 from __future__ import annotations
@@ -18,10 +31,11 @@ from collections.abc import Callable, Iterable
 import torch
 
 from .. import functional as F
-from ..functional import fast_rope
+from .. import kernels
+from ..kernels import compiled, triton
 from .timing import measure, measure_paired_many, synchronize
 
-__all__ = ["bench_rope", "bench_rope_host", "rope_peers"]
+__all__ = ["bench_rope", "rope_peers", "PEERS"]
 
 Case = Callable[[], object]
 
@@ -105,46 +119,68 @@ def rope_peers(q, k, layout: str, *, with_skipped: bool = False):
     return (cases, skipped) if with_skipped else cases
 
 
-def _posenc_cases(q, k, cos, sin, layout) -> tuple[dict[str, Case], Callable[[], None]]:
+def forced_backends(q: torch.Tensor, cos: torch.Tensor) -> tuple[str, ...]:
+    """The backends the ``out=`` and in-place cases force: ``compiled``, ``eager`` and ``reference``
+    everywhere, ``triton`` first where it serves ``q`` (CUDA with Triton)."""
+    everywhere = ("compiled", "eager", "reference")
+    return ("triton", *everywhere) if triton.serves(q, cos) else everywhere
+
+
+def _posenc_cases(q, k, cos, sin, layout, backends: Iterable[str] = ("compiled", "eager", "reference"),
+                  ) -> tuple[dict[str, Case], Callable[[], None]]:
     """posenc's cases, each returning its rotated q and k, and a function that resets the in-place
-    cases' inputs (so that a check sees one rotation, not however many the warm-up made)."""
+    cases' inputs (so that a check sees one rotation, not however many the warm-up made). The
+    forced ``out=`` and in-place cases come first (the compiled ones compile at their first call),
+    then the default dispatch, then the reference formula."""
+    from ..schemes import create
+
     oq, ok = torch.empty_like(q), torch.empty_like(k)
-    cos_h, sin_h = fast_rope._half_tables(cos, sin, layout)
-    fast, inplace = fast_rope.fast_apply_rope, fast_rope.fast_apply_rope_
     qi, ki = q.clone(), k.clone()  # rotated in place again and again: values stay bounded (a rotation)
     qf, kf = q.clone(), k.clone()  # the in-place floor's buffers: negated again and again
+    scheme = create("rope", dim=q.shape[-1], layout=layout).to(q.device)
 
-    def out_(compile: bool) -> Case:
-        return lambda: (fast(q, cos, sin, layout=layout, out=oq, compile=compile),
-                        fast(k, cos, sin, layout=layout, out=ok, compile=compile))
+    def out_(backend: str) -> Case:
+        return lambda: (kernels.rope(q, cos, sin, layout=layout, out=oq, backend=backend),
+                        kernels.rope(k, cos, sin, layout=layout, out=ok, backend=backend))
 
-    def in_place(compile: bool) -> Case:
-        return lambda: (inplace(qi, cos, sin, layout=layout, compile=compile),
-                        inplace(ki, cos, sin, layout=layout, compile=compile))
-
-    def backward(compile: bool) -> Case:  # RopeFunction.backward's pass, into a preallocated gradient
-        return lambda: (fast_rope._rotate_into(q, cos_h, sin_h, oq, layout, True, compile),
-                        fast_rope._rotate_into(k, cos_h, sin_h, ok, layout, True, compile))
+    def in_place(backend: str) -> Case:
+        return lambda: (kernels.rope_(qi, cos, sin, layout=layout, backend=backend),
+                        kernels.rope_(ki, cos, sin, layout=layout, backend=backend))
 
     def reset() -> None:
         qi.copy_(q)
         ki.copy_(k)
 
-    cases = {
+    cases: dict[str, Case] = {
         "floor": lambda: (oq.copy_(q), ok.copy_(k)),
         "floor, new tensors": lambda: (q.clone(), k.clone()),
         "floor, in place": lambda: (qf.neg_(), kf.neg_()),
-        "posenc out= (compiled)": out_(True),
-        "posenc in-place (compiled)": in_place(True),
-        "posenc backward (compiled)": backward(True),
-        "posenc in-place (eager)": in_place(False),
-        "posenc out= (eager)": out_(False),
-        "posenc backward (eager)": backward(False),
-        "posenc new tensors": lambda: (fast(q, cos, sin, layout=layout), fast(k, cos, sin, layout=layout)),
+    }
+    for backend in backends:
+        cases[f"posenc out= ({backend})"] = out_(backend)
+        cases[f"posenc in-place ({backend})"] = in_place(backend)
+    cases.update({
+        "posenc Rope.rotate": lambda: scheme.rotate(q, k),
+        "posenc new tensors": lambda: (kernels.rope(q, cos, sin, layout=layout), kernels.rope(k, cos, sin, layout=layout)),
+        "posenc backward": lambda: (kernels.rope(q, cos, sin, layout=layout, inverse=True),
+                                    kernels.rope(k, cos, sin, layout=layout, inverse=True)),
         "posenc reference apply_rope": lambda: (F.apply_rope(q, cos, sin, layout=layout),
                                                 F.apply_rope(k, cos, sin, layout=layout)),
-    }
+    })
     return cases, reset
+
+
+#: the cases that run the default dispatch (the others force a backend, or are no rotation by posenc)
+AUTO_CASES = ("posenc Rope.rotate", "posenc new tensors", "posenc backward")
+
+
+def _backend_of(name: str, auto: str) -> str | None:
+    """The backend a posenc case runs: the one it forces, ``auto`` for the default dispatch."""
+    if name in AUTO_CASES:
+        return auto
+    if name.startswith(("posenc out= (", "posenc in-place (")):
+        return name[name.index("(") + 1:-1]
+    return "reference" if name == "posenc reference apply_rope" else None
 
 
 def _peer_outputs(name: str, result: tuple) -> tuple:
@@ -178,24 +214,23 @@ def bench_rope(
     device: torch.device | str = "cpu",
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """One row per (case, L, dtype, layout): median ms, effective GB/s, ratio to the floor, load.
+    """One row per (case, L, dtype, layout): median ms, effective GB/s, ratio to the floor, load,
+    and ``backend`` (the one a posenc case runs; for the default dispatch, what
+    :func:`~posenc.kernels.backend_for` picked for q, also in every row as ``auto_backend``).
 
     Each case is timed in alternation with the floor, all cases of a shape round-robin
     (:func:`~posenc.bench.timing.measure_paired_many`);
     ``x_floor`` is the median of the per-round ratios, ``x_floor_best`` the fastest case round over
     the fastest floor round, and ``floor_ms_paired`` the floor's median over the same rounds.
 
-    Also rows ``kind="one-time"`` for the cos/sin table build and each compiled variant's first call
-    (compile time), reported apart from the steady state. ``device`` places q, k, the tables and
-    the peers' modules (``"cuda"``: the compiled case is then the direct Triton kernel).
+    Also rows ``kind="one-time"`` for the cos/sin table build, each compiled case's first call
+    (compile time) and ``Rope.rotate``'s first call (its table cache), reported apart from the
+    steady state. ``device`` places q, k, the tables and the peers' modules (``"cuda"``: the
+    Triton backend is timed too, and is what the default dispatch picks).
     """
     rows: list[dict] = []
     inv_freq, _ = F.rope_inv_freq(head_dim)
     inv_freq = inv_freq.to(device)
-
-    def compiles() -> bool:  # the Triton kernel on CUDA; on the CPU, known once a compile was tried
-        return fast_rope.compile_available() or torch.device(device).type == "cuda"
-
     for L in lengths:
         for dtype in dtypes:
             q = torch.randn(1, heads, L, head_dim, device=device).to(dtype)  # [1, h, L, hd]
@@ -208,25 +243,17 @@ def bench_rope(
                 table_s = time.perf_counter() - start
                 base = {"L": L, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
                 rows.append({**base, "case": "cos/sin table build", "kind": "one-time", "seconds": table_s})
-                cases, reset = _posenc_cases(q, k, cos, sin, layout)
+                cases, reset = _posenc_cases(q, k, cos, sin, layout, forced_backends(q, cos))
                 if peers:
                     found, skipped = rope_peers(q, k, layout, with_skipped=True)
                     cases.update({f"peer {n}": c for n, c in found.items()})
                     rows += [{**base, "case": f"peer {n}", "kind": "skipped", "reason": why} for n, why in skipped.items()]
-                for name, fn in cases.items():  # first calls: compile times, apart from the steady state
-                    if "compiled" in name:
-                        if progress:
-                            progress(f"rope L={L} {base['dtype']} {layout}: compiling {name}")
-                        start = time.perf_counter()
-                        fn()
-                        synchronize(q.device)
-                        if not compiles():
-                            break  # the attempt failed: no compiled row can be truthful (dropped below)
-                        rows.append({**base, "case": name, "kind": "one-time", "seconds": time.perf_counter() - start})
-                if not compiles():
-                    why = f"compilation is not available here ({fast_rope._compile_error}): the eager rows are what runs"
-                    rows += [{**base, "case": n, "kind": "skipped", "reason": why} for n in cases if "compiled" in n]
-                    cases = {n: c for n, c in cases.items() if "compiled" not in n}
+                rows += _first_calls(cases, q, cos, layout, base, progress)
+                if not compiled.available():  # the forced compiled cases ran the eager backend: not timed as compiled
+                    why = f"compilation is not available here ({compiled.error()}): the eager rows are what runs"
+                    rows += [{**base, "case": n, "kind": "skipped", "reason": why} for n in cases if "(compiled)" in n]
+                    cases = {n: c for n, c in cases.items() if "(compiled)" not in n}
+                auto = kernels.backend_for(q, cos, layout)  # after the first calls: a failed compile turns "compiled" off
                 errors, limits = _check_cases(cases, reset, q, k, cos, sin, layout, base, progress)
                 if progress:
                     progress(f"rope L={L} {base['dtype']} {layout}: {len(cases)} cases, round-robin with the floor")
@@ -241,7 +268,8 @@ def bench_rope(
                     else:
                         p = paired[name]
                         m, x_floor, x_best, floor_ms = p.case, p.x_floor, p.x_floor_best, p.floor.median_s * 1e3
-                    rows.append({**base, "case": name, "kind": "steady", "median_ms": m.median_s * 1e3,
+                    rows.append({**base, "case": name, "kind": "steady", "backend": _backend_of(name, auto),
+                                 "auto_backend": auto, "median_ms": m.median_s * 1e3,
                                  "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "gb_per_s": floor_bytes / m.median_s / 1e9,
                                  "x_floor": x_floor, "x_floor_best": x_best, "floor_ms_paired": floor_ms,
                                  "other_cpu": m.other_cpu, "num_threads": num_threads,
@@ -250,10 +278,31 @@ def bench_rope(
     return rows
 
 
+def _first_calls(cases: dict[str, Case], q, cos, layout: str, base: dict,
+                 progress: Callable[[str], None] | None) -> list[dict]:
+    """Run the cases whose first call carries a one-time cost (a compile, a table cache) once,
+    timed: one ``kind="one-time"`` row each (none for a compile that failed)."""
+    rows = []
+    auto = kernels.backend_for(q, cos, layout)
+    for name, fn in cases.items():
+        compiles = "(compiled)" in name or (name in AUTO_CASES and auto == "compiled")
+        if not (compiles or name == "posenc Rope.rotate"):
+            continue
+        if progress:
+            progress(f"rope L={base['L']} {base['dtype']} {layout}: first call of {name}")
+        start = time.perf_counter()
+        fn()
+        synchronize(q.device)
+        if compiles and not compiled.available():
+            continue  # the compile failed: the call ran the eager backend, no compile time to report
+        rows.append({**base, "case": name, "kind": "one-time", "seconds": time.perf_counter() - start})
+    return rows
+
+
 def _check_cases(cases: dict[str, Case], reset: Callable[[], None], q, k, cos, sin, layout: str, base: dict,
                  progress: Callable[[str], None] | None) -> tuple[dict[str, float], dict[str, float]]:
-    """Every case's output against the float64-angle reference (:func:`posenc.functional.apply_rope`;
-    the backward against the inverse rotation) before anything is timed: the largest error and the
+    """Every case's output against the reference (:func:`posenc.functional.apply_rope`; the
+    backward against the inverse rotation) before anything is timed: the largest error and the
     tolerance per case.
     A posenc case outside :func:`_tolerance` raises (timing a wrong pass is worse than none); a
     peer's error is reported in its row (rotary-embedding-torch forms positions in the input's
@@ -276,66 +325,3 @@ def _check_cases(cases: dict[str, Case], reset: Callable[[], None], q, k, cos, s
                 raise RuntimeError(f"{name} does not match apply_rope at L={base['L']} {base['dtype']} {layout}: "
                                    f"largest error {errors[name]:.3g} (tolerance {limit:.3g}); not timing a wrong pass")
     return errors, limits
-
-
-def bench_rope_host(
-    dtypes: Iterable[torch.dtype] = (torch.float32, torch.bfloat16),
-    layouts: Iterable[str] = ("half", "interleaved"),
-    *,
-    shape: tuple[int, ...] = (1, 32, 8, 128),
-    rounds: int = 9,
-    calls: int = 500,
-    device: torch.device | str = "cpu",
-    progress: Callable[[str], None] | None = None,
-) -> list[dict]:
-    """Host time per call of the compiled RoPE pass (``fast_apply_rope(q, out=)`` and
-    ``fast_apply_rope_(q)``, ``compile=True``) on an input small enough that the kernel is a
-    fraction of it, with the call plans on and off
-    (:data:`~posenc.functional.fast_rope.CALL_PLANS`) in alternating rounds: one row per (dtype,
-    layout, call) with the median µs per call of each and the copy of the same tensor beside them.
-
-    On a GPU a round of ``calls`` launches is timed from the first to the last return on the host
-    (the device is synchronised before and after), which is the host's time while the kernels
-    are shorter than their launches.
-    """
-    import statistics
-
-    dev = torch.device(device)
-    inv_freq, _ = F.rope_inv_freq(shape[-1])
-    rows: list[dict] = []
-
-    def per_call_us(fn: Callable[[], object]) -> float:
-        synchronize(dev)
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        took = time.perf_counter() - start
-        synchronize(dev)
-        return took / calls * 1e6
-
-    saved = fast_rope.CALL_PLANS
-    try:
-        for dtype in dtypes:
-            for layout in layouts:
-                q = torch.randn(*shape, device=dev).to(dtype)
-                out, qi = torch.empty_like(q), q.clone()
-                cos, sin = F.rope_cos_sin(shape[-2], inv_freq.to(dev), layout=layout)
-                base = {"dtype": str(dtype).removeprefix("torch."), "layout": layout, "shape": list(shape)}
-                cases = {"out=": lambda: fast_rope.fast_apply_rope(q, cos, sin, layout=layout, out=out, compile=True),
-                         "in place": lambda: fast_rope.fast_apply_rope_(qi, cos, sin, layout=layout, compile=True)}
-                if progress:
-                    progress(f"rope host time {base['dtype']} {layout}: {rounds} rounds of {calls} calls")
-                copy = statistics.median(per_call_us(lambda: out.copy_(q)) for _ in range(3))
-                for name, fn in cases.items():
-                    times: dict[bool, list[float]] = {True: [], False: []}
-                    for r in range(rounds):
-                        for plans in (True, False) if r % 2 else (False, True):
-                            fast_rope.CALL_PLANS = plans
-                            fn(), fn()  # a plan is made at the second call
-                            times[plans].append(per_call_us(fn))
-                    rows.append({**base, "call": name, "plans_us": statistics.median(times[True]),
-                                 "no_plans_us": statistics.median(times[False]), "copy_us": copy,
-                                 "compiled": fast_rope.compile_available() or dev.type == "cuda"})
-    finally:
-        fast_rope.CALL_PLANS = saved
-    return rows

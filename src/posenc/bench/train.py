@@ -7,8 +7,8 @@ The model is :class:`posenc.experiments.model.TinyTransformer` (pre-LN, 2 layers
 AdamW update on random tokens ``[b, s]``. The overhead of a scheme is the median over rounds of its
 step time over that of ``none`` in the same round, minus one (issue 6 targets: at most 10% for
 rope and sinusoidal, 20% for biases). ``first_step_ms`` is each scheme's first step, timed apart
-before the warm-up: it carries the one-time costs (tables and caches built, the C RoPE loop built
-or loaded from its on-disk cache for rope on the CPU, first-touch page faults).
+before the warm-up: it carries the one-time costs (tables and caches built, a compile where
+:mod:`posenc.kernels` compiles the rotation for inputs this large, first-touch page faults).
 """
 
 from __future__ import annotations

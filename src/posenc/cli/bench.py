@@ -38,7 +38,8 @@ def register(app) -> None:  # app: typer.Typer
         from rich.markup import escape
         from rich.table import Table
 
-        from ..bench.report import check_output_path, format_rows, markdown, one_time_rows, run, summary_columns, write_output
+        from ..bench.report import (check_output_path, format_rows, markdown, one_time_rows, rope_ratios, run, summary_columns,
+                                    write_output)
 
         console = Console()
         if not console.is_terminal:  # a log file or a pipe: no terminal width to fit, keep the names whole
@@ -104,6 +105,8 @@ def register(app) -> None:  # app: typer.Typer
                 for cells in once:
                     extra.add_row(*cells)
                 console.print(extra)
+            if section == "rope" and rows:
+                console.print(_rope_ratio_table(rope_ratios(rows)))
         for section in section_list:
             for row in result.get(section, []):
                 if row.get("kind") == "skipped":
@@ -120,3 +123,24 @@ def register(app) -> None:  # app: typer.Typer
         for path in (json_file, markdown_file):
             if path is not None:
                 console.print(f"wrote {path}")
+
+
+#: the columns of the RoPE ratio table: (key of :func:`posenc.bench.report.rope_ratios`, heading)
+_RATIO_COLUMNS = (("L", "L"), ("dtype", "dtype"), ("layout", "layout"), ("backend", "auto backend"),
+                  ("rotate_x_clone", "Rope.rotate / clone"), ("new_x_clone", "rope() new / clone"),
+                  ("out_x_floor", "out= / floor"), ("out_eager_x_floor", "out= eager / floor"),
+                  ("in_place_x_floor", "in place / floor"), ("in_place_floor_x_floor", "neg_ / floor"),
+                  ("transformers_x_rotate", "transformers / Rope.rotate"))
+
+
+def _rope_ratio_table(ratios: list[dict]):
+    """The ratios to quote for each RoPE shape as a rich table."""
+    from rich.table import Table
+
+    table = Table(title="posenc bench: rope ratios (paired medians; lower is better, except transformers / Rope.rotate)")
+    for _, heading in _RATIO_COLUMNS:
+        table.add_column(heading, overflow="fold")
+    for row in ratios:
+        table.add_row(*("-" if row[key] is None else f"{row[key]:.2f}" if isinstance(row[key], float) else str(row[key])
+                        for key, _ in _RATIO_COLUMNS))
+    return table

@@ -16,9 +16,9 @@ from .multidim import (
 )
 from .randomized import randomized_positions
 from .layouts import permute_qk_weight, rope_layout_permutation
-from .fast_bias import alibi_bias_range, t5_bias_range, toeplitz
-from .fast_rope import fast_apply_rope, fast_apply_rope_
-from .relative import alibi_bias, alibi_slopes, clipped_relative_index, relative_clip, relative_positions, t5_relative_bucket
+from .toeplitz import relative_range, toeplitz
+from .relative import (alibi_bias, alibi_bias_range, alibi_slopes, clipped_relative_index, relative_clip, relative_positions,
+                       t5_bias_range, t5_relative_bucket)
 from .rope import ROPE_LAYOUTS, apply_rope, rope_cos_sin, rope_inv_freq, rotate_pairs
 from .rope_scaling import ROPE_SCALINGS
 from .sinusoidal import LAYOUTS, SINUSOID_FREQUENCIES, sinusoidal, sinusoidal_inv_freq
@@ -29,11 +29,10 @@ __all__ = [
     "rope_inv_freq",
     "rope_cos_sin",
     "apply_rope",
-    "fast_apply_rope",
-    "fast_apply_rope_",
     "alibi_bias_range",
     "t5_bias_range",
     "toeplitz",
+    "relative_range",
     "rotate_pairs",
     "t5_relative_bucket",
     "alibi_slopes",
@@ -57,3 +56,14 @@ __all__ = [
     "ROPE_SCALINGS",
     "SINUSOID_FREQUENCIES",
 ]
+
+
+def __getattr__(name: str):
+    """``fast_apply_rope`` and ``fast_apply_rope_``, the fast rotations of earlier releases, now
+    live in :mod:`posenc.kernels` (``rope`` and ``rope_``; these names remain there too): reached here lazily, so that the
+    functional core imports no fast path."""
+    if name in ("fast_apply_rope", "fast_apply_rope_"):
+        from .. import kernels
+
+        return getattr(kernels, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -106,35 +106,38 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
     return value  # type: ignore[return-value]
 
 
-_interpreters = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
+def plain(t: Tensor) -> bool:
+    """Whether ``t`` is an ordinary tensor with storage: not a ``torch.func`` wrapper (under ``grad``
+    every tensor, even one made inside, is a wrapper; under ``vmap`` the batched inputs are) and not
+    a fake tensor while compiling. Caches, ``out=`` kernels and anything keyed on memory step aside
+    for the others and run the reference formulas."""
+    if torch.compiler.is_compiling():
+        return False
+    try:
+        t.untyped_storage()
+    except (NotImplementedError, RuntimeError):  # "Cannot access storage of TensorWrapper / BatchedTensorImpl"
+        return False
+    return True
 
 
-def in_transform() -> bool:
-    """Whether a ``torch.func`` transform (``grad``, ``vmap``, ``jacrev``, ...) is running: every
-    tensor made under it is a wrapper without storage or data pointer, so the fast paths, whose
-    plans and caches are keyed on those, step aside for the reference formulas (as inside
-    ``torch.compile``)."""
-    return _interpreters is not None and _interpreters() is not None
-
-
-def forward_mode() -> bool:
-    """Whether a ``torch.autograd.forward_ad.dual_level`` is open (dual tensors may be about)."""
+def has_tangent(t: Tensor) -> bool:
+    """Whether ``t`` carries a forward-mode tangent (``torch.autograd.forward_ad`` or ``torch.func.jvp``)."""
     from torch.autograd import forward_ad
 
-    return getattr(forward_ad, "_current_level", -1) >= 0
+    return isinstance(t, Tensor) and forward_ad.unpack_dual(t).tangent is not None
 
 
-def tracing() -> bool:
-    """Inside ``torch.compile`` or a ``torch.func`` transform: no host reads of values, and no
-    cache keyed on (or storing) tensors made there."""
-    return torch.compiler.is_compiling() or in_transform()
+def tracing(*tensors: Tensor) -> bool:
+    """Inside ``torch.compile``, or any of ``tensors`` is a ``torch.func`` wrapper (see :func:`plain`):
+    no host reads of values, and no cache keyed on (or storing) tensors made there."""
+    return torch.compiler.is_compiling() or not all(plain(t) for t in tensors)
 
 
 def has_values(t: Tensor) -> bool:
     """Whether ``t``'s values can be read on the host now: not while compiling (a graph break, or
     a symbolic value), under a ``torch.func`` transform (a batched value) or on the ``meta``
     device (shapes only)."""
-    return not tracing() and t.device.type != "meta"
+    return not tracing(t) and t.device.type != "meta"
 
 
 def version_of(t: Tensor) -> int | None:

@@ -1,7 +1,11 @@
 """Relative-position functions: T5 buckets, ALiBi slopes and biases, Shaw's clipped index.
 
 Shape legend: ``h`` heads, ``sq`` query positions, ``sk`` key positions, ``*r`` any shape of
-relative positions. A relative position is always *key position minus query position*, as in T5.
+relative positions, ``w = sq + sk - 1`` distinct distances. A relative position is always *key
+position minus query position*, as in T5.
+
+:func:`alibi_bias_range` and :func:`t5_bias_range` give the biases for contiguous ranges of
+positions from their ``w`` distances, expanded by :func:`~posenc.functional.toeplitz.toeplitz`.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ import torch
 from torch import Tensor
 
 from ._checks import check_integer_positions, check_number, check_positive_int
+from .toeplitz import relative_range, toeplitz
 
-__all__ = ["t5_relative_bucket", "alibi_slopes", "alibi_bias", "relative_positions", "clipped_relative_index", "relative_clip"]
+__all__ = ["t5_relative_bucket", "alibi_slopes", "alibi_bias", "alibi_bias_range", "t5_bias_range", "relative_positions",
+           "clipped_relative_index", "relative_clip"]
 
 
 def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
@@ -119,17 +125,58 @@ def alibi_bias(
     causal mask (keys after the query get positive values that the mask removes). Symmetric form
     for encoders: ``-slope * |q - k|`` (as x-transformers' ``AlibiPositionalBias`` and the
     bidirectional ALiBi of e.g. MosaicBERT). Computed in float32 or wider (the promoted dtype of
-    ``slopes`` and float32), never in half precision. Positions with more leading dims ``[..., s]``
-    give ``[..., h, sq, sk]``, as T5's bias does.
+    ``slopes`` and float32), never in half precision; the distances themselves are exact: int64
+    for integer positions, float64 when either side is a float tensor. Positions with more
+    leading dims ``[..., s]`` give ``[..., h, sq, sk]``, as T5's bias does.
     """
     if not isinstance(slopes, Tensor) or slopes.dim() != 1:
         raise ValueError(f"slopes must be a 1-D tensor [h], got {tuple(slopes.shape) if isinstance(slopes, Tensor) else type(slopes).__name__}")
+    q_positions, k_positions = (p if isinstance(p, Tensor) else torch.as_tensor(p) for p in (q_positions, k_positions))
+    if q_positions.is_floating_point() or k_positions.is_floating_point():
+        # int64 against float32 would subtract in float32, where 2**24 + 1 is 2**24: a distance of 1 read as 0
+        q_positions, k_positions = q_positions.double(), k_positions.double()
     # at least float32: bf16 would round distances past 256 (and slopes) before the product
     dtype = torch.promote_types(slopes.dtype, torch.float32)
     rel = relative_positions(q_positions, k_positions).to(dtype)  # [..., sq, sk]
     distance = rel.abs() if bidirectional else -rel
     slopes = slopes.to(dtype).view(-1, 1, 1)  # [h, 1, 1]
     return -slopes * distance.unsqueeze(-3)  # [..., 1, sq, sk] -> [..., h, sq, sk]
+
+
+def alibi_bias_range(
+    slopes: Tensor, sq: int, sk: int, *, q_offset: int = 0, k_offset: int = 0, bidirectional: bool = False,
+    out: Tensor | None = None,
+) -> Tensor:
+    """ALiBi's bias ``[h, sq, sk]`` for contiguous positions; equals :func:`alibi_bias`.
+
+    ``-slope * (q - k)`` (causal) or ``-slope * |q - k|`` (Press et al. 2022, section 3), evaluated
+    on the ``w`` distances and expanded by :func:`~posenc.functional.toeplitz.toeplitz`.
+    """
+    if not isinstance(slopes, Tensor) or slopes.dim() != 1:
+        raise ValueError(f"slopes must be a 1-D tensor [h], got "
+                         f"{tuple(slopes.shape) if isinstance(slopes, Tensor) else type(slopes).__name__}")
+    rel = relative_range(sq, sk, q_offset=q_offset, k_offset=k_offset, device=slopes.device).to(slopes.dtype)  # [w]
+    distance = rel.abs() if bidirectional else -rel
+    values = -slopes[:, None] * distance  # [h, w]
+    return toeplitz(values, sq, sk, out=out)
+
+
+def t5_bias_range(
+    weight: Tensor, sq: int, sk: int, *, q_offset: int = 0, k_offset: int = 0, bidirectional: bool = True,
+    num_buckets: int = 32, max_distance: int = 128, out: Tensor | None = None,
+) -> Tensor:
+    """T5's bias ``[h, sq, sk]`` from its table ``weight [num_buckets, h]`` for contiguous positions.
+
+    Raffel et al. 2020, section 2.1; the buckets are :func:`t5_relative_bucket` (HF
+    ``T5Attention._relative_position_bucket``) of the ``w`` distinct distances.
+    """
+    if not isinstance(weight, Tensor) or weight.dim() != 2 or weight.shape[0] < num_buckets:
+        raise ValueError(f"weight must be the table [num_buckets, h] with num_buckets={num_buckets} rows, got "
+                         f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}")
+    rel = relative_range(sq, sk, q_offset=q_offset, k_offset=k_offset, device=weight.device)  # [w]
+    buckets = t5_relative_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    values = weight[buckets].t()  # [w, h] -> [h, w]
+    return toeplitz(values, sq, sk, out=out)
 
 
 def clipped_relative_index(q_positions: Tensor, k_positions: Tensor, max_relative_position: int | tuple[int, int]) -> Tensor:

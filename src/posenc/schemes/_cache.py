@@ -17,8 +17,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from ..functional._checks import has_values, stale_inference, tracing, version_of
-from ..functional.fast_bias import _params_key, _same_params, known_range
+from ..functional._checks import has_values, plain, stale_inference, version_of
+from ..kernels.bias import params_key, same_params
+from ..kernels.ranges import known_range
 
 __all__ = ["cached_rows", "cached_range", "forget", "MAX_ROWS", "GROWTH"]
 
@@ -39,11 +40,11 @@ def _sources(module: nn.Module) -> list[Tensor]:
 
 
 def _source_key(module: nn.Module) -> list:
-    """What identifies each source's contents (:func:`~posenc.functional.fast_bias._params_key`): on
+    """What identifies each source's contents (:func:`~posenc.kernels.bias.params_key`): on
     the CPU a copy of its values (an edit through ``.data``, as HF-style initialisation makes,
     leaves the version counter alone); on an accelerator its address and version counter, so that
     no device synchronises (this runs at every call)."""
-    return [_params_key(b) for b in _sources(module)]
+    return [params_key(b) for b in _sources(module)]
 
 
 def _stale_source(module: nn.Module, name: str, table: Tensor) -> bool:
@@ -53,11 +54,14 @@ def _stale_source(module: nn.Module, name: str, table: Tensor) -> bool:
     if seen is None or seen[1] != version_of(table):
         return True
     sources = _sources(module)
-    return len(sources) != len(seen[0]) or not all(_same_params(key, b) for key, b in zip(seen[0], sources))
+    return len(sources) != len(seen[0]) or not all(same_params(key, b) for key, b in zip(seen[0], sources))
 
 
 def _store(module: nn.Module, name: str, table: Tensor) -> None:
-    """Keep ``table`` as cache ``name``, with the key of the frequencies it was built from."""
+    """Keep ``table`` as cache ``name``, with the key of the frequencies it was built from; not a
+    table made under a ``torch.func`` transform (a wrapper, valid only inside it)."""
+    if not plain(table):
+        return
     module.register_buffer(name, table, persistent=False)
     module.__dict__.setdefault("_cache_names", set()).add(name)
     module.__dict__.setdefault("_cache_sources", {})[name] = (_source_key(module), version_of(table))
@@ -101,7 +105,7 @@ def cached_range(
     """Rows ``start .. start + length - 1`` as a slice of the cache (no gather, no host sync)."""
     table = getattr(module, name, None)
     end = start + length
-    if tracing():  # compiling, or a torch.func transform: read the cache, never fill it
+    if torch.compiler.is_compiling():  # read the cache, never fill it (no buffer mutation in a graph)
         if table is not None and table.shape[0] >= end and table.device == device and table.dtype == dtype:
             return table[start:end]
         return build(torch.arange(start, end, device=device))

@@ -66,6 +66,14 @@ class AbsoluteEncoding(PositionalEncoding):
     def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict:
         return {"dim": dim}
 
+    def check_attention(self, *, dim: int, num_heads: int, head_dim: int, causal: bool) -> None:
+        """:class:`posenc.Attention` adds the code to its input: ``combine="add"`` at the layer's width."""
+        if getattr(self.config, "combine", "add") != "add":
+            raise ValueError("Attention adds absolute encodings to its input; combine='concat' changes the width: "
+                             "apply encoding.embed before a wider Attention instead")
+        if self.dim != dim:
+            raise ValueError(f"absolute encoding has dim={self.dim} but Attention's width is {dim}")
+
 
 def torch_cat_code(x: Tensor, code: Tensor) -> Tensor:
     code = code.expand(x.shape[0], x.shape[1], code.shape[-1])  # [b, s, dim]

@@ -14,21 +14,40 @@ Schemes whose terms depend on the query or touch the values (Shaw et al. 2018) s
 ``uses_query_terms = True`` and implement :meth:`~PositionalEncoding.query_scores` and
 :meth:`~PositionalEncoding.value_term`; :class:`posenc.Attention` then computes attention with
 explicit math instead of ``scaled_dot_product_attention``.
+
+What other parts of posenc need from a scheme are hooks here, implemented in the scheme's own file
+(nobody else names a scheme):
+
+* :meth:`~PositionalEncoding.relative_bias_values` — a bias that depends on ``k - q`` only, as a
+  function of the distance: :meth:`~PositionalEncoding.bias` then comes from it, for contiguous
+  positions through the Toeplitz build and per-module cache of :mod:`posenc.kernels.bias`;
+  :meth:`~PositionalEncoding.relative_index` — a bias that is a learned table looked up at an
+  index of the distance (T5's buckets): the cache keeps that index while the table trains;
+* :meth:`~PositionalEncoding.score_mod` — the bias as a FlexAttention score mod
+  (:mod:`posenc.kernels.flex`);
+* :meth:`~PositionalEncoding.check_attention` — what the scheme requires of an attention layer
+  (head count, head width, causality).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from ..functional._checks import as_positions
-from ..functional.fast_bias import mark_range
+from ..functional.relative import relative_positions
+from ..kernels.bias import cached_bias
+from ..kernels.ranges import mark_range
 
-__all__ = ["PositionalEncoding", "register", "available", "create", "scheme_class", "default_positions", "check_head_width"]
+if TYPE_CHECKING:
+    from ..kernels.flex import ScoreMod
+
+__all__ = ["PositionalEncoding", "register", "unregister", "available", "create", "scheme_class", "no_encoding",
+           "default_positions", "check_head_width"]
 
 FAMILIES = ("none", "absolute", "rotary", "bias", "relative")
 
@@ -50,8 +69,8 @@ def check_head_width(scheme: str, dim: int, *heads: Tensor) -> None:
 
 def default_positions(positions: Tensor | int | None, length: int, device: torch.device, *, offset: int = 0) -> Tensor:
     """``positions`` checked, or ``offset .. offset + length - 1`` when None (marked as that range,
-    see :func:`~posenc.functional.fast_bias.mark_range`, so the bias paths need not read it back
-    from an accelerator)."""
+    see :func:`~posenc.kernels.ranges.mark_range`: the caches and FlexAttention take the range from
+    that record and need not read the positions back from an accelerator)."""
     if positions is None:
         return mark_range(torch.arange(offset, offset + length, device=device), offset)
     return as_positions(positions, device=device)
@@ -100,18 +119,57 @@ class PositionalEncoding(nn.Module):
         """Queries and keys ``[b, h, s, hd]`` in, rotated out (identity here)."""
         return q, k
 
-    def rotate_fused_(self, proj: Tensor, q_heads: int, k_heads: int) -> tuple[Tensor, Tensor, Tensor] | None:
-        """Optional fast form of :meth:`rotate` for attention with a fused projection
-        ``proj [b, s, (q_heads + 2 k_heads) hd]`` (q heads, then k heads, then v heads along the
-        features): q ``[b, q_heads, s, hd]``, k and v ``[b, k_heads, s, hd]``, with q and k rotated
-        at the default positions ``0..s-1``, in place in ``proj``; or None where the scheme has no
-        such path for this input (the caller then splits ``proj`` and calls :meth:`rotate`).
-        None here."""
+    def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
+        """Additive logit bias ``[h, sq, sk]`` (``[b, h, sq, sk]`` for batched positions), or None.
+
+        Here: from :meth:`relative_bias_values` where the scheme defines it (contiguous ranges of
+        positions from the cache of :func:`~posenc.kernels.bias.cached_bias`, other positions by
+        evaluating it at every pair's ``k - q``); None otherwise.
+        """
+        if type(self).relative_bias_values is PositionalEncoding.relative_bias_values:
+            return None
+        cached = cached_bias(self, q_positions, k_positions)  # contiguous ranges: Toeplitz build + cache
+        if cached is not None:
+            return cached
+        device = next((t.device for t in (*self.parameters(), *self.buffers())), None)
+        rel = relative_positions(as_positions(q_positions, device=device), as_positions(k_positions, device=device))
+        values = self.relative_bias_values(rel.flatten())  # [h, (...) sq sk]: every pair
+        return values.unflatten(-1, rel.shape).movedim(0, -3)  # [h, ..., sq, sk] -> [..., h, sq, sk]
+
+    # -- capabilities: what attention, FlexAttention and the caches ask of a scheme ------------
+    def relative_bias_values(self, rel: Tensor) -> Tensor | None:
+        """The bias as a function of the distance alone: ``rel [w]`` (key minus query positions:
+        int64, or floats where the caller gave float positions) -> ``[h, w]``; None (here) for
+        schemes whose bias is not such a function. A scheme that defines it gets :meth:`bias` and
+        its cache from it."""
         return None
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
-        """Additive logit bias ``[h, sq, sk]`` (``[b, h, sq, sk]`` for batched positions), or None."""
+    def relative_index(self, rel: Tensor) -> Tensor | None:
+        """For a bias that is a learned table looked up at an index of the distance (T5's buckets):
+        ``rel [w]`` -> LongTensor ``[w]``; None here. While the table needs gradients its bias
+        cannot be cached, but this index, expanded to ``[sq, sk]``, is
+        (:func:`~posenc.kernels.bias.cached_index`)."""
         return None
+
+    def score_mod(self, q_offset: int | Tensor) -> ScoreMod | None:
+        """The bias as a FlexAttention score mod ``(score, b, h, q_idx, kv_idx) -> score`` for query
+        ``i`` at ``q_offset + i`` against key ``j`` at ``j`` (positions relative to the first key);
+        None (here) where the scheme has none: :class:`posenc.Attention` then materialises
+        :meth:`bias`. The score mod captures the scheme's parameters detached."""
+        return None
+
+    def check_attention(self, *, dim: int, num_heads: int, head_dim: int, causal: bool) -> None:
+        """Raise ValueError if this scheme cannot serve :class:`posenc.Attention` of width ``dim``
+        with ``num_heads`` heads of width ``head_dim`` (``causal`` or not). Here: a scheme acting
+        on heads (rotary or relative) must be as wide as a head, a bias scheme have one bias per
+        head."""
+        config = self.config
+        width = getattr(config, "dim", head_dim)
+        if self.family in ("rotary", "relative") and width != head_dim:
+            raise ValueError(f"{self.name} acts on heads: its dim must be the head width {head_dim}, got {width}")
+        heads = getattr(config, "num_heads", num_heads)
+        if self.family == "bias" and heads != num_heads:
+            raise ValueError(f"{self.name} has num_heads={heads} but Attention has {num_heads}")
 
     # -- query- and value-dependent terms (Shaw) ---------------------------------------------
     def query_scores(self, q: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
@@ -229,6 +287,11 @@ def register(cls: P) -> P:
     return cls
 
 
+def unregister(name: str) -> type[PositionalEncoding]:
+    """Remove the scheme registered as ``name`` (a scheme defined for a test, say); returns its class."""
+    return _REGISTRY.pop(scheme_class(name).name)
+
+
 def available() -> list[str]:
     """Every registered scheme name, in registration order."""
     return list(_REGISTRY)
@@ -239,6 +302,12 @@ def scheme_class(name: str) -> type[PositionalEncoding]:
     if not isinstance(name, str) or name not in _REGISTRY:
         raise ValueError(f"unknown positional encoding {name!r}; choose one of: {', '.join(available())}")
     return _REGISTRY[name]
+
+
+def no_encoding() -> PositionalEncoding:
+    """The registered scheme of family ``"none"``: what :class:`posenc.Attention` uses for
+    ``encoding=None`` (attention without position information)."""
+    return create(next(name for name, cls in _REGISTRY.items() if cls.family == "none"))
 
 
 def config_fields(cls: type[PositionalEncoding]) -> list[str]:

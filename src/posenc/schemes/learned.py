@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from .. import functional as F
 from ..functional._checks import check_integer_positions, check_number, check_positive_int, has_values
-from ..functional.fast_bias import known_range
+from ..kernels.ranges import known_range
 from .absolute import AbsoluteEncoding, check_combine
 from .base import register
 
@@ -50,17 +50,33 @@ class Learned(AbsoluteEncoding):
     def encode(self, positions: Tensor | int) -> Tensor:
         positions = F.as_positions(positions, device=self.table.weight.device)
         positions = check_integer_positions(positions, "a learned position table")
+        max_len = self.config.max_len
         if has_values(positions) and positions.numel():
             start = known_range(positions)  # a range made by default_positions: its ends without a read-back
             low, high = (int(positions.min()), int(positions.max())) if start is None else (start, start + positions.numel() - 1)
-            if low < 0 or high >= self.config.max_len:
-                bad = high if high >= self.config.max_len else low
-                raise ValueError(
-                    f"position {bad} is outside the learned table (max_len={self.config.max_len}: "
-                    f"positions 0..{self.config.max_len - 1}); build it with a larger max_len"
-                )
-        elif torch.compiler.is_compiling() and positions.numel():  # no host read in a graph: checked on the device
-            torch._assert_async(((positions >= 0) & (positions < self.config.max_len)).all(),
-                                f"a position is outside the learned table (max_len={self.config.max_len}: positions "
-                                f"0..{self.config.max_len - 1}); build it with a larger max_len")
+            if low < 0 or high >= max_len:
+                bad = high if high >= max_len else low
+                raise ValueError(f"position {bad} is outside the learned table (max_len={max_len}: positions "
+                                 f"0..{max_len - 1}); build it with a larger max_len")
+        elif torch.compiler.is_compiling() and positions.numel():  # no host read in a graph: an op that checks
+            positions = _positions_in_table(positions, max_len)
         return self.table(positions)  # [*p, dim]
+
+
+@torch.library.custom_op("posenc::positions_in_table", mutates_args=())
+def _positions_in_table(positions: Tensor, max_len: int) -> Tensor:
+    """A copy of ``positions`` once checked to index a table of ``max_len`` rows, else RuntimeError.
+
+    A custom operator, so that a compiled graph runs the check (a read of the values, when the
+    graph runs) without a graph break; eagerly :meth:`Learned.encode` checks on the host itself.
+    Without it, the compiled lookup would fail with Inductor's "index out of bounds", naming no table.
+    """
+    if not bool(((positions >= 0) & (positions < max_len)).all()):
+        raise RuntimeError(f"a position is outside the learned table (max_len={max_len}: positions 0..{max_len - 1}); "
+                           "build it with a larger max_len")
+    return positions.clone()
+
+
+@_positions_in_table.register_fake
+def _(positions: Tensor, max_len: int) -> Tensor:
+    return torch.empty_like(positions)

@@ -28,8 +28,9 @@ import torch
 from torch import Tensor
 
 from .. import functional as F
-from ..functional._checks import check_choice, check_even_dim, check_positive_int, in_transform
-from ..functional.fast_rope import COMPILE_MIN_NUMEL, fast_apply_rope, fast_apply_rope_fused_, fast_apply_rope_pair
+from ..functional._checks import check_choice, check_even_dim, check_positive_int, plain
+from ..kernels import rope
+from ..kernels.ranges import known_range
 from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ._cache import cached_range, cached_rows
 from .base import PositionalEncoding, check_head_width, check_positions_fit, default_positions, register
@@ -88,32 +89,10 @@ def _same_positions(a: Tensor | None, b: Tensor | None) -> bool:
     instead of two)."""
     if a is b:
         return True
-    if a is None or b is None or torch.compiler.is_compiling() or in_transform():
+    if a is None or b is None or not (plain(a) and plain(b)):
         return False
     return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
             and a.dtype == b.dtype and a.device == b.device)
-
-
-def _siblings(q: Tensor, k: Tensor) -> Tensor | None:
-    """``q`` and ``k`` as one ``[2, *q.shape]`` view, outside autograd, when they are equally
-    shaped slices of one tensor (as ``qkv.view(b, s, 3, h, hd).unbind(2)``, transposed, makes
-    them), else None.
-
-    Small inputs (training-size heads; larger ones keep one pass each) cost per operation, not per
-    byte: rotating both in one call halves the operations of the forward. The view is only read
-    (the rotation writes new tensors), so it may overlap; gradients reach ``q`` and ``k`` through
-    :class:`~posenc.functional.fast_rope.RopePairFunction`, not through the view.
-    """
-    if torch.compiler.is_compiling() or in_transform():
-        return None  # the outer compiler fuses the two rotations anyway (and cannot trace storages); torch.func has none
-    if q.shape != k.shape or q.stride() != k.stride() or q.dtype != k.dtype or q.device != k.device:
-        return None
-    if q.numel() == 0 or q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr():
-        return None
-    delta = k.storage_offset() - q.storage_offset()
-    if delta <= 0:
-        return None
-    return q.detach().as_strided((2, *q.shape), (delta, *q.stride()), q.storage_offset())
 
 
 @register
@@ -186,7 +165,11 @@ class Rope(PositionalEncoding):
             return None
         longest: int | Tensor = max(sq, sk) if q_positions is None or k_positions is None else 0
         for positions in (q_positions, k_positions):
-            if positions is not None and positions.numel():
+            start = None if positions is None else known_range(positions)
+            if start is not None:  # a range made by default_positions: its end, without a read from the device
+                longest = max(longest, start + positions.numel()) if isinstance(longest, int) else \
+                    longest.clamp(min=start + positions.numel())
+            elif positions is not None and positions.numel():
                 top = positions.max() + 1  # 0-d
                 if isinstance(longest, Tensor):
                     longest = torch.maximum(longest, top)
@@ -248,6 +231,11 @@ class Rope(PositionalEncoding):
         Length-dependent scalings use the frequencies for ``1 +`` the largest query or key position.
         """
         check_head_width(self.name, self.config.dim, q, k)
+        same = q_positions is k_positions
+        if k_positions is not None and not isinstance(k_positions, Tensor):  # a list or range: as a tensor
+            k_positions = F.as_positions(k_positions, device=k.device)
+        if q_positions is not None and not isinstance(q_positions, Tensor):
+            q_positions = k_positions if same else F.as_positions(q_positions, device=q.device)
         sq, sk = q.shape[-2], k.shape[-2]
         seq_len = self.seq_len_of(q_positions, k_positions, sq, sk)  # None unless dynamic / longrope
         cos_k, sin_k = self._tables(k_positions, sk, 0, k, seq_len)
@@ -256,20 +244,5 @@ class Rope(PositionalEncoding):
         else:
             cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q, seq_len, "query")
         layout = self.config.layout
-        both = _siblings(q, k) if cos_q is cos_k and q.numel() < COMPILE_MIN_NUMEL else None
-        if both is not None:  # q and k slices of one qkv projection: one call rotates both
-            return fast_apply_rope_pair(q, k, both, cos_k, sin_k, layout=layout)
-        # one-pass rotation, equal to F.apply_rope (tests/test_fast_paths.py); backward = inverse rotation
-        return fast_apply_rope(q, cos_q, sin_q, layout=layout), fast_apply_rope(k, cos_k, sin_k, layout=layout)
-
-    def rotate_fused_(self, proj: Tensor, q_heads: int, k_heads: int) -> tuple[Tensor, Tensor, Tensor] | None:
-        """:meth:`rotate` at the default positions, in place on the q and k heads of a fused
-        projection (see :meth:`~posenc.schemes.base.PositionalEncoding.rotate_fused_`), through
-        :func:`~posenc.functional.fast_rope.fast_apply_rope_fused_` for half pairs (small CPU
-        float32/float64/bfloat16 inputs); None otherwise, and for subclasses that change :meth:`rotate` (xPos)."""
-        if type(self).rotate is not Rope.rotate or self.config.layout != "half" or proj.dim() != 3:
-            return None
-        s = proj.shape[-2]
-        seq_len = self.seq_len_of(None, None, s, s)  # None unless dynamic / longrope
-        cos, sin = self._tables(None, s, 0, proj, seq_len)  # [s, r] each
-        return fast_apply_rope_fused_(proj, cos, sin, q_heads, k_heads, self.config.dim)
+        # one pass each through posenc.kernels (equal to F.apply_rope; backward = inverse rotation)
+        return rope(q, cos_q, sin_q, layout=layout), rope(k, cos_k, sin_k, layout=layout)

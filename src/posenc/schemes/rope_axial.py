@@ -30,6 +30,7 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim, check_positive_int
+from ..kernels import rope
 from .base import PositionalEncoding, check_head_width, check_positions_fit, register
 
 __all__ = ["RopeAxial", "RopeAxialConfig"]
@@ -113,4 +114,4 @@ class RopeAxial(PositionalEncoding):
         else:
             cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q, "query")
         layout = self.config.layout
-        return F.apply_rope(q, cos_q, sin_q, layout=layout), F.apply_rope(k, cos_k, sin_k, layout=layout)
+        return rope(q, cos_q, sin_q, layout=layout), rope(k, cos_k, sin_k, layout=layout)

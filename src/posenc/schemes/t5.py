@@ -1,6 +1,6 @@
 """T5's bucketed relative-position bias (Raffel et al. 2020, section 2.1).
 
-Shape legend: ``h`` heads, ``sq``/``sk`` query/key positions, ``b`` batch.
+Shape legend: ``h`` heads, ``sq``/``sk`` query/key positions, ``b`` batch, ``w`` distances.
 
 Each head learns one scalar per bucket of the relative distance (key minus query); near
 distances have a bucket each, far ones share logarithmically wider buckets up to ``max_distance``.
@@ -17,10 +17,11 @@ from torch import Tensor, nn
 
 from .. import functional as F
 from ..functional._checks import check_bool, check_integer_positions, check_number, check_positive_int
-from ..functional.fast_bias import cached_bias, cached_t5_buckets
+from ..kernels.bias import cached_bias, cached_index
+from ..kernels.flex import ScoreMod
 from .base import PositionalEncoding, register
 
-__all__ = ["T5Bias", "T5Config"]
+__all__ = ["T5Bias", "T5Config", "t5_score_mod"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,28 @@ class T5Config:
         check_number("init_std", self.init_std, low=0.0)
         F.t5_relative_bucket(torch.zeros(1, dtype=torch.long), bidirectional=self.bidirectional,
                              num_buckets=self.num_buckets, max_distance=self.max_distance)  # validates
+
+
+def t5_score_mod(
+    table: Tensor, *, q_offset: int | Tensor = 0, bidirectional: bool = True, num_buckets: int = 32,
+    max_distance: int = 128,
+) -> ScoreMod:
+    """T5's bias as a FlexAttention score mod: ``table [num_buckets, h]`` looked up at
+    ``bucket(k - q)``, the bucket computed in the score mod by
+    :func:`posenc.functional.t5_relative_bucket` (capturing a bucket matrix whose size depends on
+    the length would recompile for each length); ``q_offset`` = query position minus key position
+    at index 0."""
+    if not isinstance(table, Tensor) or table.dim() != 2 or table.shape[0] != num_buckets:
+        got = f"shape {tuple(table.shape)}" if isinstance(table, Tensor) else type(table).__name__
+        raise ValueError(f"table must be a tensor [num_buckets={num_buckets}, heads] (T5's relative_attention_bias "
+                         f"weight), got {got}")
+    offset = torch.as_tensor(q_offset, device=table.device)
+
+    def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        bucket = F.t5_relative_bucket(kv_idx - (q_idx + offset), bidirectional=bidirectional,
+                                      num_buckets=num_buckets, max_distance=max_distance)
+        return score + table[bucket, h]
+    return t5
 
 
 @register
@@ -74,8 +97,23 @@ class T5Bias(PositionalEncoding):
         fast = cached_bias(self, q_positions, k_positions)  # contiguous ranges, no grad: Toeplitz build + cache
         if fast is not None:
             return fast
-        buckets = cached_t5_buckets(self, q_positions, k_positions, device)  # contiguous ranges: [sq, sk], cached
+        buckets = cached_index(self, q_positions, k_positions, device)  # contiguous ranges: [sq, sk], cached
         if buckets is None:
             buckets = self.buckets(F.as_positions(q_positions, device=device), F.as_positions(k_positions, device=device))
         values = self.relative_attention_bias(buckets)  # [..., sq, sk, h]
         return values.movedim(-1, -3)  # [..., h, sq, sk]
+
+    def relative_index(self, rel: Tensor) -> Tensor:
+        """The bucket of each distance: ``[w]``."""
+        c = self.config
+        return F.t5_relative_bucket(rel, bidirectional=c.bidirectional, num_buckets=c.num_buckets,
+                                    max_distance=c.max_distance)
+
+    def relative_bias_values(self, rel: Tensor) -> Tensor:
+        """``[h, w]``: the table at each distance's bucket."""
+        return self.relative_attention_bias(self.relative_index(rel)).t()  # [w, h] -> [h, w]
+
+    def score_mod(self, q_offset: int | Tensor) -> ScoreMod:
+        c = self.config
+        return t5_score_mod(self.relative_attention_bias.weight.detach(), q_offset=q_offset,
+                            bidirectional=c.bidirectional, num_buckets=c.num_buckets, max_distance=c.max_distance)

@@ -37,6 +37,7 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim, check_number, has_values
+from ..kernels import rope
 from .base import check_head_width, check_positions_fit, default_positions, register
 from .rope import Rope
 
@@ -141,6 +142,6 @@ class XPos(Rope):
         q_scale = self.decay(q_positions.to(self.zeta.device), sign=1.0, dtype=dtype)  # [*p, hd]
         k_scale = self.decay(k_positions.to(self.zeta.device), sign=-1.0, dtype=dtype)
         layout = self.config.layout
-        q = F.apply_rope(q, cos_q * q_scale, sin_q * q_scale, layout=layout)
-        k = F.apply_rope(k, cos_k * k_scale, sin_k * k_scale, layout=layout)
+        q = rope(q, cos_q * q_scale, sin_q * q_scale, layout=layout)
+        k = rope(k, cos_k * k_scale, sin_k * k_scale, layout=layout)
         return q, k

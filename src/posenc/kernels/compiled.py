@@ -1,0 +1,167 @@
+"""RoPE as one ``torch.compile``d pass: one read of ``x`` and one write of the result.
+
+Shape legend: ``s`` sequence, ``hd`` head width, ``r`` rotated width, ``n = r / 2`` pairs.
+
+The formula is the reference's (:func:`posenc.functional.apply_rope`; Su et al. 2021, RoFormer,
+section 3.4), written so that Inductor fuses it into one loop: for half pairs each head is viewed
+as ``(2, n)`` and ``x * cos + x.flip(pair) * [-sin, +sin]`` is written straight into the output
+from half-width tables (one value per pair); interleaved pairs read each partner through shifted
+views (:func:`_rotated_interleaved`). The
+``rotate_half``/``cat`` form of the reference does not fuse on the CPU (Inductor materialises the
+concatenation); viewing pairs instead of concatenating them is what gpt-fast's
+``apply_rotary_emb`` does (pytorch-labs/gpt-fast, ``model.py``). The sign pattern is an ``arange``
+expression that Inductor inlines, so no ``[s, 2, n]`` table is built per call.
+
+One compiled function per (layout, out-of-place or in place); each specialises on dtype, rank and
+head width like any compiled function, while every other dimension is marked dynamic
+(``torch._dynamo.maybe_mark_dynamic``, from PyTorch's dynamic-shapes guide) on views made for the
+call: the caller's tensors carry no mark, and one compile serves every length, batch and head
+count. Past torch's recompile limit a variant runs uncompiled (torch logs it), still exact.
+The inverse rotation passes ``-sin``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import torch
+from torch import Tensor
+
+__all__ = ["rotate_into", "available", "error"]
+
+log = logging.getLogger(__name__)
+
+
+def _rotated_half(x: Tensor, cos_h: Tensor, sin_h: Tensor) -> Tensor:
+    """Half pairs ``(i, i + n)``: ``[..., s, 2, n]`` holding ``x0 cos - x1 sin`` and ``x1 cos + x0 sin``,
+    from half-width tables ``[..., s, n]``, in the promoted dtype (float32 for 16-bit ``x``)."""
+    n = cos_h.shape[-1]
+    xr = x[..., : 2 * n].unflatten(-1, (2, n))  # [..., s, 2, n]
+    sign = (torch.arange(2, device=x.device, dtype=sin_h.dtype) * 2 - 1).unsqueeze(-1)  # [2, 1]: -1, +1
+    return xr * cos_h.unsqueeze(-2) + xr.flip(-2) * (sin_h.unsqueeze(-2) * sign)
+
+
+def _rotated_interleaved(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Interleaved pairs ``(2i, 2i + 1)``: ``[..., s, r]`` from full-width tables. Each feature's
+    partner is its neighbour, read through two shifted views of a zero-padded row (``-x[j + 1]``
+    for even ``j``, ``x[j - 1]`` for odd): contiguous loads that vectorise, where splitting the
+    size-2 pair axis makes Inductor gather element by element."""
+    r = cos.shape[-1]
+    xr = x[..., :r]
+    padded = torch.nn.functional.pad(xr, (1, 1))  # [..., s, r + 2], fused into the loads
+    even = torch.arange(r, device=x.device) % 2 == 0  # [r]
+    partner = torch.where(even, -padded[..., 2:], padded[..., :-2])  # rotate_every_two(x)
+    return xr * cos + partner * sin
+
+
+def _into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str) -> None:
+    if layout == "half":
+        n = cos.shape[-1]
+        out[..., : 2 * n].unflatten(-1, (2, n)).copy_(_rotated_half(x, cos, sin))
+        r = 2 * n
+    else:
+        r = cos.shape[-1]
+        out[..., :r].copy_(_rotated_interleaved(x, cos, sin))
+    if r < x.shape[-1]:
+        out[..., r:].copy_(x[..., r:])
+
+
+def _in_place(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> None:
+    if layout == "half":
+        n = cos.shape[-1]
+        x[..., : 2 * n].unflatten(-1, (2, n)).copy_(_rotated_half(x, cos, sin))
+    else:
+        x[..., : cos.shape[-1]].copy_(_rotated_interleaved(x, cos, sin))
+
+
+# One top-level function per variant: Dynamo keeps its compiled graphs (and its recompile limit)
+# per code object, so the variants never re-specialise one another.
+def _into_half(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor) -> None:
+    _into(x, cos, sin, out, "half")
+
+
+def _into_interleaved(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor) -> None:
+    _into(x, cos, sin, out, "interleaved")
+
+
+def _in_place_half(x: Tensor, cos: Tensor, sin: Tensor) -> None:
+    _in_place(x, cos, sin, "half")
+
+
+def _in_place_interleaved(x: Tensor, cos: Tensor, sin: Tensor) -> None:
+    _in_place(x, cos, sin, "interleaved")
+
+
+_VARIANTS = {("half", False): _into_half, ("interleaved", False): _into_interleaved,
+             ("half", True): _in_place_half, ("interleaved", True): _in_place_interleaved}
+
+
+@functools.cache
+def _compiled(layout: str, in_place: bool):
+    """The compiled pass for one layout and mode, built on first use. ``dynamic=False``: only the
+    dimension marked dynamic is symbolic (all-dynamic shapes made a far slower kernel)."""
+    return torch.compile(_VARIANTS[layout, in_place], dynamic=False)
+
+
+_error: list[str] = []  # why compiling failed in this process, if it did
+
+
+def available() -> bool:
+    """False once compiling has failed in this process (no C++ compiler, say)."""
+    return not _error
+
+
+def error() -> str | None:
+    """Why compiling failed in this process, or None."""
+    return _error[0] if _error else None
+
+
+def _dynamic(t: Tensor, dims: range) -> Tensor:
+    """A view of ``t`` (a new object: the caller's tensor carries no mark) with ``dims`` marked
+    dynamic, so that new sizes there reuse the compiled kernel."""
+    v = t.view(t.shape)
+    for d in dims:
+        torch._dynamo.maybe_mark_dynamic(v, d)
+    return v
+
+
+def _views(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor) -> tuple[Tensor, ...]:
+    """``x``, the tables and ``out`` as the compiled pass takes them: with tables shared by every
+    leading dim, ``x``/``out`` ``[L, s, hd]`` (leading dims merged where their strides allow) and
+    tables ``[s, n]``; every dim but the features dynamic. Views only: ``out`` is written through."""
+    if all(n == 1 for n in cos.shape[:-2]):
+        cos, sin = cos.reshape(cos.shape[-2:]), sin.reshape(sin.shape[-2:])  # [s, n], views
+        try:
+            x, out = x.view(-1, *x.shape[-2:]), out.view(-1, *out.shape[-2:])  # [L, s, hd]
+        except RuntimeError:  # leading dims whose strides do not merge (q sliced out of a qkv projection)
+            pass
+    lead = range(x.dim() - 1)  # every dim of x but the features
+    tables = range(cos.dim() - 1)
+    return (_dynamic(x, lead), _dynamic(cos, tables), _dynamic(sin, tables),
+            out if out is x else _dynamic(out, lead))
+
+
+def rotate_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, inverse: bool) -> bool:
+    """Write the rotation of ``x`` into ``out`` (``x`` itself for in place); False, with nothing
+    written, where compiling fails (logged once; the caller then takes the eager backend)."""
+    if _error:
+        return False
+    n = cos.shape[-1] // 2
+    if layout == "half":  # one value per pair: the tables' first half
+        cos, sin = cos[..., :n], sin[..., :n]
+    if inverse:
+        sin = -sin
+    in_place = out is x
+    x, cos, sin, out = _views(x, cos, sin, out)
+    try:
+        with torch.no_grad():  # one grad mode for every call: autograd's forward runs without grad
+            if in_place:
+                _compiled(layout, True)(x, cos, sin)
+            else:
+                _compiled(layout, False)(x, cos, sin, out)
+    except Exception as err:  # compiling needs a C++ compiler (CPU) or Triton (CUDA); any failure turns it off
+        _error.append(f"{type(err).__name__}: {err}")
+        log.warning("posenc: torch.compile failed, RoPE uses the eager backend from now on (%s)", _error[0])
+        return False
+    return True

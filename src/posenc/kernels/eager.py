@@ -1,0 +1,84 @@
+"""Eager ``out=`` and in-place RoPE: a few ATen calls, no compiler, no temporaries of ``x``'s size.
+
+Shape legend: ``s`` sequence, ``hd`` head width, ``r`` rotated width, ``n = r / 2`` pairs; tables
+``[..., s, r]`` broadcast against ``x [..., s, hd]``.
+
+Same formula as :func:`posenc.functional.apply_rope` (Su et al. 2021, RoFormer, section 3.4):
+``y0 = x0 cos - x1 sin``, ``y1 = x1 cos + x0 sin`` for each pair ``(x0, x1)``.
+
+* :func:`rotate_into` (``x`` and the tables of one dtype, float32 or float64, either layout):
+  ``x * sin`` into a temporary, ``x * cos`` into ``out``, then the first member of each pair
+  takes ``-=`` the second's product and the second ``+=`` the first's: four whole-width ops that
+  round exactly as the reference (product, product, sum), so bit for bit equal to it whatever the
+  memory layout (a fused ``addcmul`` rounds once less, and differently in its vector and scalar
+  loops). Other dtype mixes (16-bit ``x`` with float32 tables, whose ``out=`` ops would round each
+  step to 16 bits) go to the reference.
+* :func:`complex_into` (the ``complex`` backend; interleaved pairs, float32/float64): one complex
+  multiply of ``x`` viewed as complex numbers by ``cos + i sin`` (Meta's Llama
+  ``apply_rotary_emb``), straight into ``out``: one pass. ATen's complex product may round a
+  component's two terms differently from the reference: within a unit in the last place.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import reference
+
+__all__ = ["rotate_into", "complex_into", "serves", "complex_serves"]
+
+
+def _complex_ok(t: Tensor) -> bool:
+    """Whether ``t [..., r]`` can be viewed as ``r / 2`` complex numbers: unit feature stride and even
+    other strides and offset (``torch.view_as_complex``'s conditions)."""
+    return t.stride(-1) == 1 and t.storage_offset() % 2 == 0 and all(st % 2 == 0 for st in t.stride()[:-1])
+
+
+def _as_complex(t: Tensor, r: int) -> Tensor:
+    """The first ``r`` features of ``t [..., s, hd]`` as ``r / 2`` complex numbers ``[..., s, r / 2]`` (a view)."""
+    return torch.view_as_complex(t[..., :r].unflatten(-1, (r // 2, 2)))
+
+
+def serves(x: Tensor, cos: Tensor) -> bool:
+    """Whether the four-op form rotates ``x`` itself (True) or hands it to the reference (False):
+    ``x`` and the tables of one dtype, float32 or float64."""
+    return x.dtype == cos.dtype and x.dtype in (torch.float32, torch.float64)
+
+
+def complex_serves(x: Tensor, cos: Tensor) -> bool:
+    """Whether the complex multiply takes interleaved pairs of ``x``."""
+    return serves(x, cos) and _complex_ok(x)
+
+
+def _copy_rest(x: Tensor, out: Tensor, r: int) -> None:
+    if out is not x and r < x.shape[-1]:
+        out[..., r:].copy_(x[..., r:])  # partial rotary: the rest passes unchanged
+
+
+def rotate_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
+    """Write the rotation of ``x`` into ``out`` (``x`` itself for in place) in four ops, bit for
+    bit the reference; features past ``r`` copied. Other dtype mixes go to the reference."""
+    if not serves(x, cos):
+        reference.rotate_into(x, cos, sin, out, layout, inverse)
+        return
+    r = cos.shape[-1]
+    first, second = (slice(0, r // 2), slice(r // 2, r)) if layout == "half" else (slice(0, r, 2), slice(1, r, 2))
+    xr, o = x[..., :r], out[..., :r]
+    kept = xr * (-sin if inverse else sin)  # [..., s, r]: each pair member times its pair's sin
+    torch.mul(xr, cos, out=o)  # each member times cos (in place: every element is read before it is written)
+    o[..., first].sub_(kept[..., second])  # x0 cos - x1 sin
+    o[..., second].add_(kept[..., first])  # x1 cos + x0 sin
+    _copy_rest(x, out, r)
+
+
+def complex_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, inverse: bool) -> bool:
+    """Interleaved pairs as one complex multiply into ``out`` (``x`` itself for in place); False,
+    with nothing written, where ``x`` or ``out`` cannot be viewed as complex numbers."""
+    if not (complex_serves(x, cos) and _complex_ok(out)):
+        return False
+    r = cos.shape[-1]
+    angle = torch.complex(cos[..., 0::2], -sin[..., 0::2] if inverse else sin[..., 0::2])  # [..., s, r / 2]
+    torch.mul(_as_complex(x, r), angle, out=_as_complex(out, r))
+    _copy_rest(x, out, r)
+    return True

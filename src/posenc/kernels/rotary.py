@@ -1,0 +1,193 @@
+"""RoPE's one dispatch: which backend rotates an input, and the autograd Function around it.
+
+Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``hd`` head width, ``r`` rotated width
+(``cos.shape[-1]``); tables ``[s, r]``, ``[b, s, r]`` or ``[b, h, s, r]`` as
+:func:`posenc.functional.apply_rope` takes them.
+
+:func:`backend_for` is the whole choice (see the table in :mod:`posenc.kernels`). Every backend
+computes the reference formula (Su et al. 2021, RoFormer, section 3.4), and
+``tests/kernels/test_rope_backends.py`` holds each to it.
+
+The backward of a rotation is the rotation by the negative angles (its transpose): the gradient
+is rotated by the same dispatch, so training needs no saved activations, the backward is itself
+differentiable (double backward, gradient penalties) and forward-mode AD rotates the tangent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor
+
+from ..functional._checks import check_choice, plain
+from ..functional.rope import ROPE_LAYOUTS, _align_tables, rope_cos_sin, rope_inv_freq
+from . import compiled, eager, reference, triton
+
+__all__ = ["rope", "rope_", "backend_for", "warmup", "fast_apply_rope", "fast_apply_rope_", "BACKENDS", "COMPILE_MIN_NUMEL"]
+
+BACKENDS = ("reference", "eager", "complex", "compiled", "triton")
+
+#: Inputs of at least this many elements (4 MiB of float32) are compiled on the CPU; below it the
+#: first compile of a new dtype or layout (about a second) outweighs what it saves.
+COMPILE_MIN_NUMEL = 1 << 20
+
+
+def backend_for(x: Tensor, cos: Tensor, layout: str) -> str:
+    """The backend that rotates ``x`` with the (aligned) table ``cos``: one of :data:`BACKENDS`."""
+    if cos.requires_grad or not (plain(x) and plain(cos)):  # compiling, torch.func, or tables to differentiate
+        return "reference"
+    if triton.serves(x, cos):
+        return "triton"
+    if x.numel() >= COMPILE_MIN_NUMEL:
+        if layout == "interleaved" and eager.complex_serves(x, cos):
+            return "complex"  # already one pass, without a compile
+        if compiled.available():
+            return "compiled"
+    return "eager"
+
+
+def _run(backend: str, x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
+    """Rotate ``x`` into ``out`` (``x`` itself for in place) with ``backend``; a compiled, Triton or
+    complex pass that cannot take this input leaves the work to the eager backend."""
+    if backend == "reference":
+        reference.rotate_into(x, cos, sin, out, layout, inverse)
+    elif not (backend == "compiled" and compiled.rotate_into(x, cos, sin, out, layout, inverse)
+              or backend == "triton" and triton.rotate_into(x, cos, sin, out, layout, inverse)
+              or backend == "complex" and layout == "interleaved" and eager.complex_into(x, cos, sin, out, inverse)):
+        eager.rotate_into(x, cos, sin, out, layout, inverse)
+
+
+class RopeFunction(torch.autograd.Function):
+    """The rotation of ``x`` by fixed tables, differentiable in ``x``: backward and forward mode
+    rotate the gradient or tangent by the same tables (backward by the negative angles)."""
+
+    @staticmethod
+    def forward(x: Tensor, cos: Tensor, sin: Tensor, layout: str, inverse: bool, backend: str) -> Tensor:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        _run(backend, x, cos, sin, out, layout, inverse)
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple, output: Tensor) -> None:
+        _, cos, sin, ctx.layout, ctx.inverse, _ = inputs
+        ctx.save_for_backward(cos, sin)
+        ctx.save_for_forward(cos, sin)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+        cos, sin = ctx.saved_tensors
+        return rope(grad, cos, sin, layout=ctx.layout, inverse=not ctx.inverse), None, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, x_t: Tensor, *_: object) -> Tensor:
+        cos, sin = ctx.saved_tensors
+        return rope(x_t, cos, sin, layout=ctx.layout, inverse=ctx.inverse)
+
+
+def _check(x: Tensor, cos: Tensor, sin: Tensor, layout: str, backend: str | None) -> tuple[Tensor, Tensor]:
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    if backend is not None:
+        check_choice("backend", backend, BACKENDS)
+    if not isinstance(x, Tensor) or not x.is_floating_point():
+        what = f"dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+        raise TypeError(f"x must be a floating-point tensor [..., s, hd], got {what}")
+    return _align_tables(x, cos, sin)
+
+
+def _span(t: Tensor) -> tuple[int, int]:
+    """The bytes ``[first, last]`` that ``t``'s elements occupy."""
+    extent = sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (extent + 1) * t.element_size() - 1
+
+
+def _writable(t: Tensor, what: str) -> None:
+    """Refuse a target that autograd tracks or whose elements share memory (an ``expand``ed view)."""
+    if t.requires_grad and torch.is_grad_enabled():
+        raise ValueError(f"{what} takes no part in autograd (as torch's own out= and in-place ops); call "
+                         "posenc.kernels.rope(x, cos, sin) without out= for a differentiable rotation")
+    if any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())):
+        raise ValueError(f"{what}: the tensor written to has elements that share memory (a stride of 0, from "
+                         f"expand or broadcasting: shape {tuple(t.shape)}, strides {t.stride()}); write into a "
+                         "tensor of its own (.contiguous())")
+
+
+def rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", inverse: bool = False,
+         out: Tensor | None = None, backend: str | None = None) -> Tensor:
+    """:func:`posenc.functional.apply_rope` through the fastest backend that serves ``x``.
+
+    Same arguments and result as the reference (the first ``cos.shape[-1]`` features rotate, the
+    rest pass unchanged); ``inverse`` rotates by the negative angles. ``out=`` writes into a
+    preallocated tensor of ``x``'s shape, dtype and device (``x`` itself: in place), outside
+    autograd; an ``out`` that shares some memory with ``x`` without being ``x`` is refused, as
+    torch's own ``out=`` ops refuse it. ``backend`` forces one of :data:`BACKENDS` (tests and
+    benchmarks); by default :func:`backend_for` picks.
+    """
+    cos, sin = _check(x, cos, sin, layout, backend)
+    name = backend or backend_for(x, cos, layout)
+    if out is None:
+        if name == "reference":
+            return reference.rotate(x, cos, sin, layout, inverse)
+        return RopeFunction.apply(x, cos, sin, layout, inverse, name)
+    if not isinstance(out, Tensor) or out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+        got = f"shape {tuple(out.shape)}, {out.dtype}, {out.device}" if isinstance(out, Tensor) else type(out).__name__
+        raise ValueError(f"out must match x (shape {tuple(x.shape)}, {x.dtype}, {x.device}); got {got}")
+    if out.data_ptr() == x.data_ptr() and out.stride() == x.stride():
+        return rope_(x, cos, sin, layout=layout, inverse=inverse, backend=backend)
+    _writable(out, "rope(..., out=)")
+    if plain(x) and plain(out) and x.numel() and out.numel():
+        (x0, x1), (o0, o1) = _span(x), _span(out)
+        if x0 <= o1 and o0 <= x1:
+            raise ValueError("rope(..., out=): out shares memory with x without being x (a partial overlap, "
+                             "where each write would change inputs not yet read); pass x itself for in place, "
+                             "or a separate tensor")
+    _run(name, x, cos, sin, out, layout, inverse)
+    return out
+
+
+def rope_(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", inverse: bool = False,
+          backend: str | None = None) -> Tensor:
+    """In-place :func:`rope`: rotates ``x`` itself and returns it (outside autograd)."""
+    cos, sin = _check(x, cos, sin, layout, backend)
+    _writable(x, "rope_ (in place)")
+    _run(backend or backend_for(x, cos, layout), x, cos, sin, x, layout, inverse)
+    return x
+
+
+def warmup(head_dim: int = 128, *, num_heads: int = 32, dtypes: Iterable[torch.dtype] = (torch.float32, torch.bfloat16),
+           layouts: Iterable[str] = ROPE_LAYOUTS, device: torch.device | str = "cpu") -> float:
+    """Compile the compiled backend's passes ahead of time (one per layout, dtype, out= or in
+    place; each serves every length); returns the seconds it took. Moves the first call's compile
+    (about a second each, several more for the first in a process) out of a timed loop."""
+    start = time.perf_counter()
+    inv_freq = rope_inv_freq(head_dim)[0].to(device)
+    for layout in layouts:
+        tables = rope_cos_sin(16, inv_freq, layout=layout)  # [16, hd] each
+        for dtype in dtypes:
+            x = torch.zeros(1, num_heads, 16, head_dim, dtype=dtype, device=device)  # [b, h, s, hd]
+            _run("compiled", x, *tables, torch.empty_like(x), layout, False)
+            _run("compiled", x, *tables, x, layout, False)
+    return time.perf_counter() - start
+
+
+def _compile_backend(compile: bool | str) -> str | None:
+    if compile not in ("auto", True, False):
+        raise ValueError(f"compile must be 'auto', True or False, got {compile!r}")
+    return None if compile == "auto" else "compiled" if compile else "eager"
+
+
+def fast_apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", out: Tensor | None = None,
+                    compile: bool | str = "auto") -> Tensor:
+    """The name of earlier releases for :func:`rope` (``compile=True``: the compiled backend,
+    ``False``: the eager one, ``"auto"``: :func:`backend_for`)."""
+    backend = _compile_backend(compile)
+    if backend is not None and (cos.requires_grad or sin.requires_grad or not (plain(x) and plain(cos))):
+        backend = None  # what only the reference can serve
+    return rope(x, cos, sin, layout=layout, out=out, backend=backend)
+
+
+def fast_apply_rope_(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", compile: bool | str = "auto") -> Tensor:
+    """The name of earlier releases for :func:`rope_` (``compile`` as in :func:`fast_apply_rope`)."""
+    backend = _compile_backend(compile)
+    return rope_(x, cos, sin, layout=layout, backend=None if backend and not plain(x) else backend)

@@ -1,0 +1,24 @@
+"""The schemes that the tests over every registered scheme run on, and the small Attention they build.
+
+``tests/schemes/test_registry.py`` checks that SCHEMES is the whole registry: a new scheme is added
+here, and so to every test parametrized over SCHEMES.
+"""
+
+from __future__ import annotations
+
+import posenc
+
+SCHEMES = ["none", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "xpos", "sinusoidal_nd", "rope_axial"]
+ROTARY = ["rope", "xpos", "rope_axial"]
+DIM, HEADS = 12, 3  # head width 4: the smallest that every scheme (rope_axial: 2 axes) accepts
+
+
+def attention(name: str, *, causal: bool = True, dim: int = DIM, heads: int = HEADS) -> posenc.Attention:
+    return posenc.Attention(dim, heads, encoding=name, causal=causal)
+
+
+LEARNED_PARAMETERS = {
+    "none": set(), "sinusoidal": set(), "alibi": set(), "rope": set(), "xpos": set(), "sinusoidal_nd": set(),
+    "rope_axial": set(), "learned": {"table.weight"}, "t5": {"relative_attention_bias.weight"},
+    "shaw": {"key_embeddings.weight", "value_embeddings.weight"},
+}

@@ -258,8 +258,8 @@ def _head_dim(config: Mapping[str, Any]) -> int:
 #: Model types whose transformers code reads ``partial_rotary_factor`` (their rotary module's
 #: default frequencies span ``int(head_dim * factor)`` and their ``apply_rotary_pos_emb`` rotates
 #: only that much; transformers 5.23). Every other type in :data:`MODEL_LAYOUTS` rotates the whole
-#: head and ignores a factor in its config, as here (OLMoE, Llama, Qwen2/3, ...: an audit found
-#: ~20 types where posenc used to honour it, errors of 5-8 against transformers). Unknown model
+#: head and ignores a factor in its config, as here (OLMoE, Llama, Qwen2/3, ...: honouring it
+#: there gives errors of 5-8 against transformers). Unknown model
 #: types, read with ``layout=``, honour it. GPT-J and CodeGen rotate ``rotary_dim`` features and
 #: Gemma 4 zeroes frequencies (``proportional``) instead.
 _READS_PARTIAL = frozenset({
@@ -337,8 +337,8 @@ _MSCALE_TYPES = ("phimoe",)
 
 def _mscale(kind: str, scaling: dict[str, Any]) -> None:
     """Phi-3.5-MoE's ``short_mscale`` / ``long_mscale`` (1.2432 in its config.json, against the
-    1.1902 that LongRoPE's own rule gives) as the ``attention_factor`` of its RoPE; posenc used to
-    drop them (logits 8.7% too small). One scale serves every length here, so the two must agree."""
+    1.1902 that LongRoPE's own rule gives) as the ``attention_factor`` of its RoPE (dropping them
+    makes the logits 8.7% too small). One scale serves every length here, so the two must agree."""
     short, long = scaling.pop("short_mscale", None), scaling.pop("long_mscale", None)
     if kind == "default":
         return

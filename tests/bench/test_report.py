@@ -16,3 +16,22 @@ def test_peer_over_posenc_ratio_in_the_rope_table() -> None:
     text = markdown({"meta": {"device": "cpu"}, "rope": rows})
     (row,) = [line for line in text.splitlines() if line.startswith("| 512 |")]
     assert "transformers 4.0x" in row
+
+
+def test_rope_ratios_are_taken_over_their_own_floors() -> None:
+    """Rope.rotate and new tensors over the clone floor, out= and in place (of the backend the
+    dispatch picked) over the copy floor, transformers over Rope.rotate; None where not timed."""
+    from posenc.bench.report import rope_ratios
+
+    base = {"L": 2048, "dtype": "float32", "layout": "half", "kind": "steady", "median_ms": 1.0,
+            "auto_backend": "compiled"}
+    x = {"floor": 1.0, "floor, new tensors": 2.0, "floor, in place": 0.5, "posenc Rope.rotate": 2.4,
+         "posenc new tensors": 2.2, "posenc out= (compiled)": 1.1, "posenc out= (eager)": 1.8,
+         "posenc in-place (compiled)": 0.9, "peer transformers": 12.0}
+    (row,) = rope_ratios([{**base, "case": name, "x_floor": v} for name, v in x.items()])
+    assert row["backend"] == "compiled"
+    assert row["rotate_x_clone"] == 1.2 and row["new_x_clone"] == 1.1 and row["out_x_floor"] == 1.1
+    assert row["out_eager_x_floor"] == 1.8 and row["in_place_x_floor"] == 0.9 and row["in_place_floor_x_floor"] == 0.5
+    assert row["transformers_x_rotate"] == 5.0
+    (row,) = rope_ratios([{**base, "case": "floor", "x_floor": 1.0}])
+    assert row["rotate_x_clone"] is None and row["backend"] == "eager"  # no out= case of the recorded backend

@@ -20,9 +20,8 @@ import pytest
 import torch
 
 import posenc
-from posenc import flex
+from posenc import flex, kernels
 from posenc import functional as F
-from posenc import kernels
 from posenc.kernels import backend_for, compiled, rope, rope_, triton
 from posenc.kernels import flex as flex_kernel
 

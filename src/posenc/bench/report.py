@@ -187,10 +187,6 @@ def one_time_rows(rows: list[dict]) -> list[list[str]]:
             for row in rows if row.get("kind") == "one-time"]
 
 
-#: the order in which the RoPE backends are listed
-_BACKEND_ORDER = ("triton", "compiled", "eager", "reference")
-
-
 def _auto_backend(cases: dict[str, dict], layout: str, dtype: str = "float32", device: str = "cpu") -> str:
     """The backend the default dispatch took for one shape: the ``auto_backend`` its rows record;
     for results recorded without it (before the rows carried it), the path of that release's
@@ -231,7 +227,7 @@ def rope_ratios(rows: list[dict]) -> list[dict]:
     for (L, dtype, layout), cases in _rope_groups(rows).items():
         backend = _auto_backend(cases, layout, dtype)
 
-        def ratio(name: str, floor: str = "floor") -> float | None:
+        def ratio(name: str, floor: str = "floor", cases: dict[str, dict] = cases) -> float | None:
             if name not in cases or floor not in cases:
                 return None
             return cases[name]["x_floor"] / cases[floor]["x_floor"]
@@ -272,6 +268,8 @@ def markdown(result: dict) -> str:
                  f"{[round(v, 1) for v in meta.get('load_average') or []]}.")
     rope = [r for r in result.get("rope", []) if r.get("kind") == "steady"]
     if rope:
+        from .rope import BACKEND_ORDER
+
         lines += ["", "#### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)", "",
                   "Each cell: the median of the per-round ratios to the floor (`out.copy_(x)` for q and k) timed in "
                   "alternation, and in brackets the fastest round of the case over the fastest round of the floor. "
@@ -291,13 +289,13 @@ def markdown(result: dict) -> str:
         for (L, dtype, layout), cases in _rope_groups(rope).items():
             path = _auto_backend(cases, layout, dtype, str(meta.get("device", "cpu")))
 
-            def x(name: str) -> str:
+            def x(name: str, cases: dict[str, dict] = cases) -> str:
                 if name not in cases:
                     return "-"
                 best = cases[name].get("x_floor_best")
                 return f"{cases[name]['x_floor']:.2f}" + (f" ({best:.2f})" if best is not None and best == best else "")
 
-            def over(name: str, floor: str) -> str:
+            def over(name: str, floor: str, cases: dict[str, dict] = cases) -> str:
                 if name not in cases or floor not in cases:
                     return "-"
                 return f"{cases[name]['x_floor']:.2f} / {cases[floor]['x_floor']:.2f}"
@@ -310,7 +308,7 @@ def markdown(result: dict) -> str:
                                                          if "floor, in place" in cases
                                                          and f"posenc in-place ({path})" in cases else "")
             backward = x("posenc backward") if "posenc backward" in cases else x(f"posenc backward ({path})")
-            per_backend = ", ".join(f"{b} {cases[f'posenc out= ({b})']['x_floor']:.2f}" for b in _BACKEND_ORDER
+            per_backend = ", ".join(f"{b} {cases[f'posenc out= ({b})']['x_floor']:.2f}" for b in BACKEND_ORDER
                                     if f"posenc out= ({b})" in cases) or "-"
             wrong.update(f"{n} ({dtype} {layout}, L = {L}: largest error {c['max_error']:.3g})"
                          for n, c in peers.items() if _wrong(c))

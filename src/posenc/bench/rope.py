@@ -12,8 +12,9 @@ posenc's cases, each for q and k:
   returning new tensors, and its inverse rotation (what :class:`~posenc.kernels.RopeFunction`'s
   backward runs), all through the default dispatch (:func:`posenc.kernels.backend_for`; each row
   records the backend it picked);
-* into a preallocated ``out=`` and in place (:func:`posenc.kernels.rope_`) with each backend forced:
-  ``compiled``, ``eager``, ``reference`` (and ``triton`` where it serves the input: CUDA);
+* into a preallocated ``out=`` and in place (:func:`posenc.kernels.rope_`) with each backend forced
+  that takes the input (:func:`forced_backends`): ``compiled``, ``eager``, ``reference``; ``complex``
+  for float32 interleaved pairs; ``triton`` on CUDA;
 * the reference formula :func:`posenc.functional.apply_rope` itself.
 
 Each peer runs in its own pair layout, with whatever tables it builds per call included (that is
@@ -32,10 +33,10 @@ import torch
 
 from .. import functional as F
 from .. import kernels
-from ..kernels import compiled, triton
+from ..kernels import compiled, eager, triton
 from .timing import measure, measure_paired_many, synchronize
 
-__all__ = ["bench_rope", "rope_peers", "PEERS"]
+__all__ = ["bench_rope", "rope_peers", "forced_backends", "PEERS", "BACKEND_ORDER"]
 
 Case = Callable[[], object]
 
@@ -119,11 +120,19 @@ def rope_peers(q, k, layout: str, *, with_skipped: bool = False):
     return (cases, skipped) if with_skipped else cases
 
 
-def forced_backends(q: torch.Tensor, cos: torch.Tensor) -> tuple[str, ...]:
-    """The backends the ``out=`` and in-place cases force: ``compiled``, ``eager`` and ``reference``
-    everywhere, ``triton`` first where it serves ``q`` (CUDA with Triton)."""
-    everywhere = ("compiled", "eager", "reference")
-    return ("triton", *everywhere) if triton.serves(q, cos) else everywhere
+#: the order in which the forced backends are timed and listed (the compiled ones first: their first
+#: calls compile); each that :data:`posenc.kernels.BACKENDS` has is timed where it serves the input
+BACKEND_ORDER = ("triton", "compiled", "complex", "eager", "reference")
+
+
+def forced_backends(q: torch.Tensor, cos: torch.Tensor, layout: str) -> tuple[str, ...]:
+    """The backends the ``out=`` and in-place cases force: every one of :data:`posenc.kernels.BACKENDS`
+    that takes ``q`` itself (a forced backend that does not hands the work to the eager one, which
+    would be timed twice under two names): ``triton`` where it serves ``q`` (CUDA with Triton),
+    ``complex`` for interleaved pairs it can view as complex numbers, the others everywhere."""
+    takes = {"triton": triton.serves(q, cos),
+             "complex": layout == "interleaved" and eager.complex_serves(q, cos)}
+    return tuple(b for b in BACKEND_ORDER if b in kernels.BACKENDS and takes.get(b, True))
 
 
 def _posenc_cases(q, k, cos, sin, layout, backends: Iterable[str] = ("compiled", "eager", "reference"),
@@ -243,7 +252,7 @@ def bench_rope(
                 table_s = time.perf_counter() - start
                 base = {"L": L, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
                 rows.append({**base, "case": "cos/sin table build", "kind": "one-time", "seconds": table_s})
-                cases, reset = _posenc_cases(q, k, cos, sin, layout, forced_backends(q, cos))
+                cases, reset = _posenc_cases(q, k, cos, sin, layout, forced_backends(q, cos, layout))
                 if peers:
                     found, skipped = rope_peers(q, k, layout, with_skipped=True)
                     cases.update({f"peer {n}": c for n, c in found.items()})

@@ -37,7 +37,7 @@ def stopped(err: BaseException) -> tuple[str, int]:
 @contextlib.contextmanager
 def stoppable(unwritten: str) -> Iterator[None]:
     """Ctrl-C or SIGTERM inside the block: one line on stderr, ``interrupted: UNWRITTEN``, and exit
-    130 or 143 (they used to end the command without a word; files are written whole or not at all)."""
+    130 or 143 (files are written whole or not at all)."""
     import typer
 
     from ..experiments.train import terminate_as_interrupt

@@ -38,8 +38,16 @@ def register(app) -> None:  # app: typer.Typer
         from rich.markup import escape
         from rich.table import Table
 
-        from ..bench.report import (check_output_path, format_rows, markdown, one_time_rows, rope_ratios, run, summary_columns,
-                                    write_output)
+        from ..bench.report import (
+            check_output_path,
+            format_rows,
+            markdown,
+            one_time_rows,
+            rope_ratios,
+            run,
+            summary_columns,
+            write_output,
+        )
 
         console = Console()
         if not console.is_terminal:  # a log file or a pipe: no terminal width to fit, keep the names whole

@@ -12,7 +12,7 @@ concatenation); viewing pairs instead of concatenating them is what gpt-fast's
 ``apply_rotary_emb`` does (pytorch-labs/gpt-fast, ``model.py``). The sign pattern is an ``arange``
 expression that Inductor inlines, so no ``[s, 2, n]`` table is built per call.
 
-One compiled function per (layout, out-of-place or in place); each specialises on dtype, rank and
+One compiled function per layout (in place: into a temporary, then copied back); each specialises on dtype, rank and
 head width like any compiled function, while every other dimension is marked dynamic
 (``torch._dynamo.maybe_mark_dynamic``, from PyTorch's dynamic-shapes guide) on views made for the
 call: the caller's tensors carry no mark, and one compile serves every length, batch and head
@@ -67,14 +67,6 @@ def _into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str) -> None
         out[..., r:].copy_(x[..., r:])
 
 
-def _in_place(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> None:
-    if layout == "half":
-        n = cos.shape[-1]
-        x[..., : 2 * n].unflatten(-1, (2, n)).copy_(_rotated_half(x, cos, sin))
-    else:
-        x[..., : cos.shape[-1]].copy_(_rotated_interleaved(x, cos, sin))
-
-
 # One top-level function per variant: Dynamo keeps its compiled graphs (and its recompile limit)
 # per code object, so the variants never re-specialise one another.
 def _into_half(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor) -> None:
@@ -85,23 +77,14 @@ def _into_interleaved(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor) -> None:
     _into(x, cos, sin, out, "interleaved")
 
 
-def _in_place_half(x: Tensor, cos: Tensor, sin: Tensor) -> None:
-    _in_place(x, cos, sin, "half")
-
-
-def _in_place_interleaved(x: Tensor, cos: Tensor, sin: Tensor) -> None:
-    _in_place(x, cos, sin, "interleaved")
-
-
-_VARIANTS = {("half", False): _into_half, ("interleaved", False): _into_interleaved,
-             ("half", True): _in_place_half, ("interleaved", True): _in_place_interleaved}
+_VARIANTS = {"half": _into_half, "interleaved": _into_interleaved}
 
 
 @functools.cache
-def _compiled(layout: str, in_place: bool):
-    """The compiled pass for one layout and mode, built on first use. ``dynamic=False``: only the
-    dimension marked dynamic is symbolic (all-dynamic shapes made a far slower kernel)."""
-    return torch.compile(_VARIANTS[layout, in_place], dynamic=False)
+def _compiled(layout: str):
+    """The compiled pass for one layout, built on first use. ``dynamic=False``: only the dimensions
+    marked dynamic are symbolic (the feature dimension stays static, so the loop over it vectorises)."""
+    return torch.compile(_VARIANTS[layout], dynamic=False)
 
 
 _error: list[str] = []  # why compiling failed in this process, if it did
@@ -139,7 +122,7 @@ def _views(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor) -> tuple[Tensor, ..
     lead = range(x.dim() - 1)  # every dim of x but the features
     tables = range(cos.dim() - 1)
     return (_dynamic(x, lead), _dynamic(cos, tables), _dynamic(sin, tables),
-            out if out is x else _dynamic(out, lead))
+            _dynamic(out, lead))
 
 
 def rotate_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, inverse: bool) -> bool:
@@ -152,16 +135,17 @@ def rotate_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, i
         cos, sin = cos[..., :n], sin[..., :n]
     if inverse:
         sin = -sin
-    in_place = out is x
-    x, cos, sin, out = _views(x, cos, sin, out)
+    # In place, the pass reads partners another element of the loop has already written: compiled,
+    # that is a temporary and a copy inside the kernel anyway, slower than these two passes.
+    target = torch.empty_like(x) if out is x else out
+    xv, cos, sin, tv = _views(x, cos, sin, target)
     try:
         with torch.no_grad():  # one grad mode for every call: autograd's forward runs without grad
-            if in_place:
-                _compiled(layout, True)(x, cos, sin)
-            else:
-                _compiled(layout, False)(x, cos, sin, out)
+            _compiled(layout)(xv, cos, sin, tv)
     except Exception as err:  # compiling needs a C++ compiler (CPU) or Triton (CUDA); any failure turns it off
         _error.append(f"{type(err).__name__}: {err}")
         log.warning("posenc: torch.compile failed, RoPE uses the eager backend from now on (%s)", _error[0])
         return False
+    if target is not out:
+        out.copy_(target)
     return True

@@ -8,4 +8,13 @@ if __name__ == "__main__":
     args = parse(parser(__doc__))
     set_threads(args.threads)
     lengths = (512,) if args.quick else (2048,)
-    finish(bench_bias(lengths, num_threads=args.threads, min_run_time=0.05 if args.quick else 0.5, device=args.device, progress=print), args)
+    finish(
+        bench_bias(
+            lengths,
+            num_threads=args.threads,
+            min_run_time=0.05 if args.quick else 0.5,
+            device=args.device,
+            progress=print,
+        ),
+        args,
+    )

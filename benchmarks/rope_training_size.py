@@ -45,8 +45,10 @@ def run(args: argparse.Namespace) -> list[dict]:
         "clone of q and k (the new-tensor floor)": lambda: (q.clone(), k.clone()),
         "Rope.rotate": lambda: scheme.rotate(q, k),
         f"kernels.rope (default dispatch: {auto})": lambda: (kernels.rope(q, cos, sin), kernels.rope(k, cos, sin)),
-        **{f"kernels.rope (backend={name})": forced(name)
-           for name in (("triton",) if triton.serves(q, cos) else ()) + ("compiled", "eager", "reference")},
+        **{
+            f"kernels.rope (backend={name})": forced(name)
+            for name in (("triton",) if triton.serves(q, cos) else ()) + ("compiled", "eager", "reference")
+        },
         "reference F.apply_rope": lambda: (F.apply_rope(q, cos, sin), F.apply_rope(k, cos, sin)),
     }
     try:
@@ -60,10 +62,21 @@ def run(args: argparse.Namespace) -> list[dict]:
             for got, ref in zip(fn(), want):
                 torch.testing.assert_close(got, ref, atol=1e-6, rtol=1e-5)
     paired = measure_paired_many(fns, floor, num_threads=args.threads, min_run_time=0.05 if args.quick else 0.5)
-    return [{"case": name, "shape": [2, b, h, s, hd], "threads": args.threads, "device": args.device,
-             "median_us": p.case.median_s * 1e6, "floor_us": p.floor.median_s * 1e6, "x_floor": p.x_floor,
-             "x_floor_best": p.x_floor_best, "rounds": p.rounds, "other_cpu": p.case.other_cpu}
-            for name, p in paired.items()]
+    return [
+        {
+            "case": name,
+            "shape": [2, b, h, s, hd],
+            "threads": args.threads,
+            "device": args.device,
+            "median_us": p.case.median_s * 1e6,
+            "floor_us": p.floor.median_s * 1e6,
+            "x_floor": p.x_floor,
+            "x_floor_best": p.x_floor_best,
+            "rounds": p.rounds,
+            "other_cpu": p.case.other_cpu,
+        }
+        for name, p in paired.items()
+    ]
 
 
 if __name__ == "__main__":

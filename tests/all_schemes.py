@@ -18,7 +18,14 @@ def attention(name: str, *, causal: bool = True, dim: int = DIM, heads: int = HE
 
 
 LEARNED_PARAMETERS = {
-    "none": set(), "sinusoidal": set(), "alibi": set(), "rope": set(), "xpos": set(), "sinusoidal_nd": set(),
-    "rope_axial": set(), "learned": {"table.weight"}, "t5": {"relative_attention_bias.weight"},
+    "none": set(),
+    "sinusoidal": set(),
+    "alibi": set(),
+    "rope": set(),
+    "xpos": set(),
+    "sinusoidal_nd": set(),
+    "rope_axial": set(),
+    "learned": {"table.weight"},
+    "t5": {"relative_attention_bias.weight"},
     "shaw": {"key_embeddings.weight", "value_embeddings.weight"},
 }

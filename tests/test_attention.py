@@ -32,8 +32,9 @@ def _build(name: str, causal: bool) -> posenc.Attention:
     return attn.double().eval()
 
 
-def reference(attn: posenc.Attention, x: torch.Tensor, positions: torch.Tensor,
-              key_mask: torch.Tensor | None = None) -> torch.Tensor:
+def reference(
+    attn: posenc.Attention, x: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Explicit attention through the scheme's hooks: no SDPA, masks built here."""
     enc = attn.encoding
     b, s, _ = x.shape
@@ -202,6 +203,7 @@ def test_causal_masked_bias_is_reused_while_the_bias_is_unchanged(name: str, mon
     def spy(*args, **kwargs):
         masks.append(kwargs.get("attn_mask"))
         return real(*args, **kwargs)
+
     monkeypatch.setattr(nnf, "scaled_dot_product_attention", spy)
     x = torch.randn(2, 6, D, dtype=torch.float64)
     with torch.no_grad():
@@ -223,13 +225,16 @@ def test_causal_masked_bias_is_reused_while_the_bias_is_unchanged(name: str, mon
         # CPU through explicit math (SDPA would take its unfused math kernel with a mask that needs gradients)
         n = len(masks)
         explicit = attn._explicit
-        monkeypatch.setattr(attn, "_explicit", lambda q, k, v, mask, *a: masks.append(mask) or explicit(q, k, v, mask, *a))
+        monkeypatch.setattr(
+            attn, "_explicit", lambda q, k, v, mask, *a: masks.append(mask) or explicit(q, k, v, mask, *a)
+        )
         attn.train()(x).sum().backward()
         assert len(masks) == n + 1 and masks[-1].requires_grad
         assert attn.encoding.relative_attention_bias.weight.grad is not None
 
 
 # -- Shaw et al. 2018 against the paper's equations --------------------------------------------
+
 
 def naive_shaw(attn: posenc.Attention, x: torch.Tensor, causal: bool) -> torch.Tensor:
     """Shaw et al. 2018, eqs. (3)-(5) with section 3.2's clipping, one (i, j) pair at a time:
@@ -386,8 +391,10 @@ def test_decoding_left_padded_batch(name: str) -> None:
     with torch.no_grad():
         full = attn(x, positions, key_mask=key_mask)
         cache = posenc.KVCache()
-        steps = [attn(x[:, a:b], positions[:, a:b], cache=cache, key_mask=key_mask[:, :b])
-                 for a, b in [(0, 4), (4, 5), (5, 6)]]
+        steps = [
+            attn(x[:, a:b], positions[:, a:b], cache=cache, key_mask=key_mask[:, :b])
+            for a, b in [(0, 4), (4, 5), (5, 6)]
+        ]
         alone = attn(x[1:, 2:])  # the real tokens of row 1 on their own
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-10, rtol=0)
     torch.testing.assert_close(full[1, 2:], alone[0], atol=1e-10, rtol=0)
@@ -407,7 +414,7 @@ def test_decoding_default_positions_stay_a_known_range():
         with torch.no_grad():
             full = attn(x)
             cache = posenc.KVCache()
-            steps = [attn(x[:, :4], cache=cache)] + [attn(x[:, t:t + 1], cache=cache) for t in range(4, 7)]
+            steps = [attn(x[:, :4], cache=cache)] + [attn(x[:, t : t + 1], cache=cache) for t in range(4, 7)]
             assert known_range(cache.positions) == 0 and cache.positions.tolist() == list(range(7))
             cache.positions.add_(10)  # positions 10..16 now: read back, continued at 17
             steps.append(attn(x[:, 7:9], cache=cache))
@@ -432,14 +439,15 @@ def test_grouped_query_attention_equals_repeated_key_value_heads(name: str, kv: 
             torch.nn.init.normal_(p, std=0.3)
         wq, wk, wv = grouped.qkv.weight.split((H * HD, kv * HD, kv * HD))
         repeat = H // kv  # [kv hd, d] -> [h hd, d]: each shared head once per query head of its group
-        full.qkv.weight.copy_(torch.cat((wq, *(w.view(kv, HD, D).repeat_interleave(repeat, 0).flatten(0, 1)
-                                               for w in (wk, wv)))))
+        full.qkv.weight.copy_(
+            torch.cat((wq, *(w.view(kv, HD, D).repeat_interleave(repeat, 0).flatten(0, 1) for w in (wk, wv))))
+        )
         full.proj.load_state_dict(grouped.proj.state_dict())
         x = torch.randn(2, 9, D, dtype=torch.float64)
         want = full(x)
         torch.testing.assert_close(grouped(x), want, atol=1e-10, rtol=0)
         cache = posenc.KVCache()
-        steps = torch.cat([grouped(x[:, i:i + 3], cache=cache) for i in range(0, 9, 3)], 1)
+        steps = torch.cat([grouped(x[:, i : i + 3], cache=cache) for i in range(0, 9, 3)], 1)
         torch.testing.assert_close(steps, want, atol=1e-10, rtol=0)
         assert cache.k.shape == (2, kv, 9, HD)
 

@@ -23,6 +23,7 @@ def _raises(exc: type[Exception], *fragments: str):
 
 # -- dims that must be positive and even -------------------------------------------------------
 
+
 @pytest.mark.parametrize("dim", [7, 1, 0, -4])
 @pytest.mark.parametrize(
     "call",
@@ -72,6 +73,7 @@ def test_odd_table_width_in_apply_rope() -> None:
 
 # -- unknown names ----------------------------------------------------------------------------
 
+
 def test_unknown_scheme_lists_available() -> None:
     with _raises(ValueError, "'rotary'", *posenc.available()):
         posenc.create("rotary")
@@ -119,8 +121,10 @@ def test_scaling_of_wrong_type() -> None:
         (lambda: F.sinusoidal(4, 8, layout="split"), ["'split'", "'interleaved'", "'half'"]),
         (lambda: F.sinusoidal(4, 8, frequencies="fairseq"), ["'fairseq'", "'paper'", "'tensor2tensor'"]),
         (lambda: F.rope_cos_sin(4, INV8, layout="neox"), ["'neox'", "'half'", "'interleaved'"]),
-        (lambda: F.apply_rope(torch.ones(2, 8), torch.ones(2, 8), torch.ones(2, 8), layout="gptj"),
-         ["'gptj'", "'half'", "'interleaved'"]),
+        (
+            lambda: F.apply_rope(torch.ones(2, 8), torch.ones(2, 8), torch.ones(2, 8), layout="gptj"),
+            ["'gptj'", "'half'", "'interleaved'"],
+        ),
         (lambda: posenc.create("rope", dim=8, layout="gptj"), ["'gptj'", "'half'", "'interleaved'"]),
         (lambda: posenc.create("sinusoidal", dim=8, combine="sum"), ["'sum'", "'add'", "'concat'"]),
         (lambda: posenc.create("learned", dim=8, combine="mul"), ["'mul'", "'add'", "'concat'"]),
@@ -139,6 +143,7 @@ def test_bad_base() -> None:
 
 
 # -- learned table bounds and integer positions -----------------------------------------------
+
 
 def test_position_past_learned_table() -> None:
     learned = posenc.create("learned", dim=8, max_len=16)
@@ -175,6 +180,7 @@ def test_whole_float_positions_are_accepted_where_integers_are_needed() -> None:
 
 # -- NaN and infinite positions --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 @pytest.mark.parametrize(
     "call",
@@ -206,6 +212,7 @@ def test_bad_positions_type() -> None:
 
 
 # -- head counts --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("heads", [0, -2])
 @pytest.mark.parametrize(
@@ -250,6 +257,7 @@ def test_t5_bucket_settings() -> None:
 
 # -- shapes that do not broadcast -----------------------------------------------------------------
 
+
 def test_cos_sin_that_do_not_broadcast_with_x() -> None:
     x = torch.randn(1, 2, 3, 8)
     cos, sin = F.rope_cos_sin(4, INV8)  # [4, 8] for a sequence of 3
@@ -265,8 +273,10 @@ def test_cos_sin_that_do_not_broadcast_with_x() -> None:
     cos3, sin3 = F.rope_cos_sin(3, INV8)
     with _raises(ValueError, "of shape (3, 1, 8)", "[1, s, 1, r] or [b, s, 1, r] for x [b, s, h, hd]"):
         F.apply_rope(seq_first, cos3[:, None], sin3[:, None])
-    torch.testing.assert_close(F.apply_rope(seq_first, cos3[None, :, None], sin3[None, :, None]),
-                               F.apply_rope(seq_first.transpose(1, 2), cos3, sin3).transpose(1, 2))
+    torch.testing.assert_close(
+        F.apply_rope(seq_first, cos3[None, :, None], sin3[None, :, None]),
+        F.apply_rope(seq_first.transpose(1, 2), cos3, sin3).transpose(1, 2),
+    )
 
 
 def test_q_positions_that_do_not_match_q() -> None:
@@ -322,8 +332,12 @@ def test_attention_key_mask_must_be_bool():
     """An additive float mask (0 attend, -inf masked) read through .bool() masked exactly the wrong keys."""
     attn = posenc.Attention(16, 2, encoding="rope")
     x = torch.randn(1, 4, 16)
-    with _raises(TypeError, "key_mask must be a bool (or 0/1 integer) tensor [b, sk], True or 1 where a key is attended",
-                 "torch.float32", "key_mask = mask == 0"):
+    with _raises(
+        TypeError,
+        "key_mask must be a bool (or 0/1 integer) tensor [b, sk], True or 1 where a key is attended",
+        "torch.float32",
+        "key_mask = mask == 0",
+    ):
         attn(x, key_mask=torch.tensor([[0.0, 0.0, float("-inf"), float("-inf")]]))
     with _raises(TypeError, "key_mask must be a bool", "list"):
         attn(x, key_mask=[[True] * 4])
@@ -332,13 +346,23 @@ def test_attention_key_mask_must_be_bool():
     assert torch.equal(attn(x, key_mask=ones_zeros), attn(x, key_mask=ones_zeros.bool()))
 
 
-@pytest.mark.parametrize("config, fragments", [
-    ({"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4, "rope_theta": "abc"},
-     ("config field 'rope_theta' must be a finite number, got 'abc'",)),
-    ({"model_type": "llama", "head_dim": "x"}, ("config field 'head_dim' must be a positive whole number, got 'x'",)),
-    ({"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4, "rope_scaling": "linear"},
-     ("config field 'rope_scaling' must be an object like", "got 'linear'")),
-])
+@pytest.mark.parametrize(
+    "config, fragments",
+    [
+        (
+            {"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4, "rope_theta": "abc"},
+            ("config field 'rope_theta' must be a finite number, got 'abc'",),
+        ),
+        (
+            {"model_type": "llama", "head_dim": "x"},
+            ("config field 'head_dim' must be a positive whole number, got 'x'",),
+        ),
+        (
+            {"model_type": "llama", "hidden_size": 512, "num_attention_heads": 4, "rope_scaling": "linear"},
+            ("config field 'rope_scaling' must be an object like", "got 'linear'"),
+        ),
+    ],
+)
 def test_rope_from_config_names_the_bad_field(config, fragments):
     with _raises(ValueError, *fragments):
         posenc.rope_from_config(config)
@@ -359,6 +383,7 @@ def test_nd_coordinates_of_the_wrong_width_are_named():
 
 # -- found by the 2026-11-23 API audit ----------------------------------------------------------
 
+
 def test_base_and_rotated_share_inside_scaling_must_agree() -> None:
     """transformers 5 keeps ``rope_theta`` and ``partial_rotary_factor`` inside ``rope_parameters``;
     given in ``scaling`` they were ignored without a word (base 1e4 where 5e5 was written)."""
@@ -366,19 +391,29 @@ def test_base_and_rotated_share_inside_scaling_must_agree() -> None:
         posenc.create("rope", dim=8, scaling={"rope_type": "linear", "factor": 2.0, "rope_theta": 500000.0})
     with _raises(ValueError, "partial_rotary_factor=0.25", "rotary_dim is 64", "pass rotary_dim=16"):
         posenc.create("rope", dim=64, scaling={"rope_type": "default", "partial_rotary_factor": 0.25})
-    agreeing = posenc.create("rope", dim=64, base=5e5, rotary_dim=16,
-                             scaling={"rope_type": "linear", "factor": 2.0, "rope_theta": 5e5, "partial_rotary_factor": 0.25})
+    agreeing = posenc.create(
+        "rope",
+        dim=64,
+        base=5e5,
+        rotary_dim=16,
+        scaling={"rope_type": "linear", "factor": 2.0, "rope_theta": 5e5, "partial_rotary_factor": 0.25},
+    )
     assert (agreeing.config.base, agreeing.config.rotary_width) == (5e5, 16)
-    torch.testing.assert_close(agreeing.inv_freq, F.rope_inv_freq(16, base=5e5, scaling={"rope_type": "linear",
-                                                                                       "factor": 2.0})[0])
+    torch.testing.assert_close(
+        agreeing.inv_freq, F.rope_inv_freq(16, base=5e5, scaling={"rope_type": "linear", "factor": 2.0})[0]
+    )
 
 
-@pytest.mark.parametrize("call", [
-    lambda: F.rope_cos_sin(5, INV8, dtype=torch.int32),
-    lambda: F.sinusoidal(3, 4, dtype=torch.int64),
-    lambda: F.sinusoidal_nd(F.grid_positions(2, 2), 4, dtype=torch.int64),
-    lambda: F.axial_rope_cos_sin(F.grid_positions(2, 2), F.axial_rope_inv_freq(8, 2), dtype=torch.int16),
-], ids=["rope_cos_sin", "sinusoidal", "sinusoidal_nd", "axial_rope_cos_sin"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: F.rope_cos_sin(5, INV8, dtype=torch.int32),
+        lambda: F.sinusoidal(3, 4, dtype=torch.int64),
+        lambda: F.sinusoidal_nd(F.grid_positions(2, 2), 4, dtype=torch.int64),
+        lambda: F.axial_rope_cos_sin(F.grid_positions(2, 2), F.axial_rope_inv_freq(8, 2), dtype=torch.int16),
+    ],
+    ids=["rope_cos_sin", "sinusoidal", "sinusoidal_nd", "axial_rope_cos_sin"],
+)
 def test_integer_table_dtypes(call) -> None:
     """An integer dtype truncated every cosine to 0 or 1 without a word."""
     with _raises(TypeError, "dtype must be a floating-point torch dtype", "torch.int"):
@@ -434,8 +469,9 @@ def test_meta_inputs_for_a_module_on_another_device() -> None:
 
 def test_counts_accept_numpy_and_0d_integers() -> None:
     np = pytest.importorskip("numpy")
-    assert F.rope_inv_freq(8, scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4},
-                           seq_len=np.int64(10))[0].shape == (4,)
+    assert F.rope_inv_freq(
+        8, scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4}, seq_len=np.int64(10)
+    )[0].shape == (4,)
     assert F.randomized_positions(torch.tensor(2), np.int64(5), 10).shape == (2, 5)
     with _raises(TypeError, "seq_len must be a non-negative integer", "2.5"):
         F.randomized_positions(2, 2.5, 10)

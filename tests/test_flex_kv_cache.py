@@ -59,7 +59,9 @@ def test_flex_with_a_kv_cache_equals_the_full_forward(name, monkeypatch):
     attn = posenc.Attention(32, 4, encoding=name, causal=True).eval()
     if name == "t5":
         with torch.no_grad():
-            attn.encoding.relative_attention_bias.weight.copy_(torch.randn_like(attn.encoding.relative_attention_bias.weight))
+            attn.encoding.relative_attention_bias.weight.copy_(
+                torch.randn_like(attn.encoding.relative_attention_bias.weight)
+            )
     x = torch.randn(1, 200, 32)
     got, ref = _cached_against_full(attn, x, 150)
     if flex.errors():

@@ -23,10 +23,12 @@ def test_kv_cache_takes_positions_of_any_accepted_shape_in_turn(name: str) -> No
     with torch.no_grad():
         full = a(x)
         cache = posenc.KVCache()
-        parts = [a(x[:, :3], torch.arange(3).expand(2, 3), cache=cache),  # [b, s]
-                 a(x[:, 3:4], torch.tensor([[3]]), cache=cache),  # [1, s]
-                 a(x[:, 4:5], torch.tensor([4]), cache=cache),  # [s]
-                 a(x[:, 5:], torch.tensor([[5], [5]]), cache=cache)]  # [b, s]
+        parts = [
+            a(x[:, :3], torch.arange(3).expand(2, 3), cache=cache),  # [b, s]
+            a(x[:, 3:4], torch.tensor([[3]]), cache=cache),  # [1, s]
+            a(x[:, 4:5], torch.tensor([4]), cache=cache),  # [s]
+            a(x[:, 5:], torch.tensor([[5], [5]]), cache=cache),
+        ]  # [b, s]
         torch.testing.assert_close(torch.cat(parts, 1), full, atol=1e-5, rtol=0)
         assert cache.positions.shape == (2, 6)
         other = posenc.KVCache()
@@ -36,7 +38,9 @@ def test_kv_cache_takes_positions_of_any_accepted_shape_in_turn(name: str) -> No
         assert other.k._base is None and other.v._base is None and other.k.is_contiguous()
         a(x[:, 2:3], torch.tensor([[2]]), cache=other)
         assert other.positions.shape == (2, 3)
-        with pytest.raises(ValueError, match=r"this KVCache holds keys \[b, h, sk, hd\] = \[2, 3, 6, 4\].*use a new KVCache"):
+        with pytest.raises(
+            ValueError, match=r"this KVCache holds keys \[b, h, sk, hd\] = \[2, 3, 6, 4\].*use a new KVCache"
+        ):
             a(x[:1, :1], cache=cache)  # another batch size
         with pytest.raises(TypeError, match="cache must be a posenc.KVCache or None, got int"):
             a(x, cache=3)
@@ -89,7 +93,7 @@ def test_a_kv_cache_keeps_copies_of_what_it_is_given() -> None:
             full = attn(x)
             cache, pos, outs = posenc.KVCache(), torch.tensor([0]), []
             for i in range(6):
-                outs.append(attn(x[:, i:i + 1], pos, cache=cache))
+                outs.append(attn(x[:, i : i + 1], pos, cache=cache))
                 pos += 1
             torch.testing.assert_close(torch.cat(outs, 1), full, rtol=0, atol=1e-6)
             cache, prefill = posenc.KVCache(), torch.arange(3)

@@ -36,8 +36,12 @@ def test_no_private_torch_names_in_src():
 
 
 def test_no_ctypes_code_rewriting_or_monkeypatches_in_src():
-    bad = [f"{path.relative_to(SRC)}: {what}" for path in _sources() for pattern, what in FORBIDDEN
-           if pattern.search(path.read_text())]
+    bad = [
+        f"{path.relative_to(SRC)}: {what}"
+        for path in _sources()
+        for pattern, what in FORBIDDEN
+        if pattern.search(path.read_text())
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -49,16 +53,25 @@ def test_no_kernel_is_chosen_by_timing():
         for fn in ast.walk(tree):
             if isinstance(fn, ast.FunctionDef) and fn.name != "warmup":
                 calls = {ast.unparse(node.func) for node in ast.walk(fn) if isinstance(node, ast.Call)}
-                clocks += [f"{path.name}:{fn.name}" for call in calls if re.search(r"perf_counter|monotonic|time\.time", call)]
+                clocks += [
+                    f"{path.name}:{fn.name}" for call in calls if re.search(r"perf_counter|monotonic|time\.time", call)
+                ]
     assert not clocks, clocks
 
 
 def test_the_checks_find_what_they_look_for():
     """The patterns match the constructs the old fast paths used (so the tests above can fail)."""
-    assert re.findall(r"torch\._[A-Za-z][\w.]*", "from torch._inductor.codecache import CppCodeCache") == ["torch._inductor.codecache"]
-    assert re.findall(r"torch\._[A-Za-z][\w.]*", "with torch._dynamo.config.patch(x=1):") == ["torch._dynamo.config.patch"]
-    samples = {"ctypes": "import ctypes\n", "code-object rewriting": "f.__code__.replace(co_name='x')\n",
-               "a monkeypatch of torch": "torch._inductor.codegen.cpp.CppVecOverrides.to_dtype_bitcast = mine\n"}
+    assert re.findall(r"torch\._[A-Za-z][\w.]*", "from torch._inductor.codecache import CppCodeCache") == [
+        "torch._inductor.codecache"
+    ]
+    assert re.findall(r"torch\._[A-Za-z][\w.]*", "with torch._dynamo.config.patch(x=1):") == [
+        "torch._dynamo.config.patch"
+    ]
+    samples = {
+        "ctypes": "import ctypes\n",
+        "code-object rewriting": "f.__code__.replace(co_name='x')\n",
+        "a monkeypatch of torch": "torch._inductor.codegen.cpp.CppVecOverrides.to_dtype_bitcast = mine\n",
+    }
     for pattern, what in FORBIDDEN:
         assert pattern.search(samples[what]), what
     assert not FORBIDDEN[2][0].search("if torch.x == y:\n")

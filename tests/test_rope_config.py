@@ -32,84 +32,228 @@ from transformers.models.qwen2 import modeling_qwen2 as qwen2  # noqa: E402
 
 # meta-llama/Llama-3.1-8B config.json
 LLAMA_31_8B = {
-    "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "num_hidden_layers": 32, "max_position_embeddings": 131072, "rope_theta": 500000.0,
-    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-    "rms_norm_eps": 1e-05, "vocab_size": 128256,
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 32,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "rms_norm_eps": 1e-05,
+    "vocab_size": 128256,
 }
 
 # Qwen/Qwen2.5-7B-Instruct config.json (its README adds the YaRN block below for 128k contexts)
 QWEN25_7B = {
-    "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28,
-    "num_key_value_heads": 4, "num_hidden_layers": 28, "max_position_embeddings": 32768, "rope_theta": 1000000.0,
-    "rope_scaling": None, "sliding_window": 131072, "use_sliding_window": False, "vocab_size": 152064,
+    "model_type": "qwen2",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 28,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "rope_scaling": None,
+    "sliding_window": 131072,
+    "use_sliding_window": False,
+    "vocab_size": 152064,
 }
-QWEN25_7B_YARN = {**QWEN25_7B, "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768,
-                                                "type": "yarn"}}
+QWEN25_7B_YARN = {
+    **QWEN25_7B,
+    "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"},
+}
 
 # microsoft/Phi-3-mini-128k-instruct config.json as first published (April 2024, type "su";
 # transformers maps "su" to "longrope"); the same text-model values ship in Phi-3-vision-128k-instruct.
 PHI3_LONG_FACTOR = [
-    1.0299999713897705, 1.0499999523162842, 1.0499999523162842, 1.0799999237060547, 1.2299998998641968,
-    1.2299998998641968, 1.2999999523162842, 1.4499999284744263, 1.5999999046325684, 1.6499998569488525,
-    1.8999998569488525, 2.859999895095825, 3.68999981880188, 5.419999599456787, 5.489999771118164,
-    5.489999771118164, 9.09000015258789, 11.579999923706055, 15.65999984741211, 15.769999504089355,
-    15.789999961853027, 18.360000610351562, 21.989999771118164, 23.079999923706055, 30.009998321533203,
-    32.35000228881836, 32.590003967285156, 35.56000518798828, 39.95000457763672, 53.840003967285156,
-    56.20000457763672, 57.95000457763672, 59.29000473022461, 59.77000427246094, 59.920005798339844,
-    61.190006256103516, 61.96000671386719, 62.50000762939453, 63.3700065612793, 63.48000717163086,
-    63.48000717163086, 63.66000747680664, 63.850006103515625, 64.08000946044922, 64.760009765625,
-    64.80001068115234, 64.81001281738281, 64.81001281738281,
+    1.0299999713897705,
+    1.0499999523162842,
+    1.0499999523162842,
+    1.0799999237060547,
+    1.2299998998641968,
+    1.2299998998641968,
+    1.2999999523162842,
+    1.4499999284744263,
+    1.5999999046325684,
+    1.6499998569488525,
+    1.8999998569488525,
+    2.859999895095825,
+    3.68999981880188,
+    5.419999599456787,
+    5.489999771118164,
+    5.489999771118164,
+    9.09000015258789,
+    11.579999923706055,
+    15.65999984741211,
+    15.769999504089355,
+    15.789999961853027,
+    18.360000610351562,
+    21.989999771118164,
+    23.079999923706055,
+    30.009998321533203,
+    32.35000228881836,
+    32.590003967285156,
+    35.56000518798828,
+    39.95000457763672,
+    53.840003967285156,
+    56.20000457763672,
+    57.95000457763672,
+    59.29000473022461,
+    59.77000427246094,
+    59.920005798339844,
+    61.190006256103516,
+    61.96000671386719,
+    62.50000762939453,
+    63.3700065612793,
+    63.48000717163086,
+    63.48000717163086,
+    63.66000747680664,
+    63.850006103515625,
+    64.08000946044922,
+    64.760009765625,
+    64.80001068115234,
+    64.81001281738281,
+    64.81001281738281,
 ]
 PHI3_SHORT_FACTOR = [
-    1.05, 1.05, 1.05, 1.1, 1.1, 1.1, 1.2500000000000002, 1.2500000000000002, 1.4000000000000004,
-    1.4500000000000004, 1.5500000000000005, 1.8500000000000008, 1.9000000000000008, 2.000000000000001,
-    *[2.000000000000001] * 18, 2.1000000000000005, 2.1000000000000005, 2.2, 2.3499999999999996,
-    2.3499999999999996, 2.3499999999999996, 2.3499999999999996, 2.3999999999999995, 2.3999999999999995,
-    2.6499999999999986, 2.6999999999999984, 2.8999999999999977, 2.9499999999999975, 3.049999999999997,
-    3.049999999999997, 3.049999999999997,
+    1.05,
+    1.05,
+    1.05,
+    1.1,
+    1.1,
+    1.1,
+    1.2500000000000002,
+    1.2500000000000002,
+    1.4000000000000004,
+    1.4500000000000004,
+    1.5500000000000005,
+    1.8500000000000008,
+    1.9000000000000008,
+    2.000000000000001,
+    *[2.000000000000001] * 18,
+    2.1000000000000005,
+    2.1000000000000005,
+    2.2,
+    2.3499999999999996,
+    2.3499999999999996,
+    2.3499999999999996,
+    2.3499999999999996,
+    2.3999999999999995,
+    2.3999999999999995,
+    2.6499999999999986,
+    2.6999999999999984,
+    2.8999999999999977,
+    2.9499999999999975,
+    3.049999999999997,
+    3.049999999999997,
+    3.049999999999997,
 ]
 PHI3_MINI_128K = {
-    "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_attention_heads": 32,
-    "num_key_value_heads": 32, "num_hidden_layers": 32, "max_position_embeddings": 131072,
-    "original_max_position_embeddings": 4096, "rope_theta": 10000.0, "sliding_window": 262144, "vocab_size": 32064,
+    "model_type": "phi3",
+    "hidden_size": 3072,
+    "intermediate_size": 8192,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "num_hidden_layers": 32,
+    "max_position_embeddings": 131072,
+    "original_max_position_embeddings": 4096,
+    "rope_theta": 10000.0,
+    "sliding_window": 262144,
+    "vocab_size": 32064,
     "rope_scaling": {"long_factor": PHI3_LONG_FACTOR, "short_factor": PHI3_SHORT_FACTOR, "type": "su"},
-    "pad_token_id": 32000, "bos_token_id": 1, "eos_token_id": 32000,
+    "pad_token_id": 32000,
+    "bos_token_id": 1,
+    "eos_token_id": 32000,
 }
 
 # deepseek-ai/DeepSeek-V3 config.json (MLA: RoPE acts on a 64-wide slice of each head)
 DEEPSEEK_V3 = {
-    "model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-    "num_attention_heads": 128, "num_key_value_heads": 128, "num_hidden_layers": 61, "kv_lora_rank": 512,
-    "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-    "max_position_embeddings": 163840, "rope_theta": 10000,
-    "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
-                     "original_max_position_embeddings": 4096, "type": "yarn"},
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "num_hidden_layers": 61,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "max_position_embeddings": 163840,
+    "rope_theta": 10000,
+    "rope_scaling": {
+        "beta_fast": 32,
+        "beta_slow": 1,
+        "factor": 40,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+        "original_max_position_embeddings": 4096,
+        "type": "yarn",
+    },
     "vocab_size": 129280,
 }
 
 # EleutherAI/pythia-70m config.json (GPT-NeoX: a quarter of each head rotates)
 PYTHIA_70M = {
-    "model_type": "gpt_neox", "hidden_size": 512, "intermediate_size": 2048, "num_attention_heads": 8,
-    "num_hidden_layers": 6, "max_position_embeddings": 2048, "rotary_pct": 0.25, "rotary_emb_base": 10000,
-    "use_parallel_residual": True, "vocab_size": 50304,
+    "model_type": "gpt_neox",
+    "hidden_size": 512,
+    "intermediate_size": 2048,
+    "num_attention_heads": 8,
+    "num_hidden_layers": 6,
+    "max_position_embeddings": 2048,
+    "rotary_pct": 0.25,
+    "rotary_emb_base": 10000,
+    "use_parallel_residual": True,
+    "vocab_size": 50304,
 }
 
 # name: (config, HF rotary class, HF apply function, expected (dim, rotary width, base, layout, scaling type))
 FAMILIES = {
-    "llama-3.1-8b": (LLAMA_31_8B, llama.LlamaRotaryEmbedding, llama.apply_rotary_pos_emb,
-                     (128, 128, 500000.0, "half", "llama3")),
-    "qwen2.5-7b": (QWEN25_7B, qwen2.Qwen2RotaryEmbedding, qwen2.apply_rotary_pos_emb,
-                   (128, 128, 1e6, "half", "default")),
-    "qwen2.5-7b-yarn": (QWEN25_7B_YARN, qwen2.Qwen2RotaryEmbedding, qwen2.apply_rotary_pos_emb,
-                        (128, 128, 1e6, "half", "yarn")),
-    "phi-3-mini-128k": (PHI3_MINI_128K, phi3.Phi3RotaryEmbedding, phi3.apply_rotary_pos_emb,
-                        (96, 96, 10000.0, "half", "longrope")),
-    "deepseek-v3": (DEEPSEEK_V3, deepseek_v3.DeepseekV3RotaryEmbedding, deepseek_v3.apply_rotary_pos_emb_interleave,
-                    (64, 64, 10000.0, "interleaved", "yarn")),
-    "pythia-70m": (PYTHIA_70M, gpt_neox.GPTNeoXRotaryEmbedding, gpt_neox.apply_rotary_pos_emb,
-                   (64, 16, 10000.0, "half", "default")),
+    "llama-3.1-8b": (
+        LLAMA_31_8B,
+        llama.LlamaRotaryEmbedding,
+        llama.apply_rotary_pos_emb,
+        (128, 128, 500000.0, "half", "llama3"),
+    ),
+    "qwen2.5-7b": (
+        QWEN25_7B,
+        qwen2.Qwen2RotaryEmbedding,
+        qwen2.apply_rotary_pos_emb,
+        (128, 128, 1e6, "half", "default"),
+    ),
+    "qwen2.5-7b-yarn": (
+        QWEN25_7B_YARN,
+        qwen2.Qwen2RotaryEmbedding,
+        qwen2.apply_rotary_pos_emb,
+        (128, 128, 1e6, "half", "yarn"),
+    ),
+    "phi-3-mini-128k": (
+        PHI3_MINI_128K,
+        phi3.Phi3RotaryEmbedding,
+        phi3.apply_rotary_pos_emb,
+        (96, 96, 10000.0, "half", "longrope"),
+    ),
+    "deepseek-v3": (
+        DEEPSEEK_V3,
+        deepseek_v3.DeepseekV3RotaryEmbedding,
+        deepseek_v3.apply_rotary_pos_emb_interleave,
+        (64, 64, 10000.0, "interleaved", "yarn"),
+    ),
+    "pythia-70m": (
+        PYTHIA_70M,
+        gpt_neox.GPTNeoXRotaryEmbedding,
+        gpt_neox.apply_rotary_pos_emb,
+        (64, 16, 10000.0, "half", "default"),
+    ),
 }
 
 
@@ -126,7 +270,12 @@ def hf_rotary(config: dict, cls):
 def test_fields_are_read_as_transformers_reads_them(name):
     config, _, _, (dim, width, base, layout, kind) = FAMILIES[name]
     rope = posenc.rope_from_config(config)
-    assert (rope.config.dim, rope.config.rotary_width, rope.config.base, rope.config.layout) == (dim, width, base, layout)
+    assert (rope.config.dim, rope.config.rotary_width, rope.config.base, rope.config.layout) == (
+        dim,
+        width,
+        base,
+        layout,
+    )
     assert (rope.config.scaling or {"rope_type": "default"})["rope_type"] == kind
     assert rope.inv_freq.shape == (width // 2,)
 
@@ -173,8 +322,16 @@ def test_deepseek_v3_yarn_attention_factor_is_one_and_frequencies_are_yarn():
     """mscale == mscale_all_dim: the cos/sin factor cancels to 1 (the softmax scale, not RoPE's, carries it)."""
     rope = posenc.rope_from_config(DEEPSEEK_V3)
     assert rope.attention_scale == 1.0
-    ref, _ = posenc.functional.rope_inv_freq(64, scaling={"rope_type": "yarn", "factor": 40, "mscale": 1.0,
-                                                          "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096})
+    ref, _ = posenc.functional.rope_inv_freq(
+        64,
+        scaling={
+            "rope_type": "yarn",
+            "factor": 40,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+    )
     assert torch.equal(rope.inv_freq, ref)
     half = posenc.rope_from_config({**DEEPSEEK_V3, "rope_interleave": False})
     assert half.config.layout == "half"
@@ -186,8 +343,12 @@ def test_phi3_switches_at_the_original_length():
     short = default / torch.tensor(PHI3_SHORT_FACTOR, dtype=torch.float64)
     long = default / torch.tensor(PHI3_LONG_FACTOR, dtype=torch.float64)
     assert torch.equal(rope.inv_freq_at(4096), short) and torch.equal(rope.inv_freq_at(4097), long)
-    assert rope.attention_scale == pytest.approx((1 + torch.log(torch.tensor(32.0)).item() / torch.log(torch.tensor(4096.0)).item()) ** 0.5)
-    spelled = posenc.rope_from_config({**PHI3_MINI_128K, "rope_scaling": {**PHI3_MINI_128K["rope_scaling"], "type": "longrope"}})
+    assert rope.attention_scale == pytest.approx(
+        (1 + torch.log(torch.tensor(32.0)).item() / torch.log(torch.tensor(4096.0)).item()) ** 0.5
+    )
+    spelled = posenc.rope_from_config(
+        {**PHI3_MINI_128K, "rope_scaling": {**PHI3_MINI_128K["rope_scaling"], "type": "longrope"}}
+    )
     assert torch.equal(spelled.inv_freq, rope.inv_freq)
 
 
@@ -219,26 +380,32 @@ def test_path_and_folder(tmp_path):
 
 def test_gptj_rotary_dim_and_interleaved_layout():
     """EleutherAI/gpt-j-6b: n_embd 4096, n_head 16, rotary_dim 64, rotate_every_two (interleaved)."""
-    rope = posenc.rope_from_config({"model_type": "gptj", "n_embd": 4096, "n_head": 16, "rotary_dim": 64,
-                                    "n_positions": 2048})
+    rope = posenc.rope_from_config(
+        {"model_type": "gptj", "n_embd": 4096, "n_head": 16, "rotary_dim": 64, "n_positions": 2048}
+    )
     assert (rope.config.dim, rope.config.rotary_width, rope.config.layout) == (256, 64, "interleaved")
 
 
 def test_bad_configs(tmp_path):
     with pytest.raises(ValueError, match=r"unknown pair layout for model_type 'mystery'; pass layout="):
         posenc.rope_from_config({"model_type": "mystery", "hidden_size": 64, "num_attention_heads": 2})
-    rope = posenc.rope_from_config({"model_type": "mystery", "hidden_size": 64, "num_attention_heads": 2},
-                                   layout="interleaved")
+    rope = posenc.rope_from_config(
+        {"model_type": "mystery", "hidden_size": 64, "num_attention_heads": 2}, layout="interleaved"
+    )
     assert rope.config.layout == "interleaved"
     with pytest.raises(ValueError, match=r"config needs 'head_dim', or 'hidden_size' and 'num_attention_heads'"):
         posenc.rope_from_config({"model_type": "llama"})
     # a key the rope type does not take: transformers warns and goes on, and so does posenc
     with pytest.warns(UserWarning, match=r"config rope scaling 'llama3' does not take \['beta_fast'\]: ignored"):
-        stray = posenc.rope_from_config({**LLAMA_31_8B, "rope_scaling": {**LLAMA_31_8B["rope_scaling"], "beta_fast": 32}})
+        stray = posenc.rope_from_config(
+            {**LLAMA_31_8B, "rope_scaling": {**LLAMA_31_8B["rope_scaling"], "beta_fast": 32}}
+        )
     assert stray.config == posenc.rope_from_config(LLAMA_31_8B).config
     with pytest.raises(ValueError, match=r"no config file at"):
         posenc.rope_from_config(tmp_path / "missing.json")
-    with pytest.raises(TypeError, match=r"config must be a dict, a path to config.json or a transformers config, got int"):
+    with pytest.raises(
+        TypeError, match=r"config must be a dict, a path to config.json or a transformers config, got int"
+    ):
         posenc.rope_from_config(3)
     with pytest.raises(ValueError, match=r"partial_rotary_factor \(rotary_pct\) must be a number in \(0, 1\], got 1.5"):
         posenc.rope_from_config({**PYTHIA_70M, "rotary_pct": 1.5})
@@ -250,8 +417,14 @@ def test_partial_rotary_factor_only_where_the_family_reads_it():
     """transformers' Llama rotates the whole head whatever ``partial_rotary_factor`` says (its code
     never reads it); Phi and GPT-NeoX rotate the given fraction. posenc follows each family: scores
     of q and k equal transformers' for a Llama dict carrying the factor (it used to rotate half)."""
-    cfg = {"model_type": "llama", "hidden_size": 128, "num_attention_heads": 2, "partial_rotary_factor": 0.5,
-           "max_position_embeddings": 64, "rope_theta": 10000.0}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 128,
+        "num_attention_heads": 2,
+        "partial_rotary_factor": 0.5,
+        "max_position_embeddings": 64,
+        "rope_theta": 10000.0,
+    }
     rope = posenc.rope_from_config(cfg)
     assert rope.config.rotary_width == 64
     hf = llama.LlamaRotaryEmbedding(CONFIG_MAPPING["llama"](**cfg))
@@ -262,8 +435,9 @@ def test_partial_rotary_factor_only_where_the_family_reads_it():
     gq, gk = rope.rotate(q, k, positions[0], positions[0])
     torch.testing.assert_close(gq, eq, atol=2e-5, rtol=0)
     torch.testing.assert_close(gk, ek, atol=2e-5, rtol=0)
-    phi = posenc.rope_from_config({"model_type": "phi", "hidden_size": 128, "num_attention_heads": 2,
-                                   "partial_rotary_factor": 0.5})
+    phi = posenc.rope_from_config(
+        {"model_type": "phi", "hidden_size": 128, "num_attention_heads": 2, "partial_rotary_factor": 0.5}
+    )
     assert phi.config.rotary_width == 32
 
 
@@ -283,9 +457,14 @@ def _rotated_like_transformers(rope, cos, sin, apply, positions, head_dim, tol):
 def test_rope_scaling_wins_over_rope_parameters_as_in_transformers():
     """HF ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``; posenc used to take
     ``rope_parameters`` (a max error of 6.9 against transformers for this config)."""
-    cfg = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 2048,
-           "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
-           "rope_scaling": {"rope_type": "linear", "factor": 4.0}}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 2048,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        "rope_scaling": {"rope_type": "linear", "factor": 4.0},
+    }
     rope = posenc.rope_from_config(cfg)
     assert rope.config.scaling == {"rope_type": "linear", "factor": 4.0}
     hf = llama.LlamaRotaryEmbedding(CONFIG_MAPPING["llama"](**cfg))
@@ -294,20 +473,40 @@ def test_rope_scaling_wins_over_rope_parameters_as_in_transformers():
     _rotated_like_transformers(rope, cos, sin, llama.apply_rotary_pos_emb, positions, 64, 2e-5)
 
 
-@pytest.mark.parametrize("scaling", [None, {"rope_type": "linear", "factor": 3.0}, {"rope_type": "dynamic", "factor": 2.0},
-                                     {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 64}])
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        None,
+        {"rope_type": "linear", "factor": 3.0},
+        {"rope_type": "dynamic", "factor": 2.0},
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64,
+        },
+    ],
+)
 def test_gpt_neox_odd_rotary_width_as_transformers_reads_it(scaling):
     """rotary_pct 0.3 of 64 is 19 in transformers' GPT-NeoX: ten frequencies base^(-2i/19), rotating
     20 features (its ``rotate_half`` splits ``cos.shape[-1]``). posenc refused it."""
-    cfg = {"model_type": "gpt_neox", "hidden_size": 256, "num_attention_heads": 4, "rotary_pct": 0.3,
-           "rotary_emb_base": 10000, "max_position_embeddings": 2048, "rope_scaling": scaling}
+    cfg = {
+        "model_type": "gpt_neox",
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "rotary_pct": 0.3,
+        "rotary_emb_base": 10000,
+        "max_position_embeddings": 2048,
+        "rope_scaling": scaling,
+    }
     rope = posenc.rope_from_config(cfg)
     assert (rope.config.rotary_dim, rope.config.frequency_dim, rope.config.rotary_width) == (19, 19, 20)
     assert rope.inv_freq.shape == (10,)
     if scaling is None or scaling["rope_type"] == "linear":
-        torch.testing.assert_close(rope.inv_freq[1], torch.tensor(10000.0 ** (-2 / 19), dtype=torch.float64)
-                                   / (3.0 if scaling else 1.0))
+        torch.testing.assert_close(
+            rope.inv_freq[1], torch.tensor(10000.0 ** (-2 / 19), dtype=torch.float64) / (3.0 if scaling else 1.0)
+        )
     hf = gpt_neox.GPTNeoXRotaryEmbedding(CONFIG_MAPPING["gpt_neox"](**cfg))
     positions = torch.arange(3000, 3016)[None]  # past max_position_embeddings: dynamic rescales
     cos, sin = hf(torch.zeros(1), positions)
@@ -316,17 +515,30 @@ def test_gpt_neox_odd_rotary_width_as_transformers_reads_it(scaling):
 
 
 def test_odd_widths_only_where_transformers_runs_them():
-    with pytest.raises(ValueError, match=r"rope scaling 'yarn' needs an even rotated width, got 19 .*an odd width "
-                                         r"works with: default, linear, ntk, dynamic, llama3"):
-        posenc.create("rope", dim=64, rotary_dim=19,
-                      scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})
+    with pytest.raises(
+        ValueError,
+        match=r"rope scaling 'yarn' needs an even rotated width, got 19 .*an odd width "
+        r"works with: default, linear, ntk, dynamic, llama3",
+    ):
+        posenc.create(
+            "rope",
+            dim=64,
+            rotary_dim=19,
+            scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
+        )
     with pytest.raises(ValueError, match=r"rotary_dim must be at most dim=64 \(rounded up to even when odd"):
         posenc.create("rope", dim=64, rotary_dim=65)
 
 
 GEMMA3_FLAT = {  # google/gemma-3 text config.json in its flat (pre-transformers-5) form, small sizes
-    "model_type": "gemma3_text", "hidden_size": 256, "num_attention_heads": 4, "head_dim": 64, "num_hidden_layers": 6,
-    "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    "model_type": "gemma3_text",
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "head_dim": 64,
+    "num_hidden_layers": 6,
+    "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0,
+    "rope_scaling": {"rope_type": "linear", "factor": 8.0},
     "max_position_embeddings": 4096,
 }
 
@@ -342,15 +554,26 @@ def test_gemma3_has_a_rope_per_layer_type():
         rope = posenc.rope_from_config(GEMMA3_FLAT, layer_type=layer_type)
         assert (rope.config.base, rope.config.scaling, rope.config.layout) == (base, scaling, "half")
         cos, sin = hf(torch.zeros(1), positions, layer_type)
-        _rotated_like_transformers(rope, cos, sin, gemma3.apply_rotary_pos_emb, positions, 64, 8 * (2e-6 + 1.5e-7 * 532))
-    with pytest.raises(ValueError, match=r"this config has a RoPE per layer type \(full_attention, sliding_attention\); "
-                                         r"pass layer_type= one of"):
+        _rotated_like_transformers(
+            rope, cos, sin, gemma3.apply_rotary_pos_emb, positions, 64, 8 * (2e-6 + 1.5e-7 * 532)
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"this config has a RoPE per layer type \(full_attention, sliding_attention\); "
+        r"pass layer_type= one of",
+    ):
         posenc.rope_from_config(GEMMA3_FLAT)
-    with pytest.raises(ValueError, match=r"unknown layer_type 'global'; this config's RoPEs are for: full_attention, "
-                                         r"sliding_attention"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown layer_type 'global'; this config's RoPEs are for: full_attention, "
+        r"sliding_attention",
+    ):
         posenc.rope_from_config(GEMMA3_FLAT, layer_type="global")
-    with pytest.raises(ValueError, match=r"layer_type='full_attention' picks one of a config's per-layer-type RoPEs, "
-                                         r"and this config has a single RoPE"):
+    with pytest.raises(
+        ValueError,
+        match=r"layer_type='full_attention' picks one of a config's per-layer-type RoPEs, "
+        r"and this config has a single RoPE",
+    ):
         posenc.rope_from_config(LLAMA_31_8B, layer_type="full_attention")
 
 
@@ -360,8 +583,12 @@ def test_gemma3n_reads_its_local_base_as_gemma3_does(form):
     (HF ``Gemma3nTextConfig.convert_rope_params_to_dict``); posenc used to refuse the model type."""
     from transformers.models.gemma3n import modeling_gemma3n as gemma3n
 
-    flat = {**GEMMA3_FLAT, "model_type": "gemma3n_text", "rope_local_base_freq": 20000.0,
-            "layer_types": ["sliding_attention"] * 4 + ["full_attention"] * 2}
+    flat = {
+        **GEMMA3_FLAT,
+        "model_type": "gemma3n_text",
+        "rope_local_base_freq": 20000.0,
+        "layer_types": ["sliding_attention"] * 4 + ["full_attention"] * 2,
+    }
     hf_config = CONFIG_MAPPING["gemma3n_text"](**{k: v for k, v in flat.items() if k != "model_type"})
     cfg = flat if form == "flat" else hf_config.to_dict()
     hf = gemma3n.Gemma3nRotaryEmbedding(hf_config)
@@ -370,8 +597,9 @@ def test_gemma3n_reads_its_local_base_as_gemma3_does(form):
         rope = posenc.rope_from_config(cfg, layer_type=layer_type)
         assert (rope.config.base, rope.config.dim, rope.config.layout) == (base, 64, "half")
         cos, sin = hf(torch.zeros(1), positions, layer_type)
-        _rotated_like_transformers(rope, cos, sin, gemma3n.apply_rotary_pos_emb, positions, 64,
-                                   8 * (2e-6 + 1.5e-7 * 716))
+        _rotated_like_transformers(
+            rope, cos, sin, gemma3n.apply_rotary_pos_emb, positions, 64, 8 * (2e-6 + 1.5e-7 * 716)
+        )
 
 
 @pytest.mark.parametrize("form", ["transformers", "hub"])
@@ -379,8 +607,9 @@ def test_gemma4_proportional_rope_on_wider_full_attention_heads(form):
     """Gemma 4: sliding layers plain RoPE (base 1e4, head 64 here), full-attention layers
     ``proportional`` RoPE (a quarter of the frequencies non-zero over the whole head) on heads of
     ``global_head_dim``; transformers' own dict keeps that width as a ``per_layer_config`` override."""
-    hf_config = CONFIG_MAPPING["gemma4_text"](hidden_size=256, num_attention_heads=4, head_dim=64, global_head_dim=128,
-                                              num_hidden_layers=6)
+    hf_config = CONFIG_MAPPING["gemma4_text"](
+        hidden_size=256, num_attention_heads=4, head_dim=64, global_head_dim=128, num_hidden_layers=6
+    )
     cfg = hf_config.to_dict()
     if form == "hub":
         cfg = {k: v for k, v in cfg.items() if k != "per_layer_config"} | {"global_head_dim": 128}
@@ -391,8 +620,9 @@ def test_gemma4_proportional_rope_on_wider_full_attention_heads(form):
         assert (rope.config.dim, rope.config.rotary_width) == (head_dim, head_dim)
         assert (rope.config.scaling or {"rope_type": "default"})["rope_type"] == kind
         cos, sin = hf(torch.zeros(1), positions, layer_type)
-        _rotated_like_transformers(rope, cos, sin, gemma4.apply_rotary_pos_emb, positions, head_dim,
-                                   8 * (2e-6 + 1.5e-7 * 1016))  # HF's float32 angles
+        _rotated_like_transformers(
+            rope, cos, sin, gemma4.apply_rotary_pos_emb, positions, head_dim, 8 * (2e-6 + 1.5e-7 * 1016)
+        )  # HF's float32 angles
     full = posenc.rope_from_config(cfg, layer_type="full_attention")
     assert int((full.inv_freq > 0).sum()) == 16 and full.inv_freq.shape == (64,)  # 0.25 * 128 / 2 rotate
 
@@ -418,19 +648,29 @@ def test_gemma_configs_as_transformers_writes_them():
     saved = json.loads(CONFIG_MAPPING["gemma4_text"](num_hidden_layers=30, global_head_dim=128).to_json_string())
     assert any(k.startswith("0") for k in saved["per_layer_config"])  # "05", ...
     assert posenc.rope_from_config(saved, layer_type="full_attention").config.dim == 128
-    same = json.loads(CONFIG_MAPPING["gemma4_text"](num_hidden_layers=6, head_dim=256, global_head_dim=256)
-                      .to_json_string())
+    same = json.loads(
+        CONFIG_MAPPING["gemma4_text"](num_hidden_layers=6, head_dim=256, global_head_dim=256).to_json_string()
+    )
     assert posenc.rope_from_config(same, layer_type="full_attention").config.dim == 256
-    multimodal = {"model_type": "gemma3", "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
-                                                          "model_type": "gemma3_text", "num_hidden_layers": 34,
-                                                          "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
-                                                          "sliding_window": 1024}}
+    multimodal = {
+        "model_type": "gemma3",
+        "text_config": {
+            "hidden_size": 2560,
+            "intermediate_size": 10240,
+            "model_type": "gemma3_text",
+            "num_hidden_layers": 34,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "sliding_window": 1024,
+        },
+    }
     local = posenc.rope_from_config(multimodal, layer_type="sliding_attention")
     full = posenc.rope_from_config(multimodal, layer_type="full_attention")
     assert (local.config.dim, local.config.base, local.config.scaling) == (256, 10000.0, None)
     assert (full.config.base, full.config.scaling) == (1e6, {"rope_type": "linear", "factor": 8.0})
     with pytest.raises(ValueError, match="rope scaling 'proportional' spans the whole head"):
-        posenc.create("rope", dim=64, rotary_dim=32, scaling={"rope_type": "proportional", "partial_rotary_factor": 0.5})
+        posenc.create(
+            "rope", dim=64, rotary_dim=32, scaling={"rope_type": "proportional", "partial_rotary_factor": 0.5}
+        )
 
 
 def _hf_rotary_module(model_type: str, hf_config):
@@ -440,8 +680,13 @@ def _hf_rotary_module(model_type: str, hf_config):
     from transformers.models.auto.configuration_auto import model_type_to_module_name
 
     name = model_type_to_module_name(model_type)
-    name = {"gemma3_text": "gemma3", "gemma3n_text": "gemma3n", "gemma4_text": "gemma4", "qwen3_5_text": "qwen3_5",
-            "qwen3_5_moe_text": "qwen3_5_moe"}.get(name, name)
+    name = {
+        "gemma3_text": "gemma3",
+        "gemma3n_text": "gemma3n",
+        "gemma4_text": "gemma4",
+        "qwen3_5_text": "qwen3_5",
+        "qwen3_5_moe_text": "qwen3_5_moe",
+    }.get(name, name)
     module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
     prefix = type(hf_config).__name__.removesuffix("Config")
     for candidate in (prefix, prefix.removesuffix("Text")):
@@ -462,8 +707,10 @@ _NO_ROTARY_MODULE = ("gptj", "codegen")
 _OWN_APPLY = ("deepseek_v2", "deepseek_v3", "phi", "persimmon", "stablelm")
 
 
-@pytest.mark.parametrize("model_type", sorted({*posenc.rope_config.MODEL_LAYOUTS} - {"gemma3", "gemma3n", "gemma4", "qwen3_5",
-                                                                      "qwen3_5_moe"}))
+@pytest.mark.parametrize(
+    "model_type",
+    sorted({*posenc.rope_config.MODEL_LAYOUTS} - {"gemma3", "gemma3n", "gemma4", "qwen3_5", "qwen3_5_moe"}),
+)
 @pytest.mark.parametrize("scaling", [None, "partial", {"rope_type": "dynamic", "factor": 2.0}])
 def test_every_model_type_reads_a_bare_config_as_transformers_does(model_type, scaling):
     """A config.json that names only the sizes gets what transformers' config class gives the rest
@@ -480,8 +727,10 @@ def test_every_model_type_reads_a_bare_config_as_transformers_does(model_type, s
     bare = {"hidden_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2}
     if scaling == "partial":
         if model_type in ("apertus", "cwm", "solar_open"):
-            pytest.skip("transformers 5.23 builds these frequencies over the partial width (a class default "
-                        "llama3 scaling; Solar Open's rotary module) and then cannot apply them to the whole head")
+            pytest.skip(
+                "transformers 5.23 builds these frequencies over the partial width (a class default "
+                "llama3 scaling; Solar Open's rotary module) and then cannot apply them to the whole head"
+            )
         scaling, bare["partial_rotary_factor"] = None, 0.75
     if scaling is not None:
         if model_type in ("apertus", "gemma4_text", "phi3", "deepseek_v2"):
@@ -516,8 +765,9 @@ def test_every_model_type_reads_a_bare_config_as_transformers_does(model_type, s
             long = hf_config.max_position_embeddings * 3
             with torch.no_grad():
                 hf(torch.zeros(1), torch.arange(long)[None], *([layer_type] if layer_type else []))
-            torch.testing.assert_close(rope.inv_freq_at(long).float(), getattr(hf, f"{prefix}inv_freq").float(),
-                                       rtol=1e-5, atol=0)
+            torch.testing.assert_close(
+                rope.inv_freq_at(long).float(), getattr(hf, f"{prefix}inv_freq").float(), rtol=1e-5, atol=0
+            )
 
 
 def _same_frequencies(rope, hf, layer_type=None, seq_len=None):
@@ -527,8 +777,9 @@ def _same_frequencies(rope, hf, layer_type=None, seq_len=None):
     if seq_len is not None:
         with torch.no_grad():
             hf(torch.zeros(1), torch.arange(seq_len)[None], *([layer_type] if layer_type else []))
-    torch.testing.assert_close(rope.inv_freq_at(seq_len).float(), getattr(hf, f"{prefix}inv_freq").float(),
-                               rtol=2e-6, atol=0)
+    torch.testing.assert_close(
+        rope.inv_freq_at(seq_len).float(), getattr(hf, f"{prefix}inv_freq").float(), rtol=2e-6, atol=0
+    )
     assert rope.attention_scale == pytest.approx(float(getattr(hf, f"{prefix}attention_scaling")), rel=1e-6)
 
 
@@ -536,8 +787,13 @@ def test_gpt_neox_reads_only_its_own_field_names():
     """``GPTNeoXConfig`` takes the base from ``rotary_emb_base`` and the share from ``rotary_pct``;
     a ``rope_theta`` or ``partial_rotary_factor`` beside them is ignored there (posenc used to let
     them win: errors of 3.5-6.7 against transformers)."""
-    cfg = {"model_type": "gpt_neox", "hidden_size": 256, "num_attention_heads": 4, "rope_theta": 20000.0,
-           "partial_rotary_factor": 0.5}
+    cfg = {
+        "model_type": "gpt_neox",
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "rope_theta": 20000.0,
+        "partial_rotary_factor": 0.5,
+    }
     rope = posenc.rope_from_config(cfg)
     assert (rope.config.base, rope.config.rotary_width) == (10000.0, 16)
     _same_frequencies(rope, gpt_neox.GPTNeoXRotaryEmbedding(CONFIG_MAPPING["gpt_neox"](**json.loads(json.dumps(cfg)))))
@@ -552,9 +808,18 @@ def test_phi3_longrope_switch_from_its_class_default_original_length():
     LongRoPE."""
     short, long = [1 + 0.05 * i for i in range(32)], [1 + 2.0 * i for i in range(32)]
     for kind in ("longrope", "yarn"):
-        cfg = {"model_type": "phi3", "hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 8192,
-               "rope_scaling": {"rope_type": kind, "short_factor": short, "long_factor": long,
-                                "original_max_position_embeddings": 1024}}
+        cfg = {
+            "model_type": "phi3",
+            "hidden_size": 256,
+            "num_attention_heads": 4,
+            "max_position_embeddings": 8192,
+            "rope_scaling": {
+                "rope_type": kind,
+                "short_factor": short,
+                "long_factor": long,
+                "original_max_position_embeddings": 1024,
+            },
+        }
         rope = posenc.rope_from_config(cfg)
         assert rope.config.scaling["original_max_position_embeddings"] == 4096
         assert rope.config.scaling["rope_type"] == "longrope"
@@ -569,9 +834,14 @@ def test_olmo3_scales_full_attention_only():
     used to apply both to every layer."""
     from transformers.models.olmo3 import modeling_olmo3 as olmo3
 
-    cfg = {"model_type": "olmo3", "hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 8192,
-           "rope_theta": 12345.0, "rope_scaling": {"rope_type": "yarn", "factor": 8.0,
-                                                  "original_max_position_embeddings": 1024}}
+    cfg = {
+        "model_type": "olmo3",
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 8192,
+        "rope_theta": 12345.0,
+        "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 1024},
+    }
     hf = olmo3.Olmo3RotaryEmbedding(CONFIG_MAPPING["olmo3"](**json.loads(json.dumps(cfg))))
     full = posenc.rope_from_config(cfg, layer_type="full_attention")
     sliding = posenc.rope_from_config(cfg, layer_type="sliding_attention")
@@ -588,11 +858,21 @@ def test_phimoe_scales_cos_and_sin_by_its_mscale():
     ignores them (an error of 0.22 on q). Checked inside the original length, where HF 5.23's
     frequencies are right (past it, its forward keeps ``short_factor``: see the module docstring)."""
     n = 16
-    cfg = {"model_type": "phimoe", "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
-           "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
-           "rope_scaling": {"type": "longrope", "short_factor": [1 + 0.05 * i for i in range(n)],
-                            "long_factor": [1 + 2.0 * i for i in range(n)],
-                            "short_mscale": 1.243163121016122, "long_mscale": 1.243163121016122}}
+    cfg = {
+        "model_type": "phimoe",
+        "hidden_size": 256,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_scaling": {
+            "type": "longrope",
+            "short_factor": [1 + 0.05 * i for i in range(n)],
+            "long_factor": [1 + 2.0 * i for i in range(n)],
+            "short_mscale": 1.243163121016122,
+            "long_mscale": 1.243163121016122,
+        },
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the mscales are read, not dropped with a warning
         rope = posenc.rope_from_config(cfg)
@@ -621,9 +901,15 @@ def test_per_layer_type_ropes_ignore_a_top_level_original_length(model_type):
     length from each dict, else ``max_position_embeddings``; a top-level
     ``original_max_position_embeddings`` counts only for a single RoPE dict (Phi-3). posenc used to
     take it for these too (cos off by 2.28 at position 2000)."""
-    cfg = {"model_type": model_type, "hidden_size": 512, "num_attention_heads": 4, "head_dim": 128,
-           "max_position_embeddings": 4096, "original_max_position_embeddings": 1024,
-           "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}
+    cfg = {
+        "model_type": model_type,
+        "hidden_size": 512,
+        "num_attention_heads": 4,
+        "head_dim": 128,
+        "max_position_embeddings": 4096,
+        "original_max_position_embeddings": 1024,
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0},
+    }
     rope = posenc.rope_from_config(cfg, layer_type="full_attention")
     assert rope.config.scaling["original_max_position_embeddings"] == 4096
     with warnings.catch_warnings():

@@ -14,13 +14,21 @@ import pytest
 import posenc
 
 SRC = pathlib.Path(posenc.__file__).parent
-FILES = sorted([*(SRC / "functional").rglob("*.py"), *(SRC / "kernels").rglob("*.py"), SRC / "attention.py",
-                SRC / "flex.py", SRC / "schemes" / "base.py", SRC / "schemes" / "_cache.py"])
+FILES = sorted(
+    [
+        *(SRC / "functional").rglob("*.py"),
+        *(SRC / "kernels").rglob("*.py"),
+        SRC / "attention.py",
+        SRC / "flex.py",
+        SRC / "schemes" / "base.py",
+        SRC / "schemes" / "_cache.py",
+    ]
+)
 
 #: String constants that spell a scheme's name but mean something else, per file.
 NOT_SCHEME_NAMES = {
     ("functional/multidim.py", "rope"): "an axial frequency spacing (frequencies='rope', RoFormer's), a value of "
-                                        "F.axial_rope_inv_freq",
+    "F.axial_rope_inv_freq",
     ("schemes/base.py", "none"): "the family 'none' (FAMILIES), which the scheme protocol declares",
 }
 
@@ -42,7 +50,9 @@ def _all_entries(tree: ast.Module) -> set[int]:
 
 def _names_in(node: ast.expr) -> set[str]:
     """Identifiers a type argument of isinstance refers to: ``Rope``, ``schemes.Rope``, tuples of them."""
-    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+    return {
+        n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
+    }
 
 
 def _mentions(source: str, rel: str, package: str) -> list[str]:
@@ -54,11 +64,21 @@ def _mentions(source: str, rel: str, package: str) -> list[str]:
     modules = {cls.__module__ for cls in schemes.values()}
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in schemes \
-                and id(node) not in exports and (rel, node.value) not in NOT_SCHEME_NAMES:
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value in schemes
+            and id(node) not in exports
+            and (rel, node.value) not in NOT_SCHEME_NAMES
+        ):
             found.append(f"line {node.lineno}: the string {node.value!r}")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "issubclass") \
-                and len(node.args) == 2 and _names_in(node.args[1]) & classes:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+            and len(node.args) == 2
+            and _names_in(node.args[1]) & classes
+        ):
             found.append(f"line {node.lineno}: {node.func.id} against {sorted(_names_in(node.args[1]) & classes)}")
         if isinstance(node, ast.ImportFrom):
             base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
@@ -78,7 +98,12 @@ def test_no_scheme_is_named(path: pathlib.Path) -> None:
 
 
 def test_the_check_finds_each_kind_of_mention() -> None:
-    sample = ("from .schemes.rope import Rope\n__all__ = ['alibi']\n"
-              "def f(enc):\n    return enc.name == 'alibi' or isinstance(enc, (Rope, int))\n")
+    sample = (
+        "from .schemes.rope import Rope\n__all__ = ['alibi']\n"
+        "def f(enc):\n    return enc.name == 'alibi' or isinstance(enc, (Rope, int))\n"
+    )
     assert sorted(_mentions(sample, "attention.py", "posenc")) == [
-        "line 1: imports ['posenc.schemes.rope']", "line 4: isinstance against ['Rope']", "line 4: the string 'alibi'"]
+        "line 1: imports ['posenc.schemes.rope']",
+        "line 4: isinstance against ['Rope']",
+        "line 4: the string 'alibi'",
+    ]

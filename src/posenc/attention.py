@@ -42,8 +42,9 @@ from .schemes.base import PositionalEncoding, create, default_positions, no_enco
 __all__ = ["Attention", "KVCache"]
 
 
-def _build_encoding(encoding: PositionalEncoding | str | None, head_dim: int, num_heads: int, dim: int,
-                    causal: bool) -> PositionalEncoding:
+def _build_encoding(
+    encoding: PositionalEncoding | str | None, head_dim: int, num_heads: int, dim: int, causal: bool
+) -> PositionalEncoding:
     if encoding is None:
         return no_encoding()
     if isinstance(encoding, str):
@@ -51,8 +52,10 @@ def _build_encoding(encoding: PositionalEncoding | str | None, head_dim: int, nu
         try:
             return create(encoding, **cls.attention_defaults(head_dim, num_heads, dim, causal))
         except ValueError as err:  # say which Attention sizes the scheme's value came from
-            raise ValueError(f"encoding {encoding!r} cannot serve Attention(dim={dim}, num_heads={num_heads}), "
-                             f"heads of width {head_dim}: {err}") from None
+            raise ValueError(
+                f"encoding {encoding!r} cannot serve Attention(dim={dim}, num_heads={num_heads}), "
+                f"heads of width {head_dim}: {err}"
+            ) from None
     if isinstance(encoding, PositionalEncoding):
         return encoding
     raise TypeError(f"encoding must be a scheme name, a PositionalEncoding or None, got {type(encoding).__name__}")
@@ -91,8 +94,10 @@ def _check_sizes(dim: int, num_heads: int, head_dim: int | None, num_kv_heads: i
     head_dim = dim // num_heads if head_dim is None else check_positive_int("head_dim", head_dim)
     num_kv_heads = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
     if num_heads % num_kv_heads:
-        raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads} (each group of "
-                         f"{num_heads} // num_kv_heads query heads shares one key/value head)")
+        raise ValueError(
+            f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads} (each group of "
+            f"{num_heads} // num_kv_heads query heads shares one key/value head)"
+        )
     return dim, num_heads, head_dim, num_kv_heads
 
 
@@ -114,15 +119,20 @@ def _check_inputs(x: object, dim: int, cache: object, key_mask: object) -> None:
         raise ValueError(f"Attention expects x of shape [b, s, {dim}], got {tuple(x.shape)}")
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a posenc.KVCache or None, got {type(cache).__name__}")
-    if key_mask is not None and (not isinstance(key_mask, Tensor) or key_mask.is_floating_point()
-                                 or key_mask.is_complex()):
+    if key_mask is not None and (
+        not isinstance(key_mask, Tensor) or key_mask.is_floating_point() or key_mask.is_complex()
+    ):
         what = f"a tensor of dtype {key_mask.dtype}" if isinstance(key_mask, Tensor) else type(key_mask).__name__
-        raise TypeError(f"key_mask must be a bool (or 0/1 integer) tensor [b, sk], True or 1 where a key is "
-                        f"attended, got {what}; an additive float mask (0 attend, -inf masked) converts with "
-                        "key_mask = mask == 0, a 1/0 float mask with key_mask = mask.bool()")
+        raise TypeError(
+            f"key_mask must be a bool (or 0/1 integer) tensor [b, sk], True or 1 where a key is "
+            f"attended, got {what}; an additive float mask (0 attend, -inf masked) converts with "
+            "key_mask = mask == 0, a 1/0 float mask with key_mask = mask.bool()"
+        )
     if cache is not None and cache.k is not None and cache.k.shape[0] != x.shape[0]:
-        raise ValueError(f"this KVCache holds keys [b, h, sk, hd] = {list(cache.k.shape)}; x {list(x.shape)} has "
-                         f"batch {x.shape[0]}: use a new KVCache for another batch")
+        raise ValueError(
+            f"this KVCache holds keys [b, h, sk, hd] = {list(cache.k.shape)}; x {list(x.shape)} has "
+            f"batch {x.shape[0]}: use a new KVCache for another batch"
+        )
 
 
 def _continued(cached: Tensor, s: int) -> Tensor:
@@ -139,9 +149,14 @@ def _continued(cached: Tensor, s: int) -> Tensor:
 def _check_positions_shape(positions: Tensor, n_axes: int, b: int, s: int) -> None:
     seq_shape = positions.shape[:-1] if n_axes > 1 else positions.shape  # [s] or [b, s]
     if seq_shape[-1:] != (s,) or len(seq_shape) not in (1, 2) or (len(seq_shape) == 2 and seq_shape[0] not in (1, b)):
-        raise ValueError(f"positions must be [s], [1, s] or [b, s] with b={b}, s={s}, got shape {tuple(positions.shape)}"
-                         + (f" (coordinates [s, {n_axes}] or [b, s, {n_axes}] also accepted)" if n_axes > 1 else
-                            "; coordinates [.., s, n_axes] are for N-D schemes such as rope_axial"))
+        raise ValueError(
+            f"positions must be [s], [1, s] or [b, s] with b={b}, s={s}, got shape {tuple(positions.shape)}"
+            + (
+                f" (coordinates [s, {n_axes}] or [b, s, {n_axes}] also accepted)"
+                if n_axes > 1
+                else "; coordinates [.., s, n_axes] are for N-D schemes such as rope_axial"
+            )
+        )
 
 
 class Attention(nn.Module):
@@ -241,14 +256,34 @@ class Attention(nn.Module):
             q, k, v = (t.unflatten(-1, (-1, hd)).transpose(1, 2) for t in proj.split((h * hd, kv * hd, kv * hd), -1))
         return q, k, v
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, q_positions: Tensor, k_positions: Tensor, past: int,
-                key_mask: Tensor | None) -> Tensor:
+    def _attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        q_positions: Tensor,
+        k_positions: Tensor,
+        past: int,
+        key_mask: Tensor | None,
+    ) -> Tensor:
         """The kernel, ``[b, h, sq, hd]``: FlexAttention where it applies (the bias per score, never
         materialised; see :mod:`posenc.kernels.flex`); explicit math for query or value terms and,
         on the CPU, a bias that needs gradients; SDPA otherwise."""
         enc, grouped = self.encoding, k.shape[1] != q.shape[1]
-        out = flex.attend(enc, q, k, v, q_positions, k_positions, causal=self.causal, past=past, key_mask=key_mask,
-                          dropout_p=self._p(), scale=self.scale, enable_gqa=grouped)
+        out = flex.attend(
+            enc,
+            q,
+            k,
+            v,
+            q_positions,
+            k_positions,
+            causal=self.causal,
+            past=past,
+            key_mask=key_mask,
+            dropout_p=self._p(),
+            scale=self.scale,
+            enable_gqa=grouped,
+        )
         if out is not None:
             return out
         mask = self._mask(q, k, enc.bias(q_positions, k_positions), past, key_mask)
@@ -267,18 +302,35 @@ class Attention(nn.Module):
     def _mask(self, q: Tensor, k: Tensor, bias: Tensor | None, past: int, key_mask: Tensor | None) -> Tensor | None:
         """Float mask ``[(b,) h or 1, sq, sk]``: the bias, plus -inf where causality or padding forbid."""
         sq, sk = q.shape[-2], k.shape[-2]
-        explicit_causal = self.causal and (past > 0 or bias is not None or key_mask is not None or self.encoding.uses_query_terms)
+        explicit_causal = self.causal and (
+            past > 0 or bias is not None or key_mask is not None or self.encoding.uses_query_terms
+        )
         if bias is None and not explicit_causal and key_mask is None:
             return None
-        cacheable = (bias is not None and not tracing(q, k, bias) and key_mask is None  # not compiling, not in torch.func
-                     and not bias.requires_grad and not bias.is_inference()  # is_inference() stops Dynamo
-                     and not torch.is_inference_mode_enabled())
+        cacheable = (
+            bias is not None
+            and not tracing(q, k, bias)
+            and key_mask is None  # not compiling, not in torch.func
+            and not bias.requires_grad
+            and not bias.is_inference()  # is_inference() stops Dynamo
+            and not torch.is_inference_mode_enabled()
+        )
         if cacheable:
             # The schemes return the same cached bias call after call; masking it anew copies
             # h * sq * sk values into freshly faulted pages (ALiBi, 8 heads, L = 2048: ~100 ms,
             # as long as the attention itself). One masked copy is kept while the bias is unchanged.
-            key = (bias.data_ptr(), bias._version, tuple(bias.shape), bias.stride(), past, sq, sk,
-                   self.causal, q.dtype, q.device)
+            key = (
+                bias.data_ptr(),
+                bias._version,
+                tuple(bias.shape),
+                bias.stride(),
+                past,
+                sq,
+                sk,
+                self.causal,
+                q.dtype,
+                q.device,
+            )
             hit = self._mask_cache
             if hit is not None and hit[0] == key and hit[1] is bias:
                 return hit[2]
@@ -287,8 +339,9 @@ class Attention(nn.Module):
             self._mask_cache = (key, bias, mask)
         return mask
 
-    def _build_mask(self, q: Tensor, sk: int, bias: Tensor | None, past: int, key_mask: Tensor | None,
-                    explicit_causal: bool) -> Tensor:
+    def _build_mask(
+        self, q: Tensor, sk: int, bias: Tensor | None, past: int, key_mask: Tensor | None, explicit_causal: bool
+    ) -> Tensor:
         sq = q.shape[-2]
         mask = bias.to(q.dtype) if bias is not None else q.new_zeros(1, sq, sk)
         forbid = None
@@ -306,8 +359,9 @@ class Attention(nn.Module):
             mask = mask[None]  # [1, h or 1, sq, sk]: SDPA's CPU kernel takes a 4-D mask ~2.5x faster than a 3-D one
         return mask
 
-    def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, q_positions: Tensor,
-                  k_positions: Tensor) -> Tensor:
+    def _explicit(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, q_positions: Tensor, k_positions: Tensor
+    ) -> Tensor:
         """Attention with explicit math: for schemes whose terms depend on the query or the values,
         and on the CPU for a bias that needs gradients (T5 in training). SDPA has no fused CPU
         kernel with gradients for its mask and takes its math kernel there, whose softmax also

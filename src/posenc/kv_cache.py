@@ -42,12 +42,18 @@ class KVCache:
             if start is not None:  # a default range stays known (decoding continues it without a read)
                 mark_range(self.positions, start)
         else:
-            if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1] or k.dtype != self.k.dtype \
-                    or k.device != self.k.device:
-                raise ValueError(f"this KVCache holds keys [b, h, sk, hd] = {list(self.k.shape)} ({self.k.dtype}, "
-                                 f"{self.k.device}); new keys {list(k.shape)} ({k.dtype}, {k.device}) do not continue "
-                                 "them: use a new KVCache for another batch, model, dtype or device (or move this one's "
-                                 "k and v with the model)")
+            if (
+                k.shape[:2] != self.k.shape[:2]
+                or k.shape[-1] != self.k.shape[-1]
+                or k.dtype != self.k.dtype
+                or k.device != self.k.device
+            ):
+                raise ValueError(
+                    f"this KVCache holds keys [b, h, sk, hd] = {list(self.k.shape)} ({self.k.dtype}, "
+                    f"{self.k.device}); new keys {list(k.shape)} ({k.dtype}, {k.device}) do not continue "
+                    "them: use a new KVCache for another batch, model, dtype or device (or move this one's "
+                    "k and v with the model)"
+                )
             self.k = torch.cat((self.k, k), dim=-2)  # [b, h, sk + s, hd]
             self.v = torch.cat((self.v, v), dim=-2)  # [b, h, sk + s, hd]
             old, new = self.positions, positions

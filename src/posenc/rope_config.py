@@ -71,17 +71,72 @@ __all__ = ["rope_from_config", "MODEL_LAYOUTS"]
 #: Pair layout that Hugging Face's modelling code uses with each model type's checkpoints.
 MODEL_LAYOUTS: dict[str, str] = {
     **dict.fromkeys(
-        ("llama", "mistral", "mixtral", "ministral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "phi",
-         "phi3", "phimoe", "gpt_neox", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "gemma4",
-         "gemma4_text",
-         "starcoder2", "olmo", "olmo2", "olmo3", "granite", "granitemoe", "stablelm", "falcon", "exaone4", "smollm3",
-         "seed_oss", "apertus", "arcee", "persimmon", "nemotron", "bamba", "qwen3_5", "qwen3_5_moe", "qwen3_5_text",
-         "qwen3_5_moe_text", "olmoe", "minimax", "bitnet", "granitemoehybrid", "granitemoeshared", "hunyuan_v1_dense",
-         "hunyuan_v1_moe", "jetmoe", "solar_open", "vaultgemma", "diffllama", "dots1", "exaone_moe", "flex_olmo",
-         "lfm2", "lfm2_moe", "falcon_h1", "cwm"),
-        "half"),
-    **dict.fromkeys(("gptj", "codegen", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "glm", "glm4", "ernie4_5"),
-                    "interleaved"),
+        (
+            "llama",
+            "mistral",
+            "mixtral",
+            "ministral",
+            "qwen2",
+            "qwen2_moe",
+            "qwen3",
+            "qwen3_moe",
+            "qwen3_next",
+            "phi",
+            "phi3",
+            "phimoe",
+            "gpt_neox",
+            "gemma",
+            "gemma2",
+            "gemma3",
+            "gemma3_text",
+            "gemma3n",
+            "gemma3n_text",
+            "gemma4",
+            "gemma4_text",
+            "starcoder2",
+            "olmo",
+            "olmo2",
+            "olmo3",
+            "granite",
+            "granitemoe",
+            "stablelm",
+            "falcon",
+            "exaone4",
+            "smollm3",
+            "seed_oss",
+            "apertus",
+            "arcee",
+            "persimmon",
+            "nemotron",
+            "bamba",
+            "qwen3_5",
+            "qwen3_5_moe",
+            "qwen3_5_text",
+            "qwen3_5_moe_text",
+            "olmoe",
+            "minimax",
+            "bitnet",
+            "granitemoehybrid",
+            "granitemoeshared",
+            "hunyuan_v1_dense",
+            "hunyuan_v1_moe",
+            "jetmoe",
+            "solar_open",
+            "vaultgemma",
+            "diffllama",
+            "dots1",
+            "exaone_moe",
+            "flex_olmo",
+            "lfm2",
+            "lfm2_moe",
+            "falcon_h1",
+            "cwm",
+        ),
+        "half",
+    ),
+    **dict.fromkeys(
+        ("gptj", "codegen", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "glm", "glm4", "ernie4_5"), "interleaved"
+    ),
 }
 
 _DEFAULT_BASE = 10000.0  # HF RotaryEmbeddingConfigMixin.default_theta
@@ -90,8 +145,20 @@ _NEEDS_ORIGINAL = ("llama3", "yarn", "longrope")
 #: ``partial_rotary_factor`` that transformers' config classes assume when a config.json has none
 #: (their ``setdefault("partial_rotary_factor", ...)``, GPT-NeoX's ``rotary_pct``; 1.0 elsewhere).
 _DEFAULT_PARTIAL = {
-    "gpt_neox": 0.25, "stablelm": 0.25, "qwen3_next": 0.25, "qwen3_5": 0.25, "qwen3_5_moe": 0.25, "qwen3_5_text": 0.25, "qwen3_5_moe_text": 0.25,
-    "phi": 0.5, "persimmon": 0.5, "nemotron": 0.5, "glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5, "bamba": 0.5,
+    "gpt_neox": 0.25,
+    "stablelm": 0.25,
+    "qwen3_next": 0.25,
+    "qwen3_5": 0.25,
+    "qwen3_5_moe": 0.25,
+    "qwen3_5_text": 0.25,
+    "qwen3_5_moe_text": 0.25,
+    "phi": 0.5,
+    "persimmon": 0.5,
+    "nemotron": 0.5,
+    "glm": 0.5,
+    "glm4": 0.5,
+    "glm4_moe": 0.5,
+    "bamba": 0.5,
 }
 
 #: Models with a RoPE per kind of layer whose config.json may have the flat (pre-transformers-5)
@@ -101,7 +168,9 @@ _DEFAULT_PARTIAL = {
 #: 3 and 3n: ``rope_local_base_freq``; OLMo 3: none, since HF's class takes ``rope_theta`` for the
 #: full-attention layers first and leaves the sliding ones its default) or else the class default.
 _LAYER_TYPED: dict[str, tuple[float, str | None, float]] = {
-    **dict.fromkeys(("gemma3", "gemma3_text", "gemma3n", "gemma3n_text"), (1_000_000.0, "rope_local_base_freq", 10_000.0)),
+    **dict.fromkeys(
+        ("gemma3", "gemma3_text", "gemma3n", "gemma3n_text"), (1_000_000.0, "rope_local_base_freq", 10_000.0)
+    ),
     "olmo3": (500_000.0, None, 500_000.0),
 }
 
@@ -114,9 +183,18 @@ _LAYER_TYPED: dict[str, tuple[float, str | None, float]] = {
 #: (``CONFIG_MAPPING[model_type](hidden_size=..., num_attention_heads=...)``; the test
 #: ``test_every_model_type_reads_a_bare_config_as_transformers_does`` checks them against it).
 _HF_DEFAULTS: dict[str, dict[str, Any]] = {
-    "apertus": {"rope_theta": 12_000_000.0, "max_position_embeddings": 65536, "rope_parameters": {
-        "rope_type": "llama3", "rope_theta": 12_000_000.0, "factor": 8.0, "original_max_position_embeddings": 8192,
-        "low_freq_factor": 1.0, "high_freq_factor": 4.0}},
+    "apertus": {
+        "rope_theta": 12_000_000.0,
+        "max_position_embeddings": 65536,
+        "rope_parameters": {
+            "rope_type": "llama3",
+            "rope_theta": 12_000_000.0,
+            "factor": 8.0,
+            "original_max_position_embeddings": 8192,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+        },
+    },
     "arcee": {"max_position_embeddings": 4096},
     "bamba": {"max_position_embeddings": 262144},
     "codegen": {"max_position_embeddings": 2048, "rotary_dim": 64},
@@ -131,9 +209,14 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {"head_dim": 256, "max_position_embeddings": 8192},
     "gemma3_text": {"head_dim": 256, "max_position_embeddings": 131072},
     "gemma3n_text": {"head_dim": 256, "max_position_embeddings": 32768},
-    "gemma4_text": {"head_dim": 256, "max_position_embeddings": 131072, "rope_parameters": {
-        "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
-        "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0}}},
+    "gemma4_text": {
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0},
+        },
+    },
     "glm": {"head_dim": 128, "max_position_embeddings": 131072},
     "glm4": {"head_dim": 128, "max_position_embeddings": 131072},
     "gpt_neox": {"max_position_embeddings": 2048},
@@ -180,9 +263,19 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "lfm2": {"rope_theta": 1_000_000.0, "max_position_embeddings": 128000},
     "lfm2_moe": {"rope_theta": 1_000_000.0, "max_position_embeddings": 128000},
     "falcon_h1": {"max_position_embeddings": 8192},
-    "cwm": {"rope_theta": 1_000_000.0, "head_dim": 128, "max_position_embeddings": 131072, "rope_parameters": {
-        "rope_type": "llama3", "rope_theta": 1_000_000.0, "factor": 16.0, "original_max_position_embeddings": 8192,
-        "low_freq_factor": 1.0, "high_freq_factor": 4.0}},
+    "cwm": {
+        "rope_theta": 1_000_000.0,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "rope_type": "llama3",
+            "rope_theta": 1_000_000.0,
+            "factor": 16.0,
+            "original_max_position_embeddings": 8192,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+        },
+    },
 }
 #: Multimodal wrappers read without a ``text_config``: their text model's defaults.
 for _wrapper in ("gemma3", "gemma3n", "gemma4", "qwen3_5", "qwen3_5_moe"):
@@ -216,7 +309,9 @@ def _load(config: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
     to_dict = getattr(config, "to_dict", None)  # a transformers PretrainedConfig
     if callable(to_dict):
         return dict(to_dict())
-    raise TypeError(f"config must be a dict, a path to config.json or a transformers config, got {type(config).__name__}")
+    raise TypeError(
+        f"config must be a dict, a path to config.json or a transformers config, got {type(config).__name__}"
+    )
 
 
 def _field(config: Mapping[str, Any], *names: str) -> Any:
@@ -228,8 +323,13 @@ def _field(config: Mapping[str, Any], *names: str) -> Any:
 
 def _whole(name: str, value: object) -> int:
     """``value`` of the config field ``name`` as a positive int (JSON may spell 128 as 128.0)."""
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or value != int(value) or value < 1):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value != int(value)
+        or value < 1
+    ):
         raise ValueError(f"config field {name!r} must be a positive whole number, got {value!r}")
     return int(value)
 
@@ -250,8 +350,10 @@ def _head_dim(config: Mapping[str, Any]) -> int:
     names = [n for n in ("hidden_size", "n_embd", "d_model") if config.get(n) is not None][:1]
     names += [n for n in ("num_attention_heads", "n_head") if config.get(n) is not None][:1]
     if len(names) < 2:
-        raise ValueError("config needs 'head_dim', or 'hidden_size' and 'num_attention_heads', to give the head width; "
-                         f"got keys {sorted(config)}")
+        raise ValueError(
+            "config needs 'head_dim', or 'hidden_size' and 'num_attention_heads', to give the head width; "
+            f"got keys {sorted(config)}"
+        )
     return _whole(names[0], config[names[0]]) // _whole(names[1], config[names[1]])
 
 
@@ -262,10 +364,25 @@ def _head_dim(config: Mapping[str, Any]) -> int:
 #: there gives errors of 5-8 against transformers). Unknown model
 #: types, read with ``layout=``, honour it. GPT-J and CodeGen rotate ``rotary_dim`` features and
 #: Gemma 4 zeroes frequencies (``proportional``) instead.
-_READS_PARTIAL = frozenset({
-    "gpt_neox", "phi", "phi3", "stablelm", "persimmon", "nemotron", "glm", "glm4", "qwen3_next", "qwen3_5",
-    "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "solar_open", "bamba",
-})
+_READS_PARTIAL = frozenset(
+    {
+        "gpt_neox",
+        "phi",
+        "phi3",
+        "stablelm",
+        "persimmon",
+        "nemotron",
+        "glm",
+        "glm4",
+        "qwen3_next",
+        "qwen3_5",
+        "qwen3_5_moe",
+        "qwen3_5_text",
+        "qwen3_5_moe_text",
+        "solar_open",
+        "bamba",
+    }
+)
 #: Bamba's config class sets its factor to 0.5 whatever the config.json says at its top level
 #: (``kwargs["partial_rotary_factor"] = 0.5``); one inside ``rope_parameters`` still wins there.
 _FIXED_PARTIAL = {"bamba": 0.5}
@@ -292,8 +409,10 @@ def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: 
         return head_dim
     if params.get("rope_type", params.get("type")) == "proportional":
         return head_dim  # its frequencies span the head; the factor zeroes some (the scaling keeps it)
-    if config.get("rotary_dim") is not None and (model_type in _ROTARY_DIM_TYPES or (
-            model_type not in MODEL_LAYOUTS and params.get("partial_rotary_factor") is None)):
+    if config.get("rotary_dim") is not None and (
+        model_type in _ROTARY_DIM_TYPES
+        or (model_type not in MODEL_LAYOUTS and params.get("partial_rotary_factor") is None)
+    ):
         return _whole("rotary_dim", config["rotary_dim"])
     if model_type in MODEL_LAYOUTS and model_type not in _READS_PARTIAL:
         return head_dim  # rotates the whole head; a factor in its config is ignored there
@@ -323,7 +442,12 @@ def _scaling(config: Mapping[str, Any], params: dict[str, Any], nested: bool) ->
         scaling["original_max_position_embeddings"] = original or max_len
     if kind == "dynamic":
         scaling["original_max_position_embeddings"] = max_len
-    if kind in ("longrope", "yarn") and scaling.get("factor") is None and max_len and scaling.get("original_max_position_embeddings"):
+    if (
+        kind in ("longrope", "yarn")
+        and scaling.get("factor") is None
+        and max_len
+        and scaling.get("original_max_position_embeddings")
+    ):
         scaling["factor"] = max_len / scaling["original_max_position_embeddings"]
     return _known_keys(kind, scaling)
 
@@ -344,15 +468,21 @@ def _mscale(kind: str, scaling: dict[str, Any]) -> None:
         return
     for name, value in (("short_mscale", short), ("long_mscale", long)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"config rope scaling {kind!r} of model type 'phimoe' needs {name!r}, a number "
-                             f"(transformers requires it too), got {value!r}")
+            raise ValueError(
+                f"config rope scaling {kind!r} of model type 'phimoe' needs {name!r}, a number "
+                f"(transformers requires it too), got {value!r}"
+            )
     if short != long:
-        raise ValueError(f"config rope scaling: short_mscale {short} and long_mscale {long} differ; posenc's RoPE "
-                         "scales every length alike, so it reads them only when they are equal (as in Phi-3.5-MoE)")
+        raise ValueError(
+            f"config rope scaling: short_mscale {short} and long_mscale {long} differ; posenc's RoPE "
+            "scales every length alike, so it reads them only when they are equal (as in Phi-3.5-MoE)"
+        )
     if kind != "longrope":
         if short != 1:
-            raise ValueError(f"config rope scaling {kind!r} with mscale {short}: posenc scales cos and sin only "
-                             "for 'longrope' (attention_factor); use mscale 1 or rope type 'longrope'")
+            raise ValueError(
+                f"config rope scaling {kind!r} with mscale {short}: posenc scales cos and sin only "
+                "for 'longrope' (attention_factor); use mscale 1 or rope type 'longrope'"
+            )
         return
     scaling["attention_factor"] = float(short)
 
@@ -366,8 +496,9 @@ def _known_keys(kind: str, scaling: dict[str, Any]) -> dict[str, Any]:
     required, optional = SCALING_KEYS[kind]
     extra = sorted(k for k in scaling if k != "rope_type" and k not in required | optional)
     if extra:
-        warnings.warn(f"config rope scaling {kind!r} does not take {extra}: ignored, as transformers ignores them",
-                      stacklevel=4)
+        warnings.warn(
+            f"config rope scaling {kind!r} does not take {extra}: ignored, as transformers ignores them", stacklevel=4
+        )
     return {k: v for k, v in scaling.items() if k not in extra}
 
 
@@ -378,8 +509,10 @@ def _layout(config: Mapping[str, Any], layout: str | None) -> str:
     if model_type == "deepseek_v3" and config.get("rope_interleave") is False:
         return "half"
     if model_type not in MODEL_LAYOUTS:
-        raise ValueError(f"unknown pair layout for model_type {model_type!r}; pass layout='half' (rotate_half, "
-                         f"most HF checkpoints) or layout='interleaved'. Known model types: {', '.join(sorted(MODEL_LAYOUTS))}")
+        raise ValueError(
+            f"unknown pair layout for model_type {model_type!r}; pass layout='half' (rotate_half, "
+            f"most HF checkpoints) or layout='interleaved'. Known model types: {', '.join(sorted(MODEL_LAYOUTS))}"
+        )
     return MODEL_LAYOUTS[model_type]
 
 
@@ -418,8 +551,9 @@ def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str,
     scaling, parameters = config.get("rope_scaling"), config.get("rope_parameters")
     for name, value in (("rope_scaling", scaling), ("rope_parameters", parameters)):
         if value is not None and not isinstance(value, Mapping):
-            raise ValueError(f"config field {name!r} must be an object like {{\"rope_type\": \"linear\", "
-                             f"\"factor\": 4.0}}, got {value!r}")
+            raise ValueError(
+                f'config field {name!r} must be an object like {{"rope_type": "linear", "factor": 4.0}}, got {value!r}'
+            )
     if config.get("model_type") in _LAYER_TYPED:  # rope_scaling updates the global RoPE only
         full_theta, local_field, local_theta = _LAYER_TYPED[config["model_type"]]
         nested = dict(parameters) if _nested(parameters) else {"full_attention": dict(parameters or {})}
@@ -432,13 +566,14 @@ def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str,
         table = scaling or parameters or {}
     if not _nested(table):
         if layer_type is not None:
-            raise ValueError(f"layer_type={layer_type!r} picks one of a config's per-layer-type RoPEs, "
-                             "and this config has a single RoPE; leave layer_type out")
+            raise ValueError(
+                f"layer_type={layer_type!r} picks one of a config's per-layer-type RoPEs, "
+                "and this config has a single RoPE; leave layer_type out"
+            )
         return dict(table)
     kinds = sorted(k for k, v in table.items() if isinstance(v, Mapping))
     if layer_type is None:
-        raise ValueError(f"this config has a RoPE per layer type ({', '.join(kinds)}); "
-                         f"pass layer_type= one of {kinds}")
+        raise ValueError(f"this config has a RoPE per layer type ({', '.join(kinds)}); pass layer_type= one of {kinds}")
     if layer_type not in kinds:
         raise ValueError(f"unknown layer_type {layer_type!r}; this config's RoPEs are for: {', '.join(kinds)}")
     return dict(table[layer_type])
@@ -469,16 +604,22 @@ def rope_from_config(
     params = _rope_params(config, layer_type)
     base = _field(params, "rope_theta")
     if base is None:
-        base = _field(config, *(("rotary_emb_base",) if config.get("model_type") in _NEOX else ("rope_theta", "rotary_emb_base")))
+        base = _field(
+            config, *(("rotary_emb_base",) if config.get("model_type") in _NEOX else ("rope_theta", "rotary_emb_base"))
+        )
     if base is not None:
         base = _number("rope_theta", base)
     head_dim = _layer_head_dim(config, layer_type, _head_dim(config))
     rotary_dim = _rotary_dim(config, params, head_dim)
-    nested = config.get("model_type") in _LAYER_TYPED or _nested(config.get("rope_scaling") or config.get("rope_parameters"))
-    return Rope(RopeConfig(
-        dim=head_dim,
-        base=base if base is not None else _DEFAULT_BASE,
-        layout=_layout(config, layout),
-        scaling=_scaling(config, params, nested),
-        rotary_dim=None if rotary_dim == head_dim else rotary_dim,
-    ))
+    nested = config.get("model_type") in _LAYER_TYPED or _nested(
+        config.get("rope_scaling") or config.get("rope_parameters")
+    )
+    return Rope(
+        RopeConfig(
+            dim=head_dim,
+            base=base if base is not None else _DEFAULT_BASE,
+            layout=_layout(config, layout),
+            scaling=_scaling(config, params, nested),
+            rotary_dim=None if rotary_dim == head_dim else rotary_dim,
+        )
+    )

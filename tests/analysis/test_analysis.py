@@ -123,7 +123,11 @@ def test_learned_table_fails_the_structural_checks() -> None:
     assert not linear.passed and linear.value > 1.0  # ~1.44: random rows, the fitted map does worse than zero
     assert not A.check_offset_similarity("learned").passed
     deterministic = A.check_deterministic("learned")  # seed 004: codes must not change between initialisations
-    assert not deterministic.passed and deterministic.data["seed_dependent"] and "seeds 0 and 1 give codes differing" in deterministic.detail
+    assert (
+        not deterministic.passed
+        and deterministic.data["seed_dependent"]
+        and "seeds 0 and 1 give codes differing" in deterministic.detail
+    )
     assert not A.check_deterministic("sinusoidal").data["seed_dependent"]
     extrapolates = A.check_extrapolates("learned")  # seed 002: nothing past max_len
     assert not extrapolates.passed and extrapolates.data["furthest"] == 1023
@@ -253,7 +257,9 @@ def test_check_result_fields() -> None:
 
 
 def test_verdict_table_rows_and_reasons() -> None:
-    rows = {row["scheme"]: row for row in A.verdict_table(["sinusoidal", "sine_only", "index", "fraction", "alibi", "none"])}
+    rows = {
+        row["scheme"]: row for row in A.verdict_table(["sinusoidal", "sine_only", "index", "fraction", "alibi", "none"])
+    }
     assert set(rows["sinusoidal"]["verdict"].values()) == {"pass"}
     assert rows["sine_only"]["verdict"]["linear_offset_map"] == "fail"
     assert "cos(ωp)" in rows["sine_only"]["reasons"]["linear_offset_map"]
@@ -288,7 +294,9 @@ def test_rope_bound_is_roformer_eq_and_decays() -> None:
     t = torch.tensor([0, 7, 100])
     bound = A.rope_decay_bound(inv_freq(64), t)
     for i, ti in enumerate(t.tolist()):  # the sum written out: (1/32) Σ_j |Σ_{k<j} e^{i t θ_k}|
-        partial = [sum(complex(math.cos(ti * w), math.sin(ti * w)) for w in inv_freq(64)[:j].tolist()) for j in range(1, 33)]
+        partial = [
+            sum(complex(math.cos(ti * w), math.sin(ti * w)) for w in inv_freq(64)[:j].tolist()) for j in range(1, 33)
+        ]
         assert bound[i].item() == pytest.approx(sum(abs(s) for s in partial) / 32, rel=1e-12)
     assert bound[0].item() == 16.5
 
@@ -347,7 +355,9 @@ def test_pca_recovers_a_circle_and_umap_names_its_extra() -> None:
     E = torch.zeros(99, 5, dtype=torch.float64)
     E[:, 1], E[:, 3] = 2 * angle.cos(), 2 * angle.sin()
     points = A.project_2d(E)
-    assert points.shape == (99, 2) and torch.allclose(points.norm(dim=-1), torch.full((99,), 2.0, dtype=torch.float64), atol=1e-12)
+    assert points.shape == (99, 2) and torch.allclose(
+        points.norm(dim=-1), torch.full((99,), 2.0, dtype=torch.float64), atol=1e-12
+    )
     assert torch.equal(points, A.project_2d(E))
     try:
         import umap  # noqa: F401

@@ -16,7 +16,9 @@ from posenc import analysis as A
 def seed004_positional_embedding(position: int, d_model: int = 1024) -> torch.Tensor:
     """Seed 004's numpy function, transcribed to float64 torch: angles p / 10000^(2(i//2)/d), sin on even i, cos on odd i."""
     i = torch.arange(d_model, dtype=torch.float64)
-    angles = position / torch.pow(torch.tensor(10000.0, dtype=torch.float64), 2 * torch.div(i, 2, rounding_mode="floor") / d_model)
+    angles = position / torch.pow(
+        torch.tensor(10000.0, dtype=torch.float64), 2 * torch.div(i, 2, rounding_mode="floor") / d_model
+    )
     angles[0::2] = angles[0::2].sin()
     angles[1::2] = angles[1::2].cos()
     return angles
@@ -30,13 +32,17 @@ def scipy_cosine(u: torch.Tensor, v: torch.Tensor) -> float:
 # --- the articles' numbers -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("other, expected", [(2, 0.026488616022189992), (3, 0.09339161307513), (30, 0.4323030365719962)])
+@pytest.mark.parametrize(
+    "other, expected", [(2, 0.026488616022189992), (3, 0.09339161307513), (30, 0.4323030365719962)]
+)
 def test_cosine_distance_from_position_1_matches_seed_004(other: int, expected: float) -> None:
     """Row p is position p (positions 0..n-1), so "position 1" is row 1; seed 004 prints these values."""
     E = A.encoding_matrix("sinusoidal", 251, dim=1024)
     assert A.distance_from(E, 1)[other].item() == pytest.approx(expected, abs=1e-6)
     assert A.cosine_distance_matrix(E)[1, other].item() == pytest.approx(expected, abs=1e-6)
-    assert scipy_cosine(seed004_positional_embedding(1), seed004_positional_embedding(other)) == pytest.approx(expected, abs=1e-12)
+    assert scipy_cosine(seed004_positional_embedding(1), seed004_positional_embedding(other)) == pytest.approx(
+        expected, abs=1e-12
+    )
 
 
 def test_positions_convention_does_not_change_the_distances() -> None:
@@ -73,8 +79,10 @@ def test_index_and_fraction_values() -> None:
     index = A.reference_encoding("index", 4, 3)
     assert torch.equal(index, torch.tensor([[0.0] * 3, [1.0] * 3, [2.0] * 3, [3.0] * 3], dtype=torch.float64))
     assert torch.equal(A.reference_encoding("fraction", 4, 2), index[:, :2] / 4)
-    assert torch.equal(A.reference_encoding("fraction", torch.tensor([1, 3]), 2, seq_len=5)[:, 0],
-                       torch.tensor([0.2, 0.6], dtype=torch.float64))
+    assert torch.equal(
+        A.reference_encoding("fraction", torch.tensor([1, 3]), 2, seq_len=5)[:, 0],
+        torch.tensor([0.2, 0.6], dtype=torch.float64),
+    )
 
 
 def test_binary_bits_least_significant_first_and_wrap() -> None:

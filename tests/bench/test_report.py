@@ -9,10 +9,12 @@ def test_peer_over_posenc_ratio_in_the_rope_table() -> None:
     """The peer / posenc column divides the peer's ratio to the floor by posenc's new-tensor ratio:
     8.0 over 2.0 reads 4.0x (a peer four times slower), not 0.2x."""
     base = {"L": 512, "dtype": "float32", "layout": "half", "kind": "steady", "median_ms": 1.0, "other_cpu": 0.0}
-    rows = [{**base, "case": "floor", "x_floor": 1.0},
-            {**base, "case": "posenc new tensors", "x_floor": 2.0},
-            {**base, "case": "posenc out= (compiled)", "x_floor": 1.2},
-            {**base, "case": "peer transformers", "x_floor": 8.0}]
+    rows = [
+        {**base, "case": "floor", "x_floor": 1.0},
+        {**base, "case": "posenc new tensors", "x_floor": 2.0},
+        {**base, "case": "posenc out= (compiled)", "x_floor": 1.2},
+        {**base, "case": "peer transformers", "x_floor": 8.0},
+    ]
     text = markdown({"meta": {"device": "cpu"}, "rope": rows})
     (row,) = [line for line in text.splitlines() if line.startswith("| 512 |")]
     assert "transformers 4.0x" in row
@@ -23,11 +25,25 @@ def test_rope_ratios_are_taken_over_their_own_floors() -> None:
     dispatch picked) over the copy floor, transformers over Rope.rotate; None where not timed."""
     from posenc.bench.report import rope_ratios
 
-    base = {"L": 2048, "dtype": "float32", "layout": "half", "kind": "steady", "median_ms": 1.0,
-            "auto_backend": "compiled"}
-    x = {"floor": 1.0, "floor, new tensors": 2.0, "floor, in place": 0.5, "posenc Rope.rotate": 2.4,
-         "posenc new tensors": 2.2, "posenc out= (compiled)": 1.1, "posenc out= (eager)": 1.8,
-         "posenc in-place (compiled)": 0.9, "peer transformers": 12.0}
+    base = {
+        "L": 2048,
+        "dtype": "float32",
+        "layout": "half",
+        "kind": "steady",
+        "median_ms": 1.0,
+        "auto_backend": "compiled",
+    }
+    x = {
+        "floor": 1.0,
+        "floor, new tensors": 2.0,
+        "floor, in place": 0.5,
+        "posenc Rope.rotate": 2.4,
+        "posenc new tensors": 2.2,
+        "posenc out= (compiled)": 1.1,
+        "posenc out= (eager)": 1.8,
+        "posenc in-place (compiled)": 0.9,
+        "peer transformers": 12.0,
+    }
     (row,) = rope_ratios([{**base, "case": name, "x_floor": v} for name, v in x.items()])
     assert row["backend"] == "compiled"
     assert row["rotate_x_clone"] == 1.2 and row["new_x_clone"] == 1.1 and row["out_x_floor"] == 1.1

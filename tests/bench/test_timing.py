@@ -28,6 +28,7 @@ def test_measure_paired_summaries(monkeypatch: pytest.MonkeyPatch) -> None:
     """measure_paired quotes the median of the per-round ratios (one disturbed round at 10x the
     others does not move it), the fastest case round over the fastest floor round, and the case's
     interquartile range q3 - q1."""
+
     def case() -> None:
         pass
 
@@ -35,8 +36,11 @@ def test_measure_paired_summaries(monkeypatch: pytest.MonkeyPatch) -> None:
         pass
 
     # the case: one sizing call, then seven rounds (one disturbed at 10x, one at 2.5x); the floor steady
-    monkeypatch.setattr(_ScriptedTimer, "scripts", {id(case): [0.004, 0.004, 0.040, 0.004, 0.004, 0.004, 0.004, 0.010],
-                                                    id(floor): [0.002]})
+    monkeypatch.setattr(
+        _ScriptedTimer,
+        "scripts",
+        {id(case): [0.004, 0.004, 0.040, 0.004, 0.004, 0.004, 0.004, 0.010], id(floor): [0.002]},
+    )
     monkeypatch.setattr(torch.utils.benchmark, "Timer", _ScriptedTimer)
     paired = timing.measure_paired("x", case, floor, min_run_time=0.05, block_s=0.02, min_rounds=7)
     assert paired.rounds == 7

@@ -33,31 +33,67 @@ def test_plot_writes_the_format_of_the_suffix(tmp_path, suffix, magic):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("plot", "sinusoidal", "--kind", "spiral", "--out", "x.png"), "unknown kind of figure 'spiral'; choose one of: heatmap"),
+        (
+            ("plot", "sinusoidal", "--kind", "spiral", "--out", "x.png"),
+            "unknown kind of figure 'spiral'; choose one of: heatmap",
+        ),
         (("plot", "bogus", "--kind", "heatmap"), "unknown scheme 'bogus'; choose one of: none, sinusoidal"),
-        (("plot", "sinusoidal", "--kind", "heatmap", "--out", "x.gif"), "unknown suffix .gif; use one of .png, .svg, .pdf"),
+        (
+            ("plot", "sinusoidal", "--kind", "heatmap", "--out", "x.gif"),
+            "unknown suffix .gif; use one of .png, .svg, .pdf",
+        ),
         (("plot", "alibi", "--kind", "cosine", "--out", "x.png"), "kinds for 'alibi': heatmap, logits, slopes"),
         (("plot", "t5", "--kind", "heatmap", "--base", "500", "--out", "x.png"), "scheme 't5' has no 'base' (--base)"),
         (("check", "bogus"), "unknown scheme 'bogus'"),
         (("report", "--scheme", "bogus"), "unknown scheme 'bogus'"),
         (("report", "--results", "/nonexistent/runs"), "is not a folder"),
-        (("plot", "sinusoidal", "--kind", "dot", "--positions", "40000", "--out", "x.png"),
-         "positions must be at most 8192 for the atlas's figures and checks, got 40000"),
-        (("plot", "sinusoidal", "--kind", "cosine", "--positions", "1", "--out", "x.png"), "positions must be at least 2"),
-        (("plot", "sinusoidal", "--kind", "dot", "--out", "/proc/posenc/x.png"), "--out: cannot write '/proc/posenc/x.png'"),
-        (("report", "--out", "/proc/posenc/atlas", "--scheme", "none"), "--out: cannot create the folder '/proc/posenc/atlas'"),
+        (
+            ("plot", "sinusoidal", "--kind", "dot", "--positions", "40000", "--out", "x.png"),
+            "positions must be at most 8192 for the atlas's figures and checks, got 40000",
+        ),
+        (
+            ("plot", "sinusoidal", "--kind", "cosine", "--positions", "1", "--out", "x.png"),
+            "positions must be at least 2",
+        ),
+        (
+            ("plot", "sinusoidal", "--kind", "dot", "--out", "/proc/posenc/x.png"),
+            "--out: cannot write '/proc/posenc/x.png'",
+        ),
+        (
+            ("report", "--out", "/proc/posenc/atlas", "--scheme", "none"),
+            "--out: cannot create the folder '/proc/posenc/atlas'",
+        ),
         # side² coordinates: 8192 took 24 GB before the kernel killed it
-        (("plot", "sinusoidal_nd", "--kind", "grid", "--positions", "8192", "--out", "x.png"),
-         "the grid figure takes --positions as the side of its grid (side² positions); it must be at most 512, got 8192"),
-        (("plot", "sinusoidal", "--kind", "heatmap", "--dpi", "20000", "--out", "x.png"),  # was a MemoryError traceback
-         "dpi must be a whole number from 1 to 1200, got 20000"),
-        (("plot", "sinusoidal", "--kind", "heatmap", "--out", "/dev/null/x.png"),
-         "cannot write '/dev/null/x.png': '/dev/null' is a file, not a folder"),
+        (
+            ("plot", "sinusoidal_nd", "--kind", "grid", "--positions", "8192", "--out", "x.png"),
+            "the grid figure takes --positions as the side of its grid (side² positions); it must be at most 512, got 8192",
+        ),
+        (
+            (
+                "plot",
+                "sinusoidal",
+                "--kind",
+                "heatmap",
+                "--dpi",
+                "20000",
+                "--out",
+                "x.png",
+            ),  # was a MemoryError traceback
+            "dpi must be a whole number from 1 to 1200, got 20000",
+        ),
+        (
+            ("plot", "sinusoidal", "--kind", "heatmap", "--out", "/dev/null/x.png"),
+            "cannot write '/dev/null/x.png': '/dev/null' is a file, not a folder",
+        ),
         # options the figure would have ignored without a word
-        (("plot", "sinusoidal", "--kind", "heatmap", "--method", "umap", "--out", "x.png"),
-         "method='umap' chooses the 2D projection of --kind projection; figure kind 'heatmap' draws none"),
-        (("plot", "rope", "--kind", "logits", "--seed", "3", "--out", "x.png"),
-         "seed=3 sets the random initialisation of learned tables (learned, t5, shaw); 'rope' has none"),
+        (
+            ("plot", "sinusoidal", "--kind", "heatmap", "--method", "umap", "--out", "x.png"),
+            "method='umap' chooses the 2D projection of --kind projection; figure kind 'heatmap' draws none",
+        ),
+        (
+            ("plot", "rope", "--kind", "logits", "--seed", "3", "--out", "x.png"),
+            "seed=3 sets the random initialisation of learned tables (learned, t5, shaw); 'rope' has none",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_the_choices(tmp_path, args, message):
@@ -100,9 +136,15 @@ def test_check_prints_the_property_table():
     assert result.exit_code == 0, result.output
     verdicts = _verdicts(result.output)
     assert verdicts == {
-        "unique": "pass", "bounded": "fail", "deterministic": "pass", "length_invariant": "pass",
-        "linear_offset_map": "fail", "offset_similarity": "fail", "distance_monotone": "fail",
-        "decays_with_distance": "fail", "extrapolates": "pass",
+        "unique": "pass",
+        "bounded": "fail",
+        "deterministic": "pass",
+        "length_invariant": "pass",
+        "linear_offset_map": "fail",
+        "offset_similarity": "fail",
+        "distance_monotone": "fail",
+        "decays_with_distance": "fail",
+        "extrapolates": "pass",
     }
     assert "1023" in result.output  # the largest |value| over 1024 positions
 
@@ -120,9 +162,20 @@ def test_check_takes_scheme_options():
 def test_report_with_results_and_selected_schemes(tmp_path):
     runs = tmp_path / "runs" / "length"
     runs.mkdir(parents=True)
-    record = {"experiment": "length", "task": "copy", "scheme": "alibi", "variant": "default", "seed": 0,
-              "train_length": 16, "metrics": {"per_length": {"8": 1.0, "24": 0.93}}, "in_distribution": 1.0,
-              "out_of_distribution": 0.93, "summary_metric": "exact_match", "wall_time_s": 31.2, "config": {}}
+    record = {
+        "experiment": "length",
+        "task": "copy",
+        "scheme": "alibi",
+        "variant": "default",
+        "seed": 0,
+        "train_length": 16,
+        "metrics": {"per_length": {"8": 1.0, "24": 0.93}},
+        "in_distribution": 1.0,
+        "out_of_distribution": 0.93,
+        "summary_metric": "exact_match",
+        "wall_time_s": 31.2,
+        "config": {},
+    }
     from posenc.experiments.results import add_record  # the experiments' own writer
 
     add_record(runs, record)
@@ -130,7 +183,9 @@ def test_report_with_results_and_selected_schemes(tmp_path):
     (tmp_path / "runs" / "broken").mkdir()
     (tmp_path / "runs" / "broken" / "results.json").write_text("{not json")
     out = tmp_path / "atlas"
-    result = _run("report", "--out", str(out), "--results", str(tmp_path / "runs"), "--scheme", "alibi", "--scheme", "index")
+    result = _run(
+        "report", "--out", str(out), "--results", str(tmp_path / "runs"), "--scheme", "alibi", "--scheme", "index"
+    )
     assert result.exit_code == 0, result.output
     assert "2 sections" in result.output and "2 results" in result.output
     html = (out / "index.html").read_text()
@@ -140,10 +195,14 @@ def test_report_with_results_and_selected_schemes(tmp_path):
     assert "<td>0.920 (0.910–0.930)</td>" in html  # mean over the two seeds, with the range
     assert "broken/results.json: unreadable" in html
     assert "warning: results: broken/results.json: unreadable" in result.output  # and on the terminal
-    again = _run("report", "--out", str(out), "--results", str(tmp_path / "runs" / "broken" / "none"), "--scheme", "alibi")
+    again = _run(
+        "report", "--out", str(out), "--results", str(tmp_path / "runs" / "broken" / "none"), "--scheme", "alibi"
+    )
     assert again.exit_code == 2 and "is not a folder" in again.output
     (tmp_path / "empty").mkdir()
-    empty = _run("report", "--out", str(out), "--results", str(tmp_path / "empty"), "--scheme", "alibi", "--scheme", "alibi")
+    empty = _run(
+        "report", "--out", str(out), "--results", str(tmp_path / "empty"), "--scheme", "alibi", "--scheme", "alibi"
+    )
     assert empty.exit_code == 0 and "warning: results: no results.json found under this folder" in empty.output
     assert (out / "index.html").read_text().count('id="scheme-alibi"') == 1  # a repeated --scheme: one section
 
@@ -162,10 +221,16 @@ def test_results_are_read_defensively(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "results.json").write_text("[]")  # an empty list says so, as {"records": []} does
     found, problems = read_results(tmp_path)
-    assert [(p.parent.name, records) for p, records in found] == [("a", [{"scheme": "rope"}]),
-                                                                  ("b", [{"scheme": "t5", "seed": 0}]), ("d", [])]
-    assert problems == ["a/results.json: skipped 1 entries that are not objects",
-                        "c/results.json: not a list or object of results", "d/results.json: holds no records"]
+    assert [(p.parent.name, records) for p, records in found] == [
+        ("a", [{"scheme": "rope"}]),
+        ("b", [{"scheme": "t5", "seed": 0}]),
+        ("d", []),
+    ]
+    assert problems == [
+        "a/results.json: skipped 1 entries that are not objects",
+        "c/results.json: not a list or object of results",
+        "d/results.json: holds no records",
+    ]
 
 
 def test_results_tables_say_why_a_score_is_missing(tmp_path):
@@ -176,10 +241,24 @@ def test_results_tables_say_why_a_score_is_missing(tmp_path):
     from posenc.report.results import results_section
 
     reason = "learned table too short: max_len=34 positions, length 17 needs 35; a learned table says nothing past its last row"
-    record = {"experiment": "length", "task": "copy", "scheme": "learned", "variant": "default", "seed": 0,
-              "train_length": 16, "in_distribution": 0.5, "out_of_distribution": None, "summary_metric": "exact_match",
-              "metrics": {"per_length": {"16": {"exact_match": 0.5}, "17": {"unavailable": reason}}}}
-    other = {**record, "scheme": "none", "out_of_distribution": 0.25, "metrics": {"per_length": {"17": {"exact_match": 0.25}}}}
+    record = {
+        "experiment": "length",
+        "task": "copy",
+        "scheme": "learned",
+        "variant": "default",
+        "seed": 0,
+        "train_length": 16,
+        "in_distribution": 0.5,
+        "out_of_distribution": None,
+        "summary_metric": "exact_match",
+        "metrics": {"per_length": {"16": {"exact_match": 0.5}, "17": {"unavailable": reason}}},
+    }
+    other = {
+        **record,
+        "scheme": "none",
+        "out_of_distribution": 0.25,
+        "metrics": {"per_length": {"17": {"exact_match": 0.25}}},
+    }
     (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "records": [record, other]}))
     html, shown, problems = results_section(tmp_path)
     assert shown == 2 and not problems
@@ -200,7 +279,9 @@ def test_rope_scaling_reaches_the_figures_and_the_checks(tmp_path):
     from posenc.viz import PlotOptions, plot
 
     yarn = {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 256}
-    plain, scaled = (logits_vs_distance("rope", max_distance=8, dim=64, **extra)["mean"] for extra in ({}, {"scaling": yarn}))
+    plain, scaled = (
+        logits_vs_distance("rope", max_distance=8, dim=64, **extra)["mean"] for extra in ({}, {"scaling": yarn})
+    )
     assert float(scaled[0] / plain[0]) == pytest.approx((0.1 * math.log(4) + 1) ** 2, rel=1e-5)
     figure = plot("rope", "logits", PlotOptions(positions=64, scaling=yarn))
     assert "rope, yarn ×4" in figure._suptitle.get_text()
@@ -215,11 +296,13 @@ def test_rope_scaling_reaches_the_figures_and_the_checks(tmp_path):
     assert linear.exit_code == 0, linear.output
     assert _verdicts(linear.output)["offset_similarity"] == "pass"  # still a rotation: relative
 
-    for scaling, message in (('{"rope_type": "bogus"}', "unknown rope scaling type 'bogus'; choose one of"),
-                             ('{"rope_type": "yarn", "factor": 4}', "needs ['original_max_position_embeddings']"),
-                             ("[1, 2]", "--scaling must be a JSON object"),
-                             ("{bad", "--scaling: the value is not valid JSON"),
-                             (str(tmp_path / "missing.json"), "--scaling: no file")):
+    for scaling, message in (
+        ('{"rope_type": "bogus"}', "unknown rope scaling type 'bogus'; choose one of"),
+        ('{"rope_type": "yarn", "factor": 4}', "needs ['original_max_position_embeddings']"),
+        ("[1, 2]", "--scaling must be a JSON object"),
+        ("{bad", "--scaling: the value is not valid JSON"),
+        (str(tmp_path / "missing.json"), "--scaling: no file"),
+    ):
         for command in (("plot", "rope", "--kind", "heatmap", "--out", str(out)), ("check", "rope")):
             result = _run(*command, "--scaling", scaling)
             assert result.exit_code == 2 and message in " ".join(result.output.split()), (scaling, result.output)
@@ -246,7 +329,11 @@ def test_report_out_that_cannot_be_written_fails_before_drawing(tmp_path, monkey
 
     monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
     result = _run("report", "--out", str(tmp_path / "b"), "--scheme", "alibi")
-    assert result.exit_code == 2 and "cannot write into the folder" in result.output and "Permission denied" in result.output
+    assert (
+        result.exit_code == 2
+        and "cannot write into the folder" in result.output
+        and "Permission denied" in result.output
+    )
     assert not drawn and "Traceback" not in result.output
 
 
@@ -254,8 +341,12 @@ def test_scaling_values_that_are_not_objects_or_json_files(tmp_path):
     """A file of another suffix, a folder, or a JSON value that is not an object: named as such
     (they read as "not valid JSON", or "got NoneType")."""
     (tmp_path / "s.txt").write_text('{"rope_type": "linear", "factor": 2}')
-    for value, message in ((str(tmp_path / "s.txt"), "is a file, but not a .json or .toml one"),
-                           (str(tmp_path), "is a folder"), ("null", "got null"), ('"linear"', "got a string")):
+    for value, message in (
+        (str(tmp_path / "s.txt"), "is a file, but not a .json or .toml one"),
+        (str(tmp_path), "is a folder"),
+        ("null", "got null"),
+        ('"linear"', "got a string"),
+    ):
         result = _run("check", "rope", "--scaling", value)
         assert result.exit_code == 2 and message in result.output, (value, result.output)
 
@@ -313,7 +404,9 @@ def test_version():
     import subprocess
     import sys
 
-    module = subprocess.run([sys.executable, "-m", "posenc", "--version"], capture_output=True, text=True)  # python -m posenc
+    module = subprocess.run(
+        [sys.executable, "-m", "posenc", "--version"], capture_output=True, text=True
+    )  # python -m posenc
     assert module.returncode == 0 and module.stdout.strip() == f"posenc {posenc.__version__}", module.stderr
 
 
@@ -330,8 +423,9 @@ def test_report_thresholds_are_not_rounded_past_the_value() -> None:
     from posenc.report.atlas import _properties_table
 
     result = CheckResult("extrapolates", 4095.0, 4095.0, True, "", comparison=">=")
-    html = _properties_table({"results": {"extrapolates": result}, "verdict": {"extrapolates": "pass"},
-                              "reasons": {"extrapolates": ""}})
+    html = _properties_table(
+        {"results": {"extrapolates": result}, "verdict": {"extrapolates": "pass"}, "reasons": {"extrapolates": ""}}
+    )
     assert "4095</td>" in html and "&gt;= 4095" in html and "e+03" not in html
 
 
@@ -386,12 +480,19 @@ def test_rope_theta_in_scaling_is_the_base_on_the_command_line(tmp_path):
     a, b = tmp_path / "theta.png", tmp_path / "base.png"
     theta = json.dumps({"rope_type": "linear", "factor": 2.0, "rope_theta": 500})
     assert _run(*args, "--scaling", theta, "--out", str(a)).exit_code == 0
-    assert _run(*args, "--scaling", '{"rope_type": "linear", "factor": 2.0}', "--base", "500", "--out", str(b)).exit_code == 0
+    assert (
+        _run(*args, "--scaling", '{"rope_type": "linear", "factor": 2.0}', "--base", "500", "--out", str(b)).exit_code
+        == 0
+    )
     assert Image.open(a).tobytes() == Image.open(b).tobytes()
     assert Image.open(a).tobytes() != Image.open(_plot_default(tmp_path, args)).tobytes()  # the base mattered
     result = _run("check", "rope", "--scaling", theta, "--base", "10000")
     said = " ".join(result.output.split())
-    assert result.exit_code == 2 and "rope_theta=500, but --base is 10000.0" in said and "base=" not in said.replace("--base", "")
+    assert (
+        result.exit_code == 2
+        and "rope_theta=500, but --base is 10000.0" in said
+        and "base=" not in said.replace("--base", "")
+    )
 
 
 def _plot_default(tmp_path, args):

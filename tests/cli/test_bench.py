@@ -32,6 +32,7 @@ def test_measure_paired_alternates_and_reports_the_median_ratio():
     def floor():
         calls.append("f")
         time.sleep(0.002)
+
     p = timing.measure_paired("sleep", case, floor, min_run_time=0.05, block_s=0.01, min_rounds=5)
     assert p.rounds >= 5
     assert 1.4 < p.x_floor < 3.0  # scheduler jitter aside, 2
@@ -50,9 +51,16 @@ def test_measure_paired_many_runs_the_cases_round_robin():
         def fn():
             calls.append(tag)
             time.sleep(seconds)
+
         return fn
-    result = timing.measure_paired_many({"a": sleeper("a", 0.004), "b": sleeper("b", 0.008)}, sleeper("f", 0.002),
-                                        min_run_time=0.05, block_s=0.01, min_rounds=5)
+
+    result = timing.measure_paired_many(
+        {"a": sleeper("a", 0.004), "b": sleeper("b", 0.008)},
+        sleeper("f", 0.002),
+        min_run_time=0.05,
+        block_s=0.01,
+        min_rounds=5,
+    )
     assert set(result) == {"a", "b"} and all(p.rounds >= 5 for p in result.values())
     assert 1.4 < result["a"].x_floor < 3.0 and 2.8 < result["b"].x_floor < 6.0
     timed = "".join(calls)[6:]  # after the warm-up and block-sizing calls (a, a, b, b, f, f)
@@ -80,8 +88,10 @@ def test_cpu_probe_does_not_count_this_process(monkeypatch):
 
 
 def test_rows_are_formatted_steady_only():
-    rows = [{"case": "a", "kind": "steady", "median_ms": 1.23456, "x_floor": 1.0},
-            {"case": "b", "kind": "one-time", "seconds": 2.0}]
+    rows = [
+        {"case": "a", "kind": "steady", "median_ms": 1.23456, "x_floor": 1.0},
+        {"case": "b", "kind": "one-time", "seconds": 2.0},
+    ]
     assert report.format_rows(rows, ["case", "median_ms", "x_floor", "other_cpu"]) == [["a", "1.23", "1", "-"]]
     assert report.one_time_rows(rows) == [["-", "-", "-", "b", "2"]]
 
@@ -96,8 +106,23 @@ def test_cli_quick_writes_json(tmp_path, capsys):
     """``posenc bench --quick`` on the bias and RoPE sections (eager and reference cases only
     would not exercise the floor ratio: the floor row must read exactly 1)."""
     out = tmp_path / "bench.json"
-    code = main(["bench", "--quick", "--sections", "bias,rope", "--no-peers", "--dtypes", "float32",
-                 "--lengths", "64", "--json", str(out), "--markdown", str(tmp_path / "perf.md")])
+    code = main(
+        [
+            "bench",
+            "--quick",
+            "--sections",
+            "bias,rope",
+            "--no-peers",
+            "--dtypes",
+            "float32",
+            "--lengths",
+            "64",
+            "--json",
+            str(out),
+            "--markdown",
+            str(tmp_path / "perf.md"),
+        ]
+    )
     assert code == 0, capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["meta"]["quick"] is True and data["meta"]["num_threads"] == 1
@@ -125,11 +150,13 @@ def test_cli_rejects_bad_options(capsys):
     assert main(["bench", "--device", "tpu9"]) == 2
     captured = capsys.readouterr()
     assert "device 'tpu9' is not usable here" in captured.out + captured.err
-    for args, message in ((["--lengths", "0,2048"], "RoPE lengths must be positive integers, got [0, 2048]"),
-                          (["--lengths", "99999999999"], "--lengths must be at most 65536"),  # not an allocator error
-                          (["--dtypes", "int8"], "RoPE dtypes must be floating point"),
-                          (["--sections", ","], "no bench section given"),
-                          (["--json", "/proc/posenc/bench.json"], "--json: cannot write /proc/posenc/bench.json")):
+    for args, message in (
+        (["--lengths", "0,2048"], "RoPE lengths must be positive integers, got [0, 2048]"),
+        (["--lengths", "99999999999"], "--lengths must be at most 65536"),  # not an allocator error
+        (["--dtypes", "int8"], "RoPE dtypes must be floating point"),
+        (["--sections", ","], "no bench section given"),
+        (["--json", "/proc/posenc/bench.json"], "--json: cannot write /proc/posenc/bench.json"),
+    ):
         assert main(["bench", *args]) == 2, args  # refused at once, before any timing
         captured = capsys.readouterr()
         text = " ".join((captured.out + captured.err).replace("│", " ").split())
@@ -146,10 +173,14 @@ def test_cli_output_paths_checked_before_the_run_and_written_whole(tmp_path, cap
     that fails leaves no (empty) output file behind; a finished one writes each file whole."""
     calls = []
     monkeypatch.setattr(report, "run", lambda **kw: calls.append(kw) or {"meta": {}, "rope": []})
-    for args, message in ((["--json", str(tmp_path)], f"--json: {tmp_path} is a directory; give a file name"),
-                          (["--markdown", str(tmp_path)], f"--markdown: {tmp_path} is a directory"),
-                          (["--json", str(tmp_path / "a"), "--markdown", str(tmp_path / "." / "a")],
-                           "--json and --markdown name the same file")):
+    for args, message in (
+        (["--json", str(tmp_path)], f"--json: {tmp_path} is a directory; give a file name"),
+        (["--markdown", str(tmp_path)], f"--markdown: {tmp_path} is a directory"),
+        (
+            ["--json", str(tmp_path / "a"), "--markdown", str(tmp_path / "." / "a")],
+            "--json and --markdown name the same file",
+        ),
+    ):
         assert main(["bench", "--sections", "rope", *args]) == 2, args
         text = " ".join(capsys.readouterr().err.replace("│", " ").split())
         assert message in text and "Traceback" not in text, text
@@ -157,12 +188,27 @@ def test_cli_output_paths_checked_before_the_run_and_written_whole(tmp_path, cap
 
     def interrupted(**kw):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(report, "run", interrupted)
     main(["bench", "--sections", "rope", "--json", str(tmp_path / "out" / "b.json")])
     assert list((tmp_path / "out").iterdir()) == []  # the folder is made, no empty JSON left in it
     monkeypatch.setattr(report, "run", lambda **kw: calls.append(kw) or {"meta": {"quick": True}, "rope": []})
-    assert main(["bench", "--sections", "rope,rope", "--lengths", "64,64,", "--dtypes", "float32,float",
-                 "--json", str(tmp_path / "out" / "b.json")]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--sections",
+                "rope,rope",
+                "--lengths",
+                "64,64,",
+                "--dtypes",
+                "float32,float",
+                "--json",
+                str(tmp_path / "out" / "b.json"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "out" / "b.json").read_text()) == {"meta": {"quick": True}, "rope": []}
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["b.json"]  # no temporary file left
     assert calls[-1]["sections"] == ["rope"] and calls[-1]["rope_lengths"] == [64, 64]  # run() takes each once
@@ -173,8 +219,9 @@ def test_run_takes_each_section_length_and_dtype_once(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(rope_bench, "bench_rope", lambda lengths, dtypes, **kw: seen.update(L=lengths, d=dtypes) or [])
-    result = report.run(quick=True, sections=["rope", "rope"], rope_lengths=[8, 8, 16], dtypes=[torch.float32, torch.float],
-                        peers=False)
+    result = report.run(
+        quick=True, sections=["rope", "rope"], rope_lengths=[8, 8, 16], dtypes=[torch.float32, torch.float], peers=False
+    )
     assert seen == {"L": [8, 16], "d": (torch.float32,)} and list(result) == ["meta", "rope"]
 
 
@@ -187,16 +234,22 @@ def test_benchmark_scripts_refuse_bad_arguments():
 
     scripts = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
     for script, args, message in (
-            ("bias.py", ["--device", "tpu9"], "device 'tpu9' is not usable here"),
-            ("rope.py", ["--lengths", "0,2048"], "--lengths: takes positive integers separated by commas"),
-            ("rope.py", ["--threads", "0"], "--threads: takes a positive integer; got '0'"),
-            ("flex_memory.py", ["--modes", "flx"], "flex benchmark modes are flex and sdpa; got ['flx']"),
-            ("bias.py", ["--json", "/proc/posenc/rows.json"], "--json: cannot write /proc/posenc/rows.json"),
-            ("bias.py", ["--json", "."], "--json: . is a directory; give a file name"),
-            ("rope.py", ["--device", "meta"], "device 'meta' is not usable here"),
-            ("rope_training_size.py", ["--batch", "0"], "--batch: takes a positive integer; got '0'")):
-        proc = subprocess.run([sys.executable, str(scripts / script), "--quick", *args],
-                              capture_output=True, text=True, cwd=scripts, timeout=120)
+        ("bias.py", ["--device", "tpu9"], "device 'tpu9' is not usable here"),
+        ("rope.py", ["--lengths", "0,2048"], "--lengths: takes positive integers separated by commas"),
+        ("rope.py", ["--threads", "0"], "--threads: takes a positive integer; got '0'"),
+        ("flex_memory.py", ["--modes", "flx"], "flex benchmark modes are flex and sdpa; got ['flx']"),
+        ("bias.py", ["--json", "/proc/posenc/rows.json"], "--json: cannot write /proc/posenc/rows.json"),
+        ("bias.py", ["--json", "."], "--json: . is a directory; give a file name"),
+        ("rope.py", ["--device", "meta"], "device 'meta' is not usable here"),
+        ("rope_training_size.py", ["--batch", "0"], "--batch: takes a positive integer; got '0'"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, str(scripts / script), "--quick", *args],
+            capture_output=True,
+            text=True,
+            cwd=scripts,
+            timeout=120,
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (script, args, proc.stderr)
         assert message in proc.stderr, (script, args, proc.stderr)
     assert torch.get_num_threads() >= 1
@@ -210,14 +263,28 @@ def test_markdown_names_the_path_auto_takes_on_each_device():
     from posenc.bench.report import markdown
 
     def row(case, ms, auto=None):
-        return {"kind": "steady", "L": 2048, "dtype": "float32", "layout": "interleaved", "case": case,
-                "median_ms": ms, "x_floor": ms / 0.05, "x_floor_best": ms / 0.05, "auto_backend": auto}
+        return {
+            "kind": "steady",
+            "L": 2048,
+            "dtype": "float32",
+            "layout": "interleaved",
+            "case": case,
+            "median_ms": ms,
+            "x_floor": ms / 0.05,
+            "x_floor_best": ms / 0.05,
+            "auto_backend": auto,
+        }
+
     rope = [row("floor", 0.05), row("posenc out= (compiled)", 0.06), row("posenc out= (eager)", 0.11)]
     for device, shown in (("cpu", "2.20 (2.20) (eager)"), ("cuda: NVIDIA H100 80GB HBM3", "1.20 (1.20) (compiled)")):
         text = markdown({"meta": {"device": device}, "rope": rope})
         assert f"| 2048 | float32 | interleaved | 0.050 | {shown} |" in text, text
-    recorded = [row("floor", 0.05, "triton"), row("posenc out= (triton)", 0.055, "triton"),
-                row("posenc out= (compiled)", 0.06, "triton"), row("posenc out= (eager)", 0.11, "triton")]
+    recorded = [
+        row("floor", 0.05, "triton"),
+        row("posenc out= (triton)", 0.055, "triton"),
+        row("posenc out= (compiled)", 0.06, "triton"),
+        row("posenc out= (eager)", 0.11, "triton"),
+    ]
     text = markdown({"meta": {"device": "cuda: NVIDIA H100 80GB HBM3"}, "rope": recorded})
     assert "| 2048 | float32 | interleaved | 0.050 | 1.10 (1.10) (triton) |" in text, text
     assert "| triton 1.10, compiled 1.20, eager 2.20 |" in text, text
@@ -232,8 +299,17 @@ def test_markdown_sets_in_place_beside_the_in_place_floor():
     from posenc.bench.report import markdown
 
     def row(case, x):
-        return {"kind": "steady", "L": 2048, "dtype": "float32", "layout": "half", "case": case,
-                "median_ms": 0.05 * x, "x_floor": x, "x_floor_best": x}
+        return {
+            "kind": "steady",
+            "L": 2048,
+            "dtype": "float32",
+            "layout": "half",
+            "case": case,
+            "median_ms": 0.05 * x,
+            "x_floor": x,
+            "x_floor_best": x,
+        }
+
     rope = [row("floor", 1.0), row("posenc out= (eager)", 2.1), row("posenc in-place (eager)", 0.8)]
     assert "| 2.10 (2.10) (eager) | - | 0.80 (0.80) | 2.10 (2.10) |" in markdown({"meta": {}, "rope": rope})
     text = markdown({"meta": {}, "rope": [*rope, row("floor, in place", 0.6)]})
@@ -252,7 +328,11 @@ def test_every_rope_case_is_checked_against_the_reference_before_timing(monkeypa
     assert steady["posenc backward"]["max_error"] < 1e-5  # against the inverse rotation
     assert {"posenc new tensors", "posenc Rope.rotate", "floor, new tensors", "floor, in place"} <= set(steady)
     for backend in ("compiled", "eager", "reference"):  # each backend forced, out= and in place
-        assert steady[f"posenc out= ({backend})"]["backend"] == steady[f"posenc in-place ({backend})"]["backend"] == backend
+        assert (
+            steady[f"posenc out= ({backend})"]["backend"]
+            == steady[f"posenc in-place ({backend})"]["backend"]
+            == backend
+        )
     assert steady["posenc new tensors"]["backend"] == steady["floor"]["auto_backend"] == "eager"  # 2^14 elements
     assert steady["posenc out= (compiled)"]["tolerance"] < 5e-6  # two float32 units in the last place, not 1e-3
 
@@ -275,9 +355,13 @@ def test_a_broken_or_missing_peer_is_reported_not_fatal(monkeypatch):
         raise ImportError("no module", name="nothere")
 
     monkeypatch.setattr(bench_rope_module, "PEERS", {"drifted": broken, "absent": missing})
-    found, skipped = bench_rope_module.rope_peers(torch.zeros(1, 1, 4, 8), torch.zeros(1, 1, 4, 8), "half",
-                                                  with_skipped=True)
-    assert found == {} and skipped == {"drifted": "failed: RuntimeError: API drift", "absent": "not installed (nothere)"}
+    found, skipped = bench_rope_module.rope_peers(
+        torch.zeros(1, 1, 4, 8), torch.zeros(1, 1, 4, 8), "half", with_skipped=True
+    )
+    assert found == {} and skipped == {
+        "drifted": "failed: RuntimeError: API drift",
+        "absent": "not installed (nothere)",
+    }
 
 
 def test_without_a_compiler_no_row_says_compiled(monkeypatch):
@@ -307,8 +391,21 @@ def test_an_interrupted_run_keeps_the_sections_it_finished(tmp_path, capsys, mon
 
     monkeypatch.setattr(bias, "bench_bias", interrupted)
     out = tmp_path / "bench.json"
-    code = main(["bench", "--quick", "--sections", "rope,bias", "--no-peers", "--dtypes", "float32", "--lengths", "64",
-                 "--json", str(out)])
+    code = main(
+        [
+            "bench",
+            "--quick",
+            "--sections",
+            "rope,bias",
+            "--no-peers",
+            "--dtypes",
+            "float32",
+            "--lengths",
+            "64",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 130
     data = json.loads(out.read_text())
     assert "rope" in data and "bias" not in data and data["meta"]["quick"] is True

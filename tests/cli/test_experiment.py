@@ -40,7 +40,10 @@ def test_experiment_writes_results_then_skips_them_on_rerun(tmp_path):
     assert "max_len=34" in records["learned"]["metrics"]["per_length"]["17"]["unavailable"]
     assert records["none"]["config"]["train"]["steps"] == 3 and records["none"]["train_length"] == 16
     assert len(records["none"]["metrics"]["per_length"]) == 32
-    assert "n/a: learned table too short" in " ".join(first.output.replace("│", " ").split()) and (tmp_path / "figures" / "length_copy.png").exists()
+    assert (
+        "n/a: learned table too short" in " ".join(first.output.replace("│", " ").split())
+        and (tmp_path / "figures" / "length_copy.png").exists()
+    )
     second = _run(*args)
     assert second.exit_code == 0 and second.output.count("already in results.json, skipped") == 2
     assert json.loads((tmp_path / "results.json").read_text()) == data
@@ -48,18 +51,21 @@ def test_experiment_writes_results_then_skips_them_on_rerun(tmp_path):
     assert shown.exit_code == 0 and "learned" in shown.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (("lenght",), "choose one of: length, learned-vs-sinusoidal, add-vs-concat, probe, extend"),
-    (("length", "--schemes", "rope,ropee"), "unknown scheme 'ropee'"),
-    (("length", "--tasks", "copy,parity"), "unknown task 'parity'"),
-    (("length", "--seeds", "0,one"), "comma-separated integers"),
-    (("extend", "--schemes", "alibi"), "only scheme is 'rope'"),
-    (("length", "--schemes", " , "), "--schemes is empty; give comma-separated values or leave the option out"),
-    (("length", "--seeds", "-1"), "seeds must be comma-separated integers in 0..4294967295"),
-    (("length", "--seeds", "0,9223372036854775807"), "seeds must be comma-separated integers in 0..4294967295"),
-    (("extend", "--tasks", "copy"), "its tasks are text, fortunes, text-mlm, got ['copy']"),
-    (("probe", "--tasks", "copy"), "it takes no --tasks"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("lenght",), "choose one of: length, learned-vs-sinusoidal, add-vs-concat, probe, extend"),
+        (("length", "--schemes", "rope,ropee"), "unknown scheme 'ropee'"),
+        (("length", "--tasks", "copy,parity"), "unknown task 'parity'"),
+        (("length", "--seeds", "0,one"), "comma-separated integers"),
+        (("extend", "--schemes", "alibi"), "only scheme is 'rope'"),
+        (("length", "--schemes", " , "), "--schemes is empty; give comma-separated values or leave the option out"),
+        (("length", "--seeds", "-1"), "seeds must be comma-separated integers in 0..4294967295"),
+        (("length", "--seeds", "0,9223372036854775807"), "seeds must be comma-separated integers in 0..4294967295"),
+        (("extend", "--tasks", "copy"), "its tasks are text, fortunes, text-mlm, got ['copy']"),
+        (("probe", "--tasks", "copy"), "it takes no --tasks"),
+    ],
+)
 def test_bad_names_are_reported_with_the_choices(args, message, tmp_path):
     result = _run(*args, "--out", str(tmp_path))
     assert result.exit_code == 2
@@ -70,6 +76,7 @@ def test_bad_names_are_reported_with_the_choices(args, message, tmp_path):
 def test_devices_and_folders_that_cannot_serve_are_refused_up_front(tmp_path):
     """A device that cannot run, --plot-only without results, or an unreadable results.json: one
     clear line naming the problem, no traceback, nothing trained."""
+
     def said(result):
         return " ".join(result.output.replace("│", " ").split())
 
@@ -82,7 +89,9 @@ def test_devices_and_folders_that_cannot_serve_are_refused_up_front(tmp_path):
     (tmp_path / "results.json").write_text('{"schema": 1, "rec')  # truncated
     for args in (("--plot-only",), ("--steps", "1", "--quick")):
         result = _run("length", *args, "--out", str(tmp_path))
-        assert result.exit_code == 1 and f"{tmp_path / 'results.json'} is not readable JSON" in said(result), said(result)
+        assert result.exit_code == 1 and f"{tmp_path / 'results.json'} is not readable JSON" in said(result), said(
+            result
+        )
         assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
@@ -96,9 +105,18 @@ def test_variant_names_are_printed_not_taken_for_markup():
 
     console = Console(file=io.StringIO(), width=200)
     progress = type("P", (), {"console": console})()
-    job = type("J", (), {"label": "add-vs-concat/text/sinusoidal/seed0/concat", "base_label": "add-vs-concat/text/sinusoidal/seed0"})()
-    record = {"variant": "concat", "in_distribution": 1.5, "out_of_distribution": None, "summary_metric": "loss",
-              "wall_time_s": 3.0}
+    job = type(
+        "J",
+        (),
+        {"label": "add-vs-concat/text/sinusoidal/seed0/concat", "base_label": "add-vs-concat/text/sinusoidal/seed0"},
+    )()
+    record = {
+        "variant": "concat",
+        "in_distribution": 1.5,
+        "out_of_distribution": None,
+        "summary_metric": "loss",
+        "wall_time_s": 3.0,
+    }
     _Progress(progress).job_finished(job, [record, {**record, "variant": "add"}], False)
     printed = console.file.getvalue()
     assert "seed0 [concat]: loss in 1.500, out n/a" in printed and "seed0 [add]:" in printed
@@ -127,10 +145,20 @@ def _failed(result, code: int, *messages: str) -> None:
 
 def _results(folder, experiment: str = "length") -> None:
     """A results.json holding one hand-written record of ``experiment``."""
-    record = {"experiment": experiment, "task": "copy", "scheme": "none", "variant": "default", "seed": 0,
-              "train_length": 4, "metrics": {"per_length": {"1": {"exact_match": 1.0}, "5": {"exact_match": 0.5}}},
-              "in_distribution": 1.0, "out_of_distribution": 0.5, "summary_metric": "exact_match",
-              "wall_time_s": 1.0, "config": {}}
+    record = {
+        "experiment": experiment,
+        "task": "copy",
+        "scheme": "none",
+        "variant": "default",
+        "seed": 0,
+        "train_length": 4,
+        "metrics": {"per_length": {"1": {"exact_match": 1.0}, "5": {"exact_match": 0.5}}},
+        "in_distribution": 1.0,
+        "out_of_distribution": 0.5,
+        "summary_metric": "exact_match",
+        "wall_time_s": 1.0,
+        "config": {},
+    }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").write_text(json.dumps({"schema": 1, "records": [record]}))
 
@@ -145,8 +173,9 @@ def test_files_where_folders_go_and_folders_where_files_go_stop_before_training(
     b = tmp_path / "b"
     b.mkdir()
     (b / "figures").write_text("")
-    _failed(_run(*TINY, "--out", str(b)), 1, f"cannot draw the figures into {b / 'figures'}: it is a file, not a "
-            "folder")
+    _failed(
+        _run(*TINY, "--out", str(b)), 1, f"cannot draw the figures into {b / 'figures'}: it is a file, not a folder"
+    )
     _results(b)
     _failed(_run("length", "--plot-only", "--out", str(b)), 1, f"cannot draw the figures into {b / 'figures'}")
     c = tmp_path / "c"
@@ -212,9 +241,13 @@ def test_sigterm_saves_the_step_in_progress_and_the_rerun_resumes(tmp_path):
     import torch
 
     args = ("length", "--steps", "12", "--quick", "--schemes", "t5", "--tasks", "copy")
-    process = subprocess.Popen([sys.executable, "-c", _STOP_AT_STEP_3, "experiment", *args, "--out",
-                                str(tmp_path / "a")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "220"})
+    process = subprocess.Popen(
+        [sys.executable, "-c", _STOP_AT_STEP_3, "experiment", *args, "--out", str(tmp_path / "a")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "220"},
+    )
     try:
         for line in process.stderr:
             if line.startswith("step 3"):
@@ -271,22 +304,30 @@ def test_ctrl_c_while_drawing_says_the_results_are_saved(tmp_path, monkeypatch):
     for args in (TINY, ("length", "--plot-only")):
         result = _run(*args, "--out", str(tmp_path))
         assert result.exit_code == 130
-        assert (f"the results are saved in {tmp_path / 'results.json'}; `posenc experiment length --plot-only "
-                f"--out {tmp_path}` draws the figures again") in _said(result), result.output
+        assert (
+            f"the results are saved in {tmp_path / 'results.json'}; `posenc experiment length --plot-only "
+            f"--out {tmp_path}` draws the figures again"
+        ) in _said(result), result.output
 
 
-@pytest.mark.parametrize("options, named", [
-    (("--steps", "5", "--schemes", "t5"), "--steps, --schemes"),
-    (("--seeds", "0"), "--seeds"),
-    (("--quick",), "--quick"),
-    (("--tasks", "copy"), "--tasks"),
-    (("--threads", "2"), "--threads"),
-])
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        (("--steps", "5", "--schemes", "t5"), "--steps, --schemes"),
+        (("--seeds", "0"), "--seeds"),
+        (("--quick",), "--quick"),
+        (("--tasks", "copy"), "--tasks"),
+        (("--threads", "2"), "--threads"),
+    ],
+)
 def test_plot_only_refuses_options_that_only_training_uses(tmp_path, options, named):
     """They were silently ignored: --plot-only draws what results.json holds, whatever they say."""
     _results(tmp_path)
-    _failed(_run("length", "--plot-only", *options, "--out", str(tmp_path)), 2,
-            f"--plot-only draws everything in {tmp_path / 'results.json'} and trains nothing: it takes no {named};")
+    _failed(
+        _run("length", "--plot-only", *options, "--out", str(tmp_path)),
+        2,
+        f"--plot-only draws everything in {tmp_path / 'results.json'} and trains nothing: it takes no {named};",
+    )
     assert not (tmp_path / "figures").exists()
 
 
@@ -314,5 +355,7 @@ def test_more_threads_than_cpus_is_a_warning(tmp_path, monkeypatch):
     result = _run(*TINY, "--threads", "2", "--out", str(tmp_path))
     assert result.exit_code == 0 and calls[0]["threads"] == 2, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
-    assert warnings == ["warning: --threads 2 is more than the CPUs here (1): the extra threads only compete for "
-                        "them (slower, not faster)"]
+    assert warnings == [
+        "warning: --threads 2 is more than the CPUs here (1): the extra threads only compete for "
+        "them (slower, not faster)"
+    ]

@@ -52,9 +52,22 @@ def test_two_cpu_processes_train_the_single_process_model(tmp_path, task_name, l
     # Retried: the free port may be taken between the probe and torchrun's bind, and gloo's
     # threads now and then abort a rank at exit ("terminate called without an active exception",
     # about 1 run in 10 on this machine, after training has finished)
-    for attempt in range(3):
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                   "--master-port", str(_free_port()), str(script), str(tmp_path), task_name, str(length)]
+    for _attempt in range(3):
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(_free_port()),
+            str(script),
+            str(tmp_path),
+            task_name,
+            str(length),
+        ]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
         flaky = ("address already in use", "terminate called without an active exception")
         if done.returncode == 0 or not any(text in done.stderr.lower() for text in flaky):

@@ -30,21 +30,21 @@ torch.set_num_threads(1)
 
 
 def _tiny(task, scheme="rope", **kw):
-    return ModelConfig(vocab_size=task.vocab_size, scheme=scheme, causal=task.causal, dim=32, num_heads=2,
-                       num_layers=1, **kw)
+    return ModelConfig(
+        vocab_size=task.vocab_size, scheme=scheme, causal=task.causal, dim=32, num_heads=2, num_layers=1, **kw
+    )
 
 
 # -- tasks -----------------------------------------------------------------------------------
 def _answer(inputs, targets):
     """Digits of the input (between BOS and SEP) and of the answer (targets before EOS)."""
     row_in, row_t = inputs.tolist(), targets.tolist()
-    x = row_in[1:row_in.index(SEP)]
+    x = row_in[1 : row_in.index(SEP)]
     y = [t for t in row_t if t not in (IGNORE, EOS)]
     return x, y
 
 
-@pytest.mark.parametrize("name, answer", [("copy", lambda x: x), ("reverse", lambda x: x[::-1]),
-                                          ("sort", sorted)])
+@pytest.mark.parametrize("name, answer", [("copy", lambda x: x), ("reverse", lambda x: x[::-1]), ("sort", sorted)])
 def test_sequence_tasks_answer(name, answer):
     batch = get_task(name).sample(50, 7, torch.Generator().manual_seed(1))
     assert batch.inputs.shape == batch.targets.shape == (50, 2 * 7 + 2)
@@ -175,8 +175,10 @@ def _stopped_then_resumed(scheme: str, steps: int, path, on_step, error: type[Ba
     its checkpoint: the resumed run must equal the straight one bit for bit. Returns what
     stopped it, the checkpoint's step and the resumed result."""
     task = get_task("copy")
-    model, config = _tiny(task, scheme), TrainConfig(steps=steps, batch_size=8, warmup=2, max_length=5,
-                                                     checkpoint_every=10)
+    model, config = (
+        _tiny(task, scheme),
+        TrainConfig(steps=steps, batch_size=8, warmup=2, max_length=5, checkpoint_every=10),
+    )
     full = train(model, task, config)
     with pytest.raises(error) as caught:
         train(model, task, config, checkpoint=path, on_step=on_step)
@@ -203,12 +205,15 @@ def test_resumed_training_equals_uninterrupted_bitwise(tmp_path):
     assert resumed.wall_time_s > torch.load(path, weights_only=True)["wall_time_s"] > 0  # both runs' time
 
 
-@pytest.mark.parametrize("content, reason", [
-    (b"garbage\n", "(UnpicklingError: Unsupported operand"),
-    (b"", "(EOFError"),
-    (b"PK\x03\x04 truncated zip", "(RuntimeError: PytorchStreamReader failed reading zip archive"),
-    (None, "(UnpicklingError: Unsupported global: GLOBAL argparse.Namespace"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"garbage\n", "(UnpicklingError: Unsupported operand"),
+        (b"", "(EOFError"),
+        (b"PK\x03\x04 truncated zip", "(RuntimeError: PytorchStreamReader failed reading zip archive"),
+        (None, "(UnpicklingError: Unsupported global: GLOBAL argparse.Namespace"),
+    ],
+)
 def test_unreadable_checkpoint_is_a_clear_error(tmp_path, content, reason):
     """The reason is the exception's type and first sentence: torch's advice to load the file with
     weights_only=False (which runs whatever code it holds) is never passed on."""
@@ -285,8 +290,11 @@ def test_stored_records_of_another_configuration_are_not_reused(tmp_path):
     settings = Settings(steps=2, tasks=("copy",), schemes=("none",), quick=True)
     first = run_experiment("length", tmp_path, settings)
     assert run_experiment("length", tmp_path, settings) == []  # the same settings: skipped
-    with pytest.raises(ValueError, match=r"already holds length/copy/none/seed0 \[default\] made with another "
-                                         r"configuration \(train.steps: 2 stored, 3 asked\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"already holds length/copy/none/seed0 \[default\] made with another "
+        r"configuration \(train.steps: 2 stored, 3 asked\)",
+    ):
         run_experiment("length", tmp_path, replace(settings, steps=3))
     with pytest.raises(ValueError, match=r"eval_samples: 64 stored, 128 asked"):  # --quick scores fewer samples
         run_experiment("length", tmp_path, replace(settings, quick=False))
@@ -384,8 +392,12 @@ def test_sigterm_outside_training_interrupts_the_run_at_once(tmp_path):
     previous = signal.signal(signal.SIGTERM, _refuse_sigterm)
     try:
         with pytest.raises(Interrupted) as caught:
-            run_experiment("length", tmp_path, Settings(steps=1, tasks=("copy",), schemes=("none", "t5"), quick=True),
-                           hooks=TerminateAfterFirstJob())
+            run_experiment(
+                "length",
+                tmp_path,
+                Settings(steps=1, tasks=("copy",), schemes=("none", "t5"), quick=True),
+                hooks=TerminateAfterFirstJob(),
+            )
         assert caught.value.signum == signal.SIGTERM and caught.value.step is None
         assert signal.getsignal(signal.SIGTERM) is _refuse_sigterm
     finally:
@@ -414,8 +426,11 @@ def test_stale_checkpoints_and_unwritable_folders_stop_before_training(tmp_path)
     job = plan("length", settings)[0]
     path = checkpoint_path(job, tmp_path)
     train(job.model, job.task, replace(job.train, steps=2), checkpoint=path)  # a checkpoint of a 2-step run
-    with pytest.raises(ValueError, match=rf"checkpoint {path} of length/copy/none/seed0 was written with another "
-                                         r"configuration \(train.steps: 2 stored, 3 asked\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"checkpoint {path} of length/copy/none/seed0 was written with another "
+        r"configuration \(train.steps: 2 stored, 3 asked\)",
+    ):
         run_experiment("length", tmp_path, settings)
     assert not (tmp_path / "results.json").exists()
     (tmp_path / "a-file").write_text("")
@@ -425,8 +440,11 @@ def test_stale_checkpoints_and_unwritable_folders_stop_before_training(tmp_path)
     with pytest.raises(ValueError, match="is not a posenc training checkpoint"):
         run_experiment("length", tmp_path, settings)
     (tmp_path / "b" / "results.json").mkdir(parents=True)  # a folder where the results file goes
-    with pytest.raises(ValueError, match=r"cannot write results to .*b: .*results.json is a folder, where the results "
-                                         "file goes"):
+    with pytest.raises(
+        ValueError,
+        match=r"cannot write results to .*b: .*results.json is a folder, where the results "
+        "file goes",
+    ):
         run_experiment("length", tmp_path / "b", settings)
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "checkpoints").write_text("")  # a file where the checkpoints' folder goes
@@ -434,14 +452,17 @@ def test_stale_checkpoints_and_unwritable_folders_stop_before_training(tmp_path)
         run_experiment("length", tmp_path / "c", settings)
 
 
-@pytest.mark.parametrize("content, message", [
-    ({"schema": 99, "records": []}, "has schema 99; this posenc reads schema 1"),
-    ({"records": []}, "is not a posenc results file: it has no schema field (this posenc reads schema 1)"),
-    ({"schema": 1}, "is not a posenc results file: it has no records list"),
-    ([], 'is not a posenc results file (it holds an array, not an object {"schema": 1, "records": [...]})'),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ({"schema": 99, "records": []}, "has schema 99; this posenc reads schema 1"),
+        ({"records": []}, "is not a posenc results file: it has no schema field (this posenc reads schema 1)"),
+        ({"schema": 1}, "is not a posenc results file: it has no records list"),
+        ([], 'is not a posenc results file (it holds an array, not an object {"schema": 1, "records": [...]})'),
+    ],
+)
 def test_results_files_of_another_schema_say_what_they_hold(tmp_path, content, message):
-    """"is not a posenc results file (schema 1)" read as if the file had schema 1."""
+    """ "is not a posenc results file (schema 1)" read as if the file had schema 1."""
     (tmp_path / "results.json").write_text(json.dumps(content))
     with pytest.raises(ValueError) as caught:
         load_results(tmp_path)
@@ -449,10 +470,29 @@ def test_results_files_of_another_schema_say_what_they_hold(tmp_path, content, m
     assert "(schema 1)" not in str(caught.value)
 
 
-@pytest.mark.parametrize("records", [[{"experiment": "length"}], [1], [{"experiment": "length", "task": "copy",
-                                     "scheme": "none", "variant": "default", "seed": "zero", "train_length": 16,
-                                     "metrics": {}, "in_distribution": 1.0, "out_of_distribution": None,
-                                     "summary_metric": "exact_match", "wall_time_s": 1.0, "config": {}}]])
+@pytest.mark.parametrize(
+    "records",
+    [
+        [{"experiment": "length"}],
+        [1],
+        [
+            {
+                "experiment": "length",
+                "task": "copy",
+                "scheme": "none",
+                "variant": "default",
+                "seed": "zero",
+                "train_length": 16,
+                "metrics": {},
+                "in_distribution": 1.0,
+                "out_of_distribution": None,
+                "summary_metric": "exact_match",
+                "wall_time_s": 1.0,
+                "config": {},
+            }
+        ],
+    ],
+)
 def test_malformed_records_are_named(tmp_path, records):
     (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "records": records}))
     with pytest.raises(ValueError, match=r"results.json: record 0 is not a result record .*move the file away"):
@@ -504,9 +544,18 @@ def test_summary_time_of_one_training_shared_by_variants_is_split():
     """extend trains once and evaluates four scalings: its four records carry the job's whole time
     and ``job_variants`` = 4, and the summary rows give each a quarter, so they add up to the run
     (each showed the whole: 4 x 16 s for a 20 s run). Records of older files (no field) count whole."""
-    base = {"experiment": "extend", "task": "text", "scheme": "rope", "seed": 0, "train_length": 64,
-            "in_distribution": 1.5, "out_of_distribution": 2.0, "summary_metric": "loss", "metrics": {},
-            "wall_time_s": 16.0}
+    base = {
+        "experiment": "extend",
+        "task": "text",
+        "scheme": "rope",
+        "seed": 0,
+        "train_length": 64,
+        "in_distribution": 1.5,
+        "out_of_distribution": 2.0,
+        "summary_metric": "loss",
+        "metrics": {},
+        "wall_time_s": 16.0,
+    }
     rows = summary_rows([{**base, "variant": v, "job_variants": 4} for v in ("none", "linear", "ntk", "yarn")])
     assert [r["wall_time_s"] for r in rows] == [4.0] * 4 and all(r["time_shared"] for r in rows)
     (row,) = summary_rows([{**base, "variant": "none"}, {**base, "variant": "none", "seed": 1}])
@@ -515,16 +564,26 @@ def test_summary_time_of_one_training_shared_by_variants_is_split():
 
 @pytest.mark.slow
 def test_results_round_trip_and_summaries(tmp_path):
-    base = {"experiment": "length", "task": "copy", "scheme": "rope", "variant": "default", "train_length": 4,
-            "metrics": {"per_length": {"1": {"exact_match": 1.0}, "5": {"exact_match": 0.5}}},
-            "summary_metric": "exact_match", "wall_time_s": 1.0, "config": {}}
+    base = {
+        "experiment": "length",
+        "task": "copy",
+        "scheme": "rope",
+        "variant": "default",
+        "train_length": 4,
+        "metrics": {"per_length": {"1": {"exact_match": 1.0}, "5": {"exact_match": 0.5}}},
+        "summary_metric": "exact_match",
+        "wall_time_s": 1.0,
+        "config": {},
+    }
     add_record(tmp_path, {**base, "seed": 0, "in_distribution": 1.0, "out_of_distribution": 0.2})
     add_record(tmp_path, {**base, "seed": 1, "in_distribution": 0.8, "out_of_distribution": float("nan")})
     add_record(tmp_path, {**base, "seed": 1, "in_distribution": 0.8, "out_of_distribution": 0.4})  # replaces
     records = load_results(tmp_path)
     assert len(records) == 2
     (row,) = summary_rows(records)
-    assert row["in_distribution"] == pytest.approx(0.9) and row["out_of_distribution_sd"] == pytest.approx(0.1414, abs=1e-4)
+    assert row["in_distribution"] == pytest.approx(0.9) and row["out_of_distribution_sd"] == pytest.approx(
+        0.1414, abs=1e-4
+    )
     add_record(tmp_path / "nan", {**base, "seed": 0, "in_distribution": float("inf"), "out_of_distribution": None})
     assert json.loads((tmp_path / "nan" / "results.json").read_text())["records"][0]["in_distribution"] is None
     with pytest.raises(ValueError, match="lacks"):
@@ -592,5 +651,6 @@ def test_learning_rate_schedule_is_pinned():
     assert learning_rate(10, config) == pytest.approx(1e-3)
     assert learning_rate(60, config) == pytest.approx(1e-3 * (0.1 + 0.9 * 0.5))  # halfway through the decay
     assert learning_rate(110, config) == pytest.approx(1e-4)
-    assert [learning_rate(s, config) for s in range(10, 111)] == sorted((learning_rate(s, config) for s in range(10, 111)),
-                                                                      reverse=True)
+    assert [learning_rate(s, config) for s in range(10, 111)] == sorted(
+        (learning_rate(s, config) for s in range(10, 111)), reverse=True
+    )

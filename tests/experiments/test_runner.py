@@ -19,10 +19,23 @@ def test_a_job_with_some_variants_stored_still_runs(tmp_path: Path, monkeypatch:
     jobs = plan("extend", settings)
     job = jobs[0]
     assert len(job.variants) > 1 and "default" in job.variants
-    add_record(tmp_path, {"experiment": job.experiment, "task": job.task.name, "scheme": job.scheme,
-                          "variant": "default", "seed": job.seed, "train_length": job.train.max_length,
-                          "metrics": {}, "in_distribution": 1.0, "out_of_distribution": 2.0,
-                          "summary_metric": "loss", "wall_time_s": 0.0, "config": runner.job_config(job)})
+    add_record(
+        tmp_path,
+        {
+            "experiment": job.experiment,
+            "task": job.task.name,
+            "scheme": job.scheme,
+            "variant": "default",
+            "seed": job.seed,
+            "train_length": job.train.max_length,
+            "metrics": {},
+            "in_distribution": 1.0,
+            "out_of_distribution": 2.0,
+            "summary_metric": "loss",
+            "wall_time_s": 0.0,
+            "config": runner.job_config(job),
+        },
+    )
     called: list[str] = []
     monkeypatch.setattr(runner, "run_job", lambda j, out, hooks=None: called.append(j.base_label) or [])
     runner.run_experiment("extend", tmp_path, settings)

@@ -13,8 +13,8 @@ import torch
 
 from posenc import functional as F
 
-
 # -- sinusoidal (Vaswani et al. 2017, section 3.5) ---------------------------------------------
+
 
 def _paper_row(p: float, d: int, base: float = 10000.0) -> list[float]:
     """PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(p / base^(2i/d)), section 3.5."""
@@ -71,6 +71,7 @@ def test_sinusoidal_base_changes_frequencies() -> None:
 
 
 # -- RoPE (Su et al. 2021, section 3.4) -------------------------------------------------------
+
 
 def test_rope_inv_freq_default_formula_float64() -> None:
     """RoFormer eq. 15: theta_i = base^(-2i/d), float64, attention scale 1."""
@@ -150,6 +151,7 @@ def test_apply_rope_batched_tables() -> None:
 
 # -- precision policy (DESIGN.md "Precision") ---------------------------------------------------
 
+
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_rope_cos_sin_accurate_at_four_million(layout: str) -> None:
     """cos/sin at position 4,000,000 within 1e-6 of Python's math on the float64 angle reduced mod 2π
@@ -191,7 +193,7 @@ def test_bf16_inputs_never_round_positions(pair: tuple[int, int]) -> None:
         assert got.dtype == torch.bfloat16
         c64, s64 = F.rope_cos_sin(torch.tensor([p]), inv, dtype=torch.float64)
         exact = F.apply_rope(x.double(), c64, s64)
-        torch.testing.assert_close(got.double(), exact, atol=2 ** -7 * exact.abs().max().item(), rtol=0)
+        torch.testing.assert_close(got.double(), exact, atol=2**-7 * exact.abs().max().item(), rtol=0)
         outs.append(got)
     assert not torch.equal(outs[0], outs[1])
     as_bf16 = torch.tensor([float(p) for p in pair]).to(torch.bfloat16)
@@ -207,6 +209,7 @@ def test_half_precision_positions_refused() -> None:
 
 # -- T5 buckets, ALiBi slopes, Shaw's index -----------------------------------------------------
 
+
 def test_t5_buckets_pinned_bidirectional() -> None:
     """Raffel et al. 2020 section 2.1 with 32 buckets, max_distance 128: exact buckets 0..7 for keys
     before or at the query, 16..23 after; logarithmic above; 15/31 from 128 on."""
@@ -217,13 +220,14 @@ def test_t5_buckets_pinned_bidirectional() -> None:
 
 def test_t5_buckets_pinned_causal() -> None:
     """Causal: every later key is bucket 0; 16 exact distances, then log-spaced up to 31."""
-    rel = torch.tensor([5, 1, 0, -1, -15, -16, -20, -32, -64, -127, -128, -10**6])
+    rel = torch.tensor([5, 1, 0, -1, -15, -16, -20, -32, -64, -127, -128, -(10**6)])
     expected = [0, 0, 0, 1, 15, 16, 17, 21, 26, 31, 31, 31]
     assert F.t5_relative_bucket(rel, bidirectional=False).tolist() == expected
 
 
 def _press_get_slopes(n: int) -> list[float]:
     """ofirpress/attention_with_linear_biases ``get_slopes`` (Press et al. 2022, section 3), in Python floats."""
+
     def power_of_2(m: int) -> list[float]:
         start = 2 ** (-(2 ** -(math.log2(m) - 3)))
         return [start * start**i for i in range(m)]
@@ -242,8 +246,9 @@ def test_alibi_slopes_paper_values() -> None:
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 6, 7, 12, 24, 40, 64, 96])
 def test_alibi_slopes_non_powers_of_two(n: int) -> None:
     """Equal to the reference ``get_slopes`` rounded once to float32."""
-    torch.testing.assert_close(F.alibi_slopes(n), torch.tensor(_press_get_slopes(n), dtype=torch.float64).float(),
-                               atol=0, rtol=0)
+    torch.testing.assert_close(
+        F.alibi_slopes(n), torch.tensor(_press_get_slopes(n), dtype=torch.float64).float(), atol=0, rtol=0
+    )
 
 
 def test_alibi_bias_causal_and_symmetric() -> None:

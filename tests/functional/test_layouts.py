@@ -30,8 +30,9 @@ def meta_rotate(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0)
     """Meta llama ``apply_rotary_emb``: interleaved pairs as complex numbers times ``e^{i m θ}``. x: [b, s, h, hd]."""
     hd = x.shape[-1]
     freqs = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-    freqs_cis = torch.polar(torch.ones(len(positions), hd // 2, dtype=torch.float64),
-                            torch.outer(positions.double(), freqs))  # [s, hd/2]
+    freqs_cis = torch.polar(
+        torch.ones(len(positions), hd // 2, dtype=torch.float64), torch.outer(positions.double(), freqs)
+    )  # [s, hd/2]
     pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2))  # [b, s, h, hd/2]
     return torch.view_as_real(pairs * freqs_cis[None, :, None]).flatten(3)  # [b, s, h, hd]
 
@@ -43,8 +44,10 @@ def test_interleaved_to_half_is_hf_permute_and_back_is_its_inverse(num_heads, he
     assert torch.equal(half, hf_permute(w, num_heads))
     assert torch.equal(F.permute_qk_weight(half, num_heads, source="half", target="interleaved"), w)
     bias = torch.randn(num_heads * head_dim)
-    assert torch.equal(F.permute_qk_weight(bias, num_heads, source="interleaved", target="half"),
-                       hf_permute(bias[:, None], num_heads)[:, 0])
+    assert torch.equal(
+        F.permute_qk_weight(bias, num_heads, source="interleaved", target="half"),
+        hf_permute(bias[:, None], num_heads)[:, 0],
+    )
     assert torch.equal(F.permute_qk_weight(w, num_heads, source="half", target="half"), w)
 
 
@@ -70,13 +73,19 @@ def test_meta_weights_under_meta_rope_give_hf_scores_after_permute():
 def _attention_pair(dim: int, heads: int, rotary_dim: int | None, bias: bool):
     hd = dim // heads
     make = lambda layout: posenc.Attention(  # noqa: E731
-        dim, heads, encoding=posenc.create("rope", dim=hd, layout=layout, rotary_dim=rotary_dim), causal=True,
-        qkv_bias=bias)
+        dim,
+        heads,
+        encoding=posenc.create("rope", dim=hd, layout=layout, rotary_dim=rotary_dim),
+        causal=True,
+        qkv_bias=bias,
+    )
     inter, half = make("interleaved"), make("half")
     state = {k: v.clone() for k, v in inter.state_dict().items()}
     for name in ["qkv.weight"] + (["qkv.bias"] if bias else []):
         q, k, v = state[name].split(dim)  # rows: [q | k | v], each [dim(, dim)]
-        q, k = (F.permute_qk_weight(t, heads, source="interleaved", target="half", rotary_dim=rotary_dim) for t in (q, k))
+        q, k = (
+            F.permute_qk_weight(t, heads, source="interleaved", target="half", rotary_dim=rotary_dim) for t in (q, k)
+        )
         state[name] = torch.cat((q, k, v))
     half.load_state_dict(state)
     return inter, half

@@ -105,8 +105,9 @@ def test_axial_rope_matches_rotary_embedding_torch(freqs_for: str, per_axis: int
     peer_module = RotaryEmbedding(dim=per_axis, freqs_for=freqs_for)
     t = torch.randn(2, 3, *sizes, head_dim)  # [b, h, H, W, hd]
     peer = apply_rotary_emb(peer_module.get_axial_freqs(*sizes), t)
-    scheme = posenc.create("rope_axial", dim=head_dim, rotary_dim=2 * per_axis,
-                           frequencies="rope" if freqs_for == "lang" else "pixel")
+    scheme = posenc.create(
+        "rope_axial", dim=head_dim, rotary_dim=2 * per_axis, frequencies="rope" if freqs_for == "lang" else "pixel"
+    )
     coords = F.grid_positions(*sizes, normalized=freqs_for == "pixel")
     q = t.flatten(2, 3)  # [b, h, H, W, hd] -> [b, h, H·W, hd]
     ours, _ = scheme.rotate(q, q, coords, coords)
@@ -133,8 +134,9 @@ def test_axial_rope_matches_torchtune_vision_rope(append_cls_token: bool) -> Non
     and ``(0, 0)`` (no rotation) for the CLS token. float32 angles in the peer: 1e-6."""
     tt = _torchtune_position_embeddings()
     g, hd = 4, 16
-    peer_module = tt.VisionRotaryPositionalEmbeddings(patch_size=1, tile_size=g, max_num_tiles=1, dim=hd // 2,
-                                                      append_cls_token=append_cls_token)
+    peer_module = tt.VisionRotaryPositionalEmbeddings(
+        patch_size=1, tile_size=g, max_num_tiles=1, dim=hd // 2, append_cls_token=append_cls_token
+    )
     x = torch.randn(2, g * g + 1, 3, hd)  # [b, s, h, hd], torchtune's layout
     peer = peer_module(x)
     patches = F.grid_positions(g, g).flip(-1) + 1  # (row, col) -> (col + 1, row + 1)
@@ -172,8 +174,12 @@ def test_axial_layouts_agree_up_to_permutation() -> None:
     q = torch.randn(1, 2, 6, 16, dtype=torch.float64)
     coords = F.grid_positions(2, 3)
     perm = torch.cat((torch.arange(0, 16, 2), torch.arange(1, 16, 2)))
-    torch.testing.assert_close(half.rotate(q[..., perm], q[..., perm], coords, coords)[0],
-                               inter.rotate(q, q, coords, coords)[0][..., perm], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        half.rotate(q[..., perm], q[..., perm], coords, coords)[0],
+        inter.rotate(q, q, coords, coords)[0][..., perm],
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_one_axis_equals_rope() -> None:
@@ -212,8 +218,9 @@ def test_attention_takes_coordinates_and_caches_them() -> None:
     full = attn(x, coords)
     torch.testing.assert_close(attn(x, coords.expand(2, 6, 2)), full, rtol=1e-12, atol=1e-12)
     cache = KVCache()
-    steps = [attn(x[:, :3], coords[:3], cache=cache)] + [attn(x[:, t : t + 1], coords[t : t + 1], cache=cache)
-                                                        for t in range(3, 6)]
+    steps = [attn(x[:, :3], coords[:3], cache=cache)] + [
+        attn(x[:, t : t + 1], coords[t : t + 1], cache=cache) for t in range(3, 6)
+    ]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-10, atol=1e-10)
     assert cache.positions.shape == (6, 2)
     # a batched step after unbatched ones broadcasts the cached coordinates

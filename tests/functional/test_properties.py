@@ -69,8 +69,9 @@ def test_sinusoid_dot_product_depends_on_offset_only(k: int, p: int) -> None:
 @pytest.mark.parametrize("frequencies", ["paper", "tensor2tensor"])
 def test_sinusoid_bounded(layout: str, frequencies: str) -> None:
     """Every value lies in [-1, 1] and each (sin, cos) pair has norm 1, so |PE(p)|² = d/2."""
-    pe = F.sinusoidal(torch.tensor([0, 1, 17, 10**4, 10**7]), 64, layout=layout, frequencies=frequencies,
-                      dtype=torch.float64)
+    pe = F.sinusoidal(
+        torch.tensor([0, 1, 17, 10**4, 10**7]), 64, layout=layout, frequencies=frequencies, dtype=torch.float64
+    )
     assert pe.abs().max() <= 1.0
     torch.testing.assert_close(pe.pow(2).sum(-1), torch.full((5,), 32.0, dtype=torch.float64))
 
@@ -88,7 +89,7 @@ def test_sinusoid_layouts_agree_up_to_permutation() -> None:
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @FAST
-@given(m=st.integers(0, 10**5), n=st.integers(0, 10**5), shift=st.integers(-10**4, 10**4))
+@given(m=st.integers(0, 10**5), n=st.integers(0, 10**5), shift=st.integers(-(10**4), 10**4))
 def test_rope_scores_depend_on_distance_only(layout: str, m: int, n: int, shift: int) -> None:
     """<R_m q, R_n k> = <R_{m+t} q, R_{n+t} k> (RoFormer eq. 16), float64, atol 1e-9."""
     shift = max(shift, -min(m, n))

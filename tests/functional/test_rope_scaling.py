@@ -29,9 +29,15 @@ REL = 1e-6
 
 def hf_config(dim: int, base: float, scaling: dict, max_pos: int = 4096) -> LlamaConfig:
     """A LlamaConfig whose heads are ``dim`` wide, with ``scaling`` in its ``rope_parameters``."""
-    return LlamaConfig(hidden_size=2 * dim, num_attention_heads=2, head_dim=dim, num_hidden_layers=1,
-                       vocab_size=8, max_position_embeddings=max_pos,
-                       rope_parameters={"rope_theta": float(base), **scaling})
+    return LlamaConfig(
+        hidden_size=2 * dim,
+        num_attention_heads=2,
+        head_dim=dim,
+        num_hidden_layers=1,
+        vocab_size=8,
+        max_position_embeddings=max_pos,
+        rope_parameters={"rope_theta": float(base), **scaling},
+    )
 
 
 def hf_inv_freq(dim: int, base: float, scaling: dict, *, seq_len: int | None = None, max_pos: int = 4096):
@@ -55,6 +61,7 @@ def assert_matches_hf(dim, base, scaling, *, seq_len=None, max_pos=4096, posenc_
 # parity, one test per type over several parameter sets
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dim, base", [(64, 10000.0), (128, 500000.0), (96, 1e6)])
 def test_default_matches_hf(dim, base):
     assert_matches_hf(dim, base, {"rope_type": "default"})
@@ -70,9 +77,14 @@ def test_linear_matches_hf(dim, base, factor):
 @pytest.mark.parametrize("factor", [2.0, 4, 0.5])
 def test_dynamic_matches_hf_below_and_above_the_original_length(factor, seq_len):
     """HF reads the original length from max_position_embeddings; posenc from the scaling dict."""
-    ours, _ = assert_matches_hf(64, 10000.0, {"rope_type": "dynamic", "factor": factor}, seq_len=seq_len, max_pos=1024,
-                                posenc_scaling={"rope_type": "dynamic", "factor": factor,
-                                                "original_max_position_embeddings": 1024})
+    ours, _ = assert_matches_hf(
+        64,
+        10000.0,
+        {"rope_type": "dynamic", "factor": factor},
+        seq_len=seq_len,
+        max_pos=1024,
+        posenc_scaling={"rope_type": "dynamic", "factor": factor, "original_max_position_embeddings": 1024},
+    )
     default, _ = F.rope_inv_freq(64)
     assert torch.equal(ours, default) == (seq_len is None or seq_len <= 1024)
 
@@ -80,8 +92,14 @@ def test_dynamic_matches_hf_below_and_above_the_original_length(factor, seq_len)
 YARN_CASES = [
     {"factor": 4.0, "original_max_position_embeddings": 2048},
     {"factor": 4, "original_max_position_embeddings": 32768},  # Qwen2.5's documented 128k setting
-    {"factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1,
-     "mscale": 1.0, "mscale_all_dim": 1.0},  # DeepSeek-V3
+    {
+        "factor": 40,
+        "original_max_position_embeddings": 4096,
+        "beta_fast": 32,
+        "beta_slow": 1,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+    },  # DeepSeek-V3
     {"factor": 40, "original_max_position_embeddings": 4096, "mscale": 0.707, "mscale_all_dim": 0.707},  # DeepSeek-V2
     {"factor": 16, "original_max_position_embeddings": 4096, "mscale": 1.0, "mscale_all_dim": 0.5},
     {"factor": 8.0, "original_max_position_embeddings": 4096, "mscale": 1.0},  # only one: ignored, as HF
@@ -109,18 +127,25 @@ LLAMA31 = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "orig
 def band_edges(dim: int, base: float, original: int, i_high: int, i_low: int) -> dict:
     """llama3 parameters whose band edges fall exactly on the wavelengths of pairs ``i_high`` and ``i_low``."""
     wavelength = 2 * math.pi / F.rope_inv_freq(dim, base=base)[0]
-    return {"factor": 8.0, "original_max_position_embeddings": original,
-            "high_freq_factor": original / float(wavelength[i_high]), "low_freq_factor": original / float(wavelength[i_low])}
+    return {
+        "factor": 8.0,
+        "original_max_position_embeddings": original,
+        "high_freq_factor": original / float(wavelength[i_high]),
+        "low_freq_factor": original / float(wavelength[i_low]),
+    }
 
 
-@pytest.mark.parametrize("params", [
-    LLAMA31,
-    {**LLAMA31, "factor": 32.0},  # Llama 3.2 1B/3B
-    {**LLAMA31, "factor": 2},
-    {**LLAMA31, "factor": 1.0},
-    band_edges(128, 500000.0, 8192, 20, 40),
-    band_edges(128, 500000.0, 8192, 5, 6),
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        LLAMA31,
+        {**LLAMA31, "factor": 32.0},  # Llama 3.2 1B/3B
+        {**LLAMA31, "factor": 2},
+        {**LLAMA31, "factor": 1.0},
+        band_edges(128, 500000.0, 8192, 20, 40),
+        band_edges(128, 500000.0, 8192, 5, 6),
+    ],
+)
 def test_llama3_matches_hf(params):
     assert_matches_hf(128, 500000.0, {"rope_type": "llama3", **params}, max_pos=131072)
 
@@ -138,8 +163,13 @@ def test_llama3_band_edges_are_continuous():
 
 
 def _longrope(n: int, original: int = 256, **extra) -> dict:
-    return {"rope_type": "longrope", "original_max_position_embeddings": original,
-            "short_factor": [1.0 + 0.1 * i for i in range(n)], "long_factor": [2.0 + 3.0 * i for i in range(n)], **extra}
+    return {
+        "rope_type": "longrope",
+        "original_max_position_embeddings": original,
+        "short_factor": [1.0 + 0.1 * i for i in range(n)],
+        "long_factor": [2.0 + 3.0 * i for i in range(n)],
+        **extra,
+    }
 
 
 @pytest.mark.parametrize("seq_len", [None, 10, 256, 257, 5000])
@@ -162,7 +192,9 @@ def test_long_inv_freq_is_the_long_side():
     dyn = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 1024}
     kind, params = parse_scaling(dyn)
     expected, _ = F.rope_inv_freq(64, scaling=dyn, seq_len=3000)
-    torch.testing.assert_close(long_inv_freq(kind, 64, 10000.0, params, torch.tensor(3000)), expected, rtol=1e-15, atol=0)
+    torch.testing.assert_close(
+        long_inv_freq(kind, 64, 10000.0, params, torch.tensor(3000)), expected, rtol=1e-15, atol=0
+    )
     kind, params = parse_scaling(_longrope(16, factor=4.0))
     expected, _ = F.rope_inv_freq(32, scaling=_longrope(16, factor=4.0), seq_len=3000)
     assert torch.equal(long_inv_freq(kind, 32, 10000.0, params, 3000), expected)
@@ -170,15 +202,29 @@ def test_long_inv_freq_is_the_long_side():
         long_inv_freq("linear", 32, 10000.0, {"factor": 2.0}, 3000)
 
 
-@pytest.mark.parametrize("scaling", [
-    {"rope_type": "default"},
-    {"rope_type": "linear", "factor": 4},
-    {"rope_type": "dynamic", "factor": 2.0},
-    {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 512, "mscale": 1.0, "mscale_all_dim": 0.5},
-    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-     "original_max_position_embeddings": 512},
-    _longrope(32, original=1024),
-])
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"rope_type": "default"},
+        {"rope_type": "linear", "factor": 4},
+        {"rope_type": "dynamic", "factor": 2.0},
+        {
+            "rope_type": "yarn",
+            "factor": 8.0,
+            "original_max_position_embeddings": 512,
+            "mscale": 1.0,
+            "mscale_all_dim": 0.5,
+        },
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 512,
+        },
+        _longrope(32, original=1024),
+    ],
+)
 @pytest.mark.parametrize("positions", [torch.arange(512), torch.arange(1000, 1100)])
 def test_module_tables_match_llama_rotary_embedding(scaling, positions):
     """``Rope.cos_sin`` against ``LlamaRotaryEmbedding.forward`` (a fresh module per call), every type.
@@ -188,7 +234,9 @@ def test_module_tables_match_llama_rotary_embedding(scaling, positions):
     config = hf_config(64, 10000.0, scaling, max_pos=1024)
     hf = LlamaRotaryEmbedding(config)
     hf_cos, hf_sin = hf(torch.zeros(1), positions[None])
-    ours_scaling = {**scaling, "original_max_position_embeddings": 1024} if scaling["rope_type"] == "dynamic" else scaling
+    ours_scaling = (
+        {**scaling, "original_max_position_embeddings": 1024} if scaling["rope_type"] == "dynamic" else scaling
+    )
     if scaling["rope_type"] == "longrope":
         ours_scaling = {**scaling, "factor": 1.0}  # HF: max_position_embeddings / original = 1
     rope = posenc.create("rope", dim=64, scaling=ours_scaling)
@@ -221,15 +269,27 @@ def test_linear_is_default_over_factor(dim, base, factor):
 @given(dim=dims, base=bases, factor=factors, original=st.sampled_from([512, 4096, 32768]), truncate=st.booleans())
 def test_yarn_lies_between_interpolation_and_the_default(dim, base, factor, original, truncate):
     default, _ = F.rope_inv_freq(dim, base=base)
-    ours, _ = F.rope_inv_freq(dim, base=base, scaling={"rope_type": "yarn", "factor": factor, "truncate": truncate,
-                                                       "original_max_position_embeddings": original})
+    ours, _ = F.rope_inv_freq(
+        dim,
+        base=base,
+        scaling={
+            "rope_type": "yarn",
+            "factor": factor,
+            "truncate": truncate,
+            "original_max_position_embeddings": original,
+        },
+    )
     assert bool((ours <= default * (1 + 1e-12)).all()) and bool((ours >= default / factor * (1 - 1e-12)).all())
     assert bool((ours / default)[1:].le((ours / default)[:-1] * (1 + 1e-12)).all())  # slower pairs scaled more
 
 
 @settings(max_examples=30, deadline=None)
-@given(dim=dims, base=bases, factor=st.floats(min_value=0.25, max_value=64.0),
-       seq_len=st.integers(min_value=1, max_value=2048))
+@given(
+    dim=dims,
+    base=bases,
+    factor=st.floats(min_value=0.25, max_value=64.0),
+    seq_len=st.integers(min_value=1, max_value=2048),
+)
 def test_dynamic_is_default_up_to_the_original_length(dim, base, factor, seq_len):
     scaling = {"rope_type": "dynamic", "factor": factor, "original_max_position_embeddings": 2048}
     default, _ = F.rope_inv_freq(dim, base=base)
@@ -265,8 +325,11 @@ def test_llama3_is_between_interpolation_and_the_default():
 # validation
 # ---------------------------------------------------------------------------------------------
 
+
 def test_every_rule_has_its_keys_listed():
-    assert set(SCALING_KEYS) == set(ROPE_SCALINGS) >= {"default", "linear", "dynamic", "yarn", "llama3", "longrope", "ntk"}
+    assert (
+        set(SCALING_KEYS) == set(ROPE_SCALINGS) >= {"default", "linear", "dynamic", "yarn", "llama3", "longrope", "ntk"}
+    )
 
 
 def test_legacy_type_key_and_su_alias_are_accepted():
@@ -278,43 +341,86 @@ def test_legacy_type_key_and_su_alias_are_accepted():
 
 def test_passthrough_and_null_optional_keys():
     """transformers-5 ``rope_parameters`` carry rope_theta and partial_rotary_factor; null means unset."""
-    kind, params = parse_scaling({"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 2048,
-                                  "rope_theta": 1e6, "partial_rotary_factor": 1.0, "attention_factor": None})
+    kind, params = parse_scaling(
+        {
+            "rope_type": "yarn",
+            "factor": 4,
+            "original_max_position_embeddings": 2048,
+            "rope_theta": 1e6,
+            "partial_rotary_factor": 1.0,
+            "attention_factor": None,
+        }
+    )
     assert kind == "yarn" and params == {"factor": 4, "original_max_position_embeddings": 2048}
 
 
-@pytest.mark.parametrize("scaling, match", [
-    ({"rope_type": "linear", "factor": 2.0, "beta_fast": 32},
-     r"rope scaling 'linear' does not take \['beta_fast'\]; it accepts: factor \(a positive number, required\)"),
-    ({"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048, "low_freq_factor": 1.0},
-     r"'yarn' does not take \['low_freq_factor'\].*attention_factor.*beta_fast.*beta_slow.*mscale.*mscale_all_dim.*truncate"),
-    ({"rope_type": "default", "factor": 2.0}, r"'default' does not take \['factor'\]; it accepts: no keys"),
-    ({"rope_type": "llama3", "factor": 8.0}, r"'llama3' needs \['high_freq_factor', 'low_freq_factor', "
-                                             r"'original_max_position_embeddings'\]"),
-    ({"rope_type": "longrope", "short_factor": [1.0]}, r"'longrope' needs \['long_factor', 'original_max_position_embeddings'\]"),
-    ({"rope_type": "warp", "factor": 2.0}, r"unknown rope scaling type 'warp'; choose one of: 'default', 'linear'"),
-    ({"rope_type": "linear", "factor": -2.0}, r"'factor' must be a positive number, got -2.0"),
-    ({"rope_type": "linear", "factor": True}, r"'factor' must be a positive number, got True"),
-    ({"rope_type": "linear", "factor": float("nan")}, r"'factor' must be a positive number, got nan"),
-    ({"rope_type": "linear", "factor": "2"}, r"'factor' must be a positive number, got '2'"),
-    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048.5},
-     r"'original_max_position_embeddings' must be a positive whole number, got 2048.5"),
-    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "beta_fast": 1, "beta_slow": 32},
-     r"'beta_fast' must be greater than 'beta_slow', got beta_fast=1, beta_slow=32"),
-    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "truncate": "no"},
-     r"'truncate' must be true or false, got 'no'"),
-    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "attention_factor": 0},
-     r"'attention_factor' must be a positive number, got 0"),
-    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "mscale": -1},
-     r"'mscale' must be a number >= 0"),
-    ({"rope_type": "llama3", **LLAMA31, "high_freq_factor": 1.0},
-     r"'high_freq_factor' must be greater than 'low_freq_factor', got high_freq_factor=1.0, low_freq_factor=1.0"),
-    ({**_longrope(16, factor=2.0), "long_factor": [1.0] * 15},
-     r"'short_factor' and 'long_factor' must have the same length, got 16 and 15"),
-    ({**_longrope(16, factor=2.0), "short_factor": [1.0] * 15 + [0.0]},
-     r"'short_factor' must be a non-empty list of positive numbers"),
-    ({"rope_type": "dynamic", "factor": 0}, r"'dynamic': 'factor' must be a positive number, got 0"),
-])
+@pytest.mark.parametrize(
+    "scaling, match",
+    [
+        (
+            {"rope_type": "linear", "factor": 2.0, "beta_fast": 32},
+            r"rope scaling 'linear' does not take \['beta_fast'\]; it accepts: factor \(a positive number, required\)",
+        ),
+        (
+            {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048, "low_freq_factor": 1.0},
+            r"'yarn' does not take \['low_freq_factor'\].*attention_factor.*beta_fast.*beta_slow.*mscale.*mscale_all_dim.*truncate",
+        ),
+        ({"rope_type": "default", "factor": 2.0}, r"'default' does not take \['factor'\]; it accepts: no keys"),
+        (
+            {"rope_type": "llama3", "factor": 8.0},
+            r"'llama3' needs \['high_freq_factor', 'low_freq_factor', "
+            r"'original_max_position_embeddings'\]",
+        ),
+        (
+            {"rope_type": "longrope", "short_factor": [1.0]},
+            r"'longrope' needs \['long_factor', 'original_max_position_embeddings'\]",
+        ),
+        ({"rope_type": "warp", "factor": 2.0}, r"unknown rope scaling type 'warp'; choose one of: 'default', 'linear'"),
+        ({"rope_type": "linear", "factor": -2.0}, r"'factor' must be a positive number, got -2.0"),
+        ({"rope_type": "linear", "factor": True}, r"'factor' must be a positive number, got True"),
+        ({"rope_type": "linear", "factor": float("nan")}, r"'factor' must be a positive number, got nan"),
+        ({"rope_type": "linear", "factor": "2"}, r"'factor' must be a positive number, got '2'"),
+        (
+            {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048.5},
+            r"'original_max_position_embeddings' must be a positive whole number, got 2048.5",
+        ),
+        (
+            {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 2048,
+                "beta_fast": 1,
+                "beta_slow": 32,
+            },
+            r"'beta_fast' must be greater than 'beta_slow', got beta_fast=1, beta_slow=32",
+        ),
+        (
+            {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "truncate": "no"},
+            r"'truncate' must be true or false, got 'no'",
+        ),
+        (
+            {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "attention_factor": 0},
+            r"'attention_factor' must be a positive number, got 0",
+        ),
+        (
+            {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "mscale": -1},
+            r"'mscale' must be a number >= 0",
+        ),
+        (
+            {"rope_type": "llama3", **LLAMA31, "high_freq_factor": 1.0},
+            r"'high_freq_factor' must be greater than 'low_freq_factor', got high_freq_factor=1.0, low_freq_factor=1.0",
+        ),
+        (
+            {**_longrope(16, factor=2.0), "long_factor": [1.0] * 15},
+            r"'short_factor' and 'long_factor' must have the same length, got 16 and 15",
+        ),
+        (
+            {**_longrope(16, factor=2.0), "short_factor": [1.0] * 15 + [0.0]},
+            r"'short_factor' must be a non-empty list of positive numbers",
+        ),
+        ({"rope_type": "dynamic", "factor": 0}, r"'dynamic': 'factor' must be a positive number, got 0"),
+    ],
+)
 def test_bad_scalings_are_rejected_with_what_is_accepted(scaling, match):
     with pytest.raises(ValueError, match=match):
         F.rope_inv_freq(32, scaling=scaling)
@@ -339,15 +445,17 @@ def test_integer_factor_is_fine():
     assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("dim, base, params", [
-    (128, 1e6, {"partial_rotary_factor": 0.25}),
-    (256, 1e6, {"partial_rotary_factor": 0.3, "factor": 2.0}),
-    (64, 1e4, {}),
-])
+@pytest.mark.parametrize(
+    "dim, base, params",
+    [
+        (128, 1e6, {"partial_rotary_factor": 0.25}),
+        (256, 1e6, {"partial_rotary_factor": 0.3, "factor": 2.0}),
+        (64, 1e4, {}),
+    ],
+)
 def test_proportional_matches_hf(dim, base, params):
     """Gemma 4's proportional RoPE: the first int(p * dim // 2) frequencies of the whole head, the
     rest 0, all divided by ``factor``."""
     ours, _ = assert_matches_hf(dim, base, {"rope_type": "proportional", **params})
     angles = int(params.get("partial_rotary_factor", 1.0) * dim // 2)
     assert bool((ours[:angles] > 0).all()) and bool((ours[angles:] == 0).all())
-

@@ -34,8 +34,9 @@ def test_toeplitz_layout_and_out():
     values = torch.arange(2 * 6, dtype=torch.float32).view(2, 6)  # [h, sq + sk - 1] with sq=2, sk=5
     out = torch.empty(2, 2, 5)
     assert F.toeplitz(values, 2, 5, out=out) is out
-    expected = torch.stack([torch.stack([values[h, j - i + 1] for i in range(2) for j in range(5)]).view(2, 5)
-                            for h in range(2)])
+    expected = torch.stack(
+        [torch.stack([values[h, j - i + 1] for i in range(2) for j in range(5)]).view(2, 5) for h in range(2)]
+    )
     assert torch.equal(out, expected)
     with pytest.raises(ValueError, match=r"values must be \[h, sq \+ sk - 1\]"):
         F.toeplitz(values, 3, 5)
@@ -98,7 +99,9 @@ def test_batched_or_scattered_positions_take_the_reference_path():
     assert bias.cached_bias(enc, torch.tensor([0, 2, 3]), torch.arange(4)) is None
     assert bias.cached_bias(enc, torch.arange(4)[None].expand(2, 4), torch.arange(4)) is None
     scattered = torch.tensor([0, 2, 3])
-    assert torch.equal(enc.bias(scattered, scattered), F.alibi_bias(enc.slopes.float(), scattered, scattered, bidirectional=True))
+    assert torch.equal(
+        enc.bias(scattered, scattered), F.alibi_bias(enc.slopes.float(), scattered, scattered, bidirectional=True)
+    )
 
 
 def test_bias_build_is_cheap_relative_to_the_bias_itself(monkeypatch):
@@ -133,8 +136,9 @@ def test_t5_training_bias_uses_cached_buckets_equal_to_bucketing_each_pair():
             (grad_got,) = torch.autograd.grad(got, t5.relative_attention_bias.weight, g)
             (grad_ref,) = torch.autograd.grad(ref, t5.relative_attention_bias.weight, g)
             assert torch.equal(grad_got, grad_ref)
-            assert bias.cached_index(t5, qp, kp, torch.device("cpu")) is \
-                bias.cached_index(t5, qp, kp, torch.device("cpu"))  # cached
+            assert bias.cached_index(t5, qp, kp, torch.device("cpu")) is bias.cached_index(
+                t5, qp, kp, torch.device("cpu")
+            )  # cached
     qp = default_positions(None, 6, "cpu")
     assert ranges.range_start(qp) == 0
     qp[3] = 40  # no longer a range: read again, not trusted from its record

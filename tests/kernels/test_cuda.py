@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 
 CUDA = "cuda"
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-ULP = {torch.float32: 1e-5, torch.bfloat16: 2 ** -7, torch.float16: 2 ** -10}
+ULP = {torch.float32: 1e-5, torch.bfloat16: 2**-7, torch.float16: 2**-10}
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +53,7 @@ def triton_runs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     def recorded(*args):
         answers.append(real(*args))
         return answers[-1]
+
     monkeypatch.setattr(triton, "rotate_into", recorded)
     return answers
 
@@ -68,8 +69,7 @@ def _close(got: torch.Tensor, ref: torch.Tensor) -> None:
     if ref.dtype == torch.float32:
         torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
     else:
-        torch.testing.assert_close(got.float(), ref.float(), atol=ULP[ref.dtype] * 2 ** -6,
-                                   rtol=ULP[ref.dtype])
+        torch.testing.assert_close(got.float(), ref.float(), atol=ULP[ref.dtype] * 2**-6, rtol=ULP[ref.dtype])
 
 
 def _x(view: str, dtype: torch.dtype, b: int = 2, h: int = 5, s: int = 70, hd: int = 64) -> torch.Tensor:
@@ -341,6 +341,6 @@ def test_decoding_with_a_kv_cache_never_synchronises(scheme):
                 warnings.simplefilter("ignore", UserWarning)
                 torch.cuda.set_sync_debug_mode("error")
             for t in range(5, 8):
-                attn(x[:, t:t + 1], cache=cache)
+                attn(x[:, t : t + 1], cache=cache)
         finally:
             torch.cuda.set_sync_debug_mode("default")

@@ -79,8 +79,12 @@ def test_mode_and_when_flex_applies():
         assert flex.attend(enc, qg, qg, qg, torch.arange(8), torch.arange(8), causal=True) is None
         scattered = torch.tensor([0, 1, 2, 3, 5, 6, 7, 8])
         assert flex.attend(enc, q, q, q, scattered, scattered, causal=True) is None
-        assert flex.attend(enc, q, q, q, torch.arange(8), torch.arange(8), causal=True,
-                           key_mask=torch.ones(1, 8, dtype=torch.bool)) is None
+        assert (
+            flex.attend(
+                enc, q, q, q, torch.arange(8), torch.arange(8), causal=True, key_mask=torch.ones(1, 8, dtype=torch.bool)
+            )
+            is None
+        )
     finally:
         flex.set_mode("auto")
 
@@ -89,8 +93,10 @@ _CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("device", "name"), [("cpu", "alibi"), pytest.param("cuda", "alibi", marks=_CUDA),
-                                              pytest.param("cuda", "t5", marks=_CUDA)])
+@pytest.mark.parametrize(
+    ("device", "name"),
+    [("cpu", "alibi"), pytest.param("cuda", "alibi", marks=_CUDA), pytest.param("cuda", "t5", marks=_CUDA)],
+)
 def test_attention_through_flex_equals_sdpa_with_bias(device, name):
     """posenc.Attention with a causal bias scheme: FlexAttention (compiled once, ~15 s on the CPU;
     Triton on CUDA) against SDPA with the materialised bias, at a length that is not a multiple of
@@ -120,6 +126,7 @@ def test_a_failed_compile_turns_flex_off_for_its_dtype_only(monkeypatch):
             raise RuntimeError("float64 is not supported")
         used.append(q.dtype)
         return torch.zeros_like(q)
+
     monkeypatch.setattr(flex_kernel, "flex_attention", fake)
     attn = posenc.Attention(16, 2, encoding="alibi", causal=True).eval()
     x = torch.randn(1, 5, 16)
@@ -133,7 +140,9 @@ def test_a_failed_compile_turns_flex_off_for_its_dtype_only(monkeypatch):
             flex.set_mode("always")
             attn.float()(x)
         assert torch.equal(got, want) and used == [torch.float32]
-        assert not flex.available("cpu", torch.float64) and flex.available("cpu", torch.float32) and not flex.available()
+        assert (
+            not flex.available("cpu", torch.float64) and flex.available("cpu", torch.float32) and not flex.available()
+        )
         assert list(flex.errors()) == [("cpu", torch.float64)]
     finally:
         flex.set_mode("auto")
@@ -166,8 +175,20 @@ def test_public_module_reexports_the_kernels_and_the_schemes_score_mods():
     ``<name>_score_mod`` builder from the scheme's own module, found through the registry."""
     from posenc.schemes import alibi, t5
 
-    for name in ("score_mod_for", "block_mask", "flex_attention", "attend", "set_mode", "get_mode", "available",
-                 "errors", "clear_errors", "warmup", "MIN_BIAS_BYTES", "BLOCK_SIZE"):
+    for name in (
+        "score_mod_for",
+        "block_mask",
+        "flex_attention",
+        "attend",
+        "set_mode",
+        "get_mode",
+        "available",
+        "errors",
+        "clear_errors",
+        "warmup",
+        "MIN_BIAS_BYTES",
+        "BLOCK_SIZE",
+    ):
         assert getattr(flex, name) is getattr(flex_kernel, name)
     assert flex.alibi_score_mod is alibi.alibi_score_mod and flex.t5_score_mod is t5.t5_score_mod
     assert {"alibi_score_mod", "t5_score_mod"} <= set(flex.__all__) and "alibi_score_mod" in dir(flex)

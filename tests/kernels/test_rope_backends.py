@@ -45,8 +45,11 @@ def _x(view, dtype, b=2, h=3, s=40, hd=32):
 
 
 def _positions(tables, b=2, h=3, s=40):
-    return {"[s, r]": torch.arange(7, 7 + s), "[b, s, r]": torch.stack([torch.arange(s), torch.arange(1000, 1000 + s)]),
-            "[b, h, s, r]": torch.randint(0, 5000, (b, h, s), generator=torch.Generator().manual_seed(1))}[tables]
+    return {
+        "[s, r]": torch.arange(7, 7 + s),
+        "[b, s, r]": torch.stack([torch.arange(s), torch.arange(1000, 1000 + s)]),
+        "[b, h, s, r]": torch.randint(0, 5000, (b, h, s), generator=torch.Generator().manual_seed(1)),
+    }[tables]
 
 
 def _check_promise(backend, got, ref, layout="half"):
@@ -60,13 +63,21 @@ def _check_promise(backend, got, ref, layout="half"):
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
-@pytest.mark.parametrize(("rotary_dim", "tables", "view"), [
-    (32, "[s, r]", "contiguous"), (24, "[s, r]", "qkv"), (32, "[b, s, r]", "token-major"), (16, "[b, h, s, r]", "contiguous"),
-])
+@pytest.mark.parametrize(
+    ("rotary_dim", "tables", "view"),
+    [
+        (32, "[s, r]", "contiguous"),
+        (24, "[s, r]", "qkv"),
+        (32, "[b, s, r]", "token-major"),
+        (16, "[b, h, s, r]", "contiguous"),
+    ],
+)
 @pytest.mark.parametrize("inverse", [False, True])
 def test_every_backend_equals_the_reference(backend, layout, dtype, rotary_dim, tables, view, inverse):
     x = _x(view, dtype)
-    cos, sin = _tables(_positions(tables), rotary_dim, layout, torch.float64 if dtype == torch.float64 else torch.float32)
+    cos, sin = _tables(
+        _positions(tables), rotary_dim, layout, torch.float64 if dtype == torch.float64 else torch.float32
+    )
     ref = F.apply_rope(x, cos, -sin if inverse else sin, layout=layout)
     new = rope(x, cos, sin, layout=layout, inverse=inverse, backend=backend)
     out = torch.full_like(x, float("nan"))
@@ -81,12 +92,15 @@ def test_every_backend_equals_the_reference(backend, layout, dtype, rotary_dim, 
 
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize(("x_dtype", "table_dtype", "atol"), [
-    (torch.float64, torch.float32, 1e-12),  # float64 activations, default float32 tables
-    (torch.float32, torch.float64, 1e-6),
-    (torch.bfloat16, torch.bfloat16, 2 ** -6),  # tables cast to the model dtype, as transformers does
-    (torch.float16, torch.float32, 2e-3),
-])
+@pytest.mark.parametrize(
+    ("x_dtype", "table_dtype", "atol"),
+    [
+        (torch.float64, torch.float32, 1e-12),  # float64 activations, default float32 tables
+        (torch.float32, torch.float64, 1e-6),
+        (torch.bfloat16, torch.bfloat16, 2**-6),  # tables cast to the model dtype, as transformers does
+        (torch.float16, torch.float32, 2e-3),
+    ],
+)
 def test_tables_in_another_dtype_than_x(backend, layout, x_dtype, table_dtype, atol):
     """Every backend computes in the promotion of x's and the tables' dtypes, as apply_rope does,
     and returns x's dtype."""
@@ -96,9 +110,11 @@ def test_tables_in_another_dtype_than_x(backend, layout, x_dtype, table_dtype, a
     strided = torch.randn(2, 3, 40, 33, dtype=torch.float64).to(x_dtype)[..., 1:]  # odd offset: no complex view
     strided.copy_(x)
     for xin in (x, strided):
-        for got in (rope(xin, cos, sin, layout=layout, backend=backend),
-                    rope(xin, cos, sin, layout=layout, out=torch.empty_like(xin), backend=backend),
-                    rope_(xin.clone(), cos, sin, layout=layout, backend=backend)):
+        for got in (
+            rope(xin, cos, sin, layout=layout, backend=backend),
+            rope(xin, cos, sin, layout=layout, out=torch.empty_like(xin), backend=backend),
+            rope_(xin.clone(), cos, sin, layout=layout, backend=backend),
+        ):
             assert got.dtype == x_dtype
             torch.testing.assert_close(got, ref, atol=atol, rtol=0)
 
@@ -120,7 +136,7 @@ def test_backward_is_the_inverse_rotation(backend, layout, dtype):
     fast_err = (fast_grad.double() - exact).abs().max().item()
     ref_err = (x.grad.double() - exact).abs().max().item()
     assert fast_err <= ref_err + (1e-6 if dtype == torch.float32 else 0.0)
-    assert fast_err <= (1e-6 if dtype == torch.float32 else 2 ** -8 * exact.abs().max().item())
+    assert fast_err <= (1e-6 if dtype == torch.float32 else 2**-8 * exact.abs().max().item())
 
 
 @pytest.mark.parametrize("backend", ["eager", "compiled"])
@@ -252,8 +268,9 @@ def test_fast_apply_rope_names_of_earlier_releases_still_work():
     cos, sin = _tables(8, 16, "interleaved")
     want = F.apply_rope(x, cos, sin, layout="interleaved")
     for compile in ("auto", True, False):
-        torch.testing.assert_close(F.fast_apply_rope(x, cos, sin, layout="interleaved", compile=compile), want,
-                                   atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            F.fast_apply_rope(x, cos, sin, layout="interleaved", compile=compile), want, atol=1e-6, rtol=0
+        )
         y = x.clone()
         F.fast_apply_rope_(y, cos, sin, layout="interleaved", compile=compile)
         torch.testing.assert_close(y, want, atol=1e-6, rtol=0)
@@ -318,5 +335,7 @@ def test_triton_kernel_in_the_interpreter():
     pins it bit for bit on a GPU)."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    result = subprocess.run([sys.executable, "-c", _TRITON_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", _TRITON_SCRIPT], env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]

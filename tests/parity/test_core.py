@@ -19,12 +19,18 @@ transformers = pytest.importorskip("transformers")
 
 # -- Hugging Face Llama: half layout ----------------------------------------------------------
 
+
 def _llama_rope(head_dim: int, rope_parameters: dict):
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-    config = LlamaConfig(hidden_size=2 * head_dim, num_attention_heads=2, head_dim=head_dim,
-                         max_position_embeddings=256, rope_parameters=rope_parameters)
+    config = LlamaConfig(
+        hidden_size=2 * head_dim,
+        num_attention_heads=2,
+        head_dim=head_dim,
+        max_position_embeddings=256,
+        rope_parameters=rope_parameters,
+    )
     return LlamaRotaryEmbedding(config)
 
 
@@ -63,6 +69,7 @@ def test_llama_apply_rotary_pos_emb(rope_parameters: dict, scaling: dict | None)
 
 # -- GPT-J: interleaved layout with partial rotary ---------------------------------------------
 
+
 @pytest.mark.parametrize("rotary_dim", [16, 64])
 def test_gptj_interleaved_partial_rotary(rotary_dim: int) -> None:
     """GPT-J's ``create_sinusoidal_positions`` + ``apply_rotary_pos_emb`` (``rotate_every_two``) on the
@@ -86,6 +93,7 @@ def test_gptj_interleaved_partial_rotary(rotary_dim: int) -> None:
 
 # -- T5 buckets and bias -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("num_buckets, max_distance", [(32, 128), (64, 256), (16, 64), (8, 20), (128, 1000)])
 def test_t5_relative_position_bucket(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
@@ -93,8 +101,9 @@ def test_t5_relative_position_bucket(bidirectional: bool, num_buckets: int, max_
     from transformers.models.t5.modeling_t5 import T5Attention
 
     rel = torch.arange(-3000, 3001)
-    ref = T5Attention._relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets,
-                                                max_distance=max_distance)
+    ref = T5Attention._relative_position_bucket(
+        rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     got = F.t5_relative_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
     assert torch.equal(got, ref)
 
@@ -110,8 +119,9 @@ def test_t5_attention_layer_with_hf_weights(is_decoder: bool) -> None:
     config = T5Config(d_model=32, d_kv=8, num_heads=4, is_decoder=is_decoder)
     config._attn_implementation = "eager"
     hf = T5Attention(config, has_relative_attention_bias=True).eval()
-    ours = posenc.Attention(32, 4, encoding=posenc.create("t5", num_heads=4, bidirectional=not is_decoder),
-                            causal=is_decoder, scale=1.0).eval()
+    ours = posenc.Attention(
+        32, 4, encoding=posenc.create("t5", num_heads=4, bidirectional=not is_decoder), causal=is_decoder, scale=1.0
+    ).eval()
     with torch.no_grad():
         ours.qkv.weight.copy_(torch.cat((hf.q.weight, hf.k.weight, hf.v.weight)))
         ours.proj.weight.copy_(hf.o.weight)
@@ -133,8 +143,14 @@ def test_t5_bias_with_hf_weights(is_decoder: bool) -> None:
     from transformers import T5Config
     from transformers.models.t5.modeling_t5 import T5Attention
 
-    config = T5Config(d_model=32, d_kv=8, num_heads=4, relative_attention_num_buckets=32,
-                      relative_attention_max_distance=128, is_decoder=is_decoder)
+    config = T5Config(
+        d_model=32,
+        d_kv=8,
+        num_heads=4,
+        relative_attention_num_buckets=32,
+        relative_attention_max_distance=128,
+        is_decoder=is_decoder,
+    )
     hf = T5Attention(config, has_relative_attention_bias=True)
     ours = posenc.create("t5", num_heads=4, bidirectional=not is_decoder)
     ours.load_state_dict(hf.state_dict(), strict=False)
@@ -156,6 +172,7 @@ def test_t5_bias_with_hf_weights(is_decoder: bool) -> None:
 
 
 # -- ALiBi -----------------------------------------------------------------------------------------
+
 
 def test_bloom_alibi_slopes_1_to_64_heads() -> None:
     """HF Bloom ``build_alibi_tensor`` (its column at position 1 is the slopes) for 1..64 heads.
@@ -202,6 +219,7 @@ def test_x_transformers_symmetric_alibi() -> None:
 
 # -- positional-encodings -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("channels", [8, 64, 130])
 def test_positional_encodings_1d(channels: int) -> None:
     """``positional_encodings.torch_encodings.PositionalEncoding1D`` is the paper's interleaved
@@ -216,6 +234,7 @@ def test_positional_encodings_1d(channels: int) -> None:
 
 
 # -- rotary-embedding-torch -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dim, head_dim, offset", [(32, 32, 0), (16, 32, 0), (32, 32, 17)])
 def test_rotary_embedding_torch(dim: int, head_dim: int, offset: int) -> None:
@@ -251,10 +270,12 @@ def test_llama_attention_layer_with_gqa_and_wide_heads(kv: int) -> None:
         ours.proj.bias.zero_()
         x = torch.randn(2, 12, 64)
         cos, sin = LlamaRotaryEmbedding(cfg)(x, torch.arange(12)[None])
-        want = hf(x, position_embeddings=(cos, sin), attention_mask=torch.full((12, 12), float("-inf")).triu(1)[None, None])[0]
+        want = hf(
+            x, position_embeddings=(cos, sin), attention_mask=torch.full((12, 12), float("-inf")).triu(1)[None, None]
+        )[0]
         torch.testing.assert_close(ours(x), want, atol=1e-6, rtol=0)
         cache = posenc.KVCache()
-        steps = torch.cat([ours(x[:, i:i + 3], cache=cache) for i in range(0, 12, 3)], 1)
+        steps = torch.cat([ours(x[:, i : i + 3], cache=cache) for i in range(0, 12, 3)], 1)
         torch.testing.assert_close(steps, want, atol=1e-6, rtol=0)
 
 
@@ -271,8 +292,12 @@ def test_shaw_asymmetric_clipping_equals_wav2vec2_bert_relative_key(left: int, r
     hd = 8
     shaw = posenc.create("shaw", dim=hd, max_relative_position=(left, right), values=False)
     assert shaw.key_embeddings.num_embeddings == left + right + 1
-    peer = SimpleNamespace(left_max_position_embeddings=left, right_max_position_embeddings=right,
-                           distance_embedding=shaw.key_embeddings, scaling=1.0)
+    peer = SimpleNamespace(
+        left_max_position_embeddings=left,
+        right_max_position_embeddings=right,
+        distance_embedding=shaw.key_embeddings,
+        scaling=1.0,
+    )
     for sq, sk in ((30, 30), (12, 30)):
         q, k = torch.randn(2, 3, sq, hd), torch.randn(2, 3, sk, hd)
         _, want = _apply_relative_key_position_encoding(peer, q, k)  # HF's queries index from 0 too

@@ -23,7 +23,6 @@ fairseq model's embeddings are ``F.sinusoidal(padding_idx + 1 + t)``.
 from __future__ import annotations
 
 import inspect
-
 import math
 
 import pytest
@@ -53,8 +52,9 @@ def fairseq_make_positions(tokens: torch.Tensor, padding_idx: int) -> torch.Tens
     return torch.cumsum(real, dim=1) * real + padding_idx  # [b, s]
 
 
-def t2t_timing_signal_1d(length: int, channels: int, min_timescale: float = 1.0,
-                         max_timescale: float = 1.0e4, start_index: int = 0) -> torch.Tensor:
+def t2t_timing_signal_1d(
+    length: int, channels: int, min_timescale: float = 1.0, max_timescale: float = 1.0e4, start_index: int = 0
+) -> torch.Tensor:
     """Restatement of tensor2tensor ``common_attention.get_timing_signal_1d`` in float64: ``[1, length, channels]``."""
     position = torch.arange(length, dtype=torch.float64) + start_index  # [s]
     num_timescales = channels // 2
@@ -68,6 +68,7 @@ def t2t_timing_signal_1d(length: int, channels: int, min_timescale: float = 1.0,
 
 # -- tensor2tensor ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("channels", [4, 8, 64, 512, 1024])
 @pytest.mark.parametrize("start_index", [0, 7, 5000])
 def test_sinusoidal_equals_t2t_get_timing_signal_1d(channels: int, start_index: int) -> None:
@@ -76,7 +77,9 @@ def test_sinusoidal_equals_t2t_get_timing_signal_1d(channels: int, start_index: 
     200 positions, atol 1e-6 (posenc's float32 output of float64 angles)."""
     length = 200
     ref = t2t_timing_signal_1d(length, channels, start_index=start_index)[0]  # [s, c]
-    got = F.sinusoidal(torch.arange(start_index, start_index + length), channels, layout="half", frequencies="tensor2tensor")
+    got = F.sinusoidal(
+        torch.arange(start_index, start_index + length), channels, layout="half", frequencies="tensor2tensor"
+    )
     torch.testing.assert_close(got.double(), ref, atol=1e-6, rtol=0)
 
 
@@ -111,8 +114,9 @@ def test_odd_channels_refused_where_t2t_and_fairseq_zero_pad() -> None:
     ref = t2t_timing_signal_1d(10, 9)[0]
     assert torch.equal(ref[:, 8], torch.zeros(10, dtype=torch.float64))
     torch.testing.assert_close(ref[:, :8], fairseq_get_embedding(10, 9, None)[:, :8], atol=1e-12, rtol=0)
-    torch.testing.assert_close(F.sinusoidal(10, 8, layout="half", frequencies="tensor2tensor").double(),
-                               ref[:, :8], atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        F.sinusoidal(10, 8, layout="half", frequencies="tensor2tensor").double(), ref[:, :8], atol=1e-6, rtol=0
+    )
 
 
 def test_t2t_frequencies_differ_from_the_paper() -> None:
@@ -123,10 +127,13 @@ def test_t2t_frequencies_differ_from_the_paper() -> None:
     paper = F.sinusoidal_inv_freq(512, frequencies="paper")
     assert t2t[0] == paper[0] == 1.0
     torch.testing.assert_close(t2t[-1], torch.tensor(1e-4, dtype=torch.float64), atol=0, rtol=1e-12)
-    torch.testing.assert_close(paper[-1] / t2t[-1], torch.tensor(10000 ** (2 / 512), dtype=torch.float64), atol=0, rtol=1e-12)
+    torch.testing.assert_close(
+        paper[-1] / t2t[-1], torch.tensor(10000 ** (2 / 512), dtype=torch.float64), atol=0, rtol=1e-12
+    )
 
 
 # -- fairseq ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dim", [4, 16, 512, 1024])
 def test_sinusoidal_equals_fairseq_get_embedding(dim: int) -> None:
@@ -182,6 +189,7 @@ def test_hf_fsmt_port_of_fairseq_equals_posenc_and_the_restatement() -> None:
 
 
 # -- ALiBi as Press et al. implemented it ----------------------------------------------------------
+
 
 def press_alibi_future_mask(slopes: torch.Tensor, length: int) -> torch.Tensor:
     """Restatement of ofirpress/attention_with_linear_biases ``fairseq/models/transformer.py``

@@ -37,6 +37,7 @@ ATOL = 5e-6  # float32 angles of the peer (ulp 3.8e-6 at 40 rad) against float64
 
 # -- ALiBi -----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("heads", [1, 2, 3, 5, 6, 7, 8, 12, 16, 24, 33, 64])
 def test_alibi_slopes_equal_x_transformers_get_slopes(heads: int) -> None:
     """``AlibiPositionalBias._get_slopes`` is Press et al.'s ``get_slopes`` (the closest power of two,
@@ -103,7 +104,8 @@ def test_t5_buckets_equal_x_transformers(causal: bool, num_buckets: int, max_dis
     ``F.t5_relative_bucket(k - q, bidirectional=not causal)`` bucket for bucket over -600..600 (exact)."""
     rel = torch.arange(-600, 601)
     ref = xt.RelativePositionBias._relative_position_bucket(
-        rel, causal=causal, num_buckets=num_buckets, max_distance=max_distance)
+        rel, causal=causal, num_buckets=num_buckets, max_distance=max_distance
+    )
     got = F.t5_relative_bucket(rel, bidirectional=not causal, num_buckets=num_buckets, max_distance=max_distance)
     assert torch.equal(got, ref)
 
@@ -125,6 +127,7 @@ def test_t5_bias_loads_x_transformers_weights_and_matches(causal: bool, i: int, 
 
 
 # -- absolute embeddings ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dim", [2, 8, 64, 130])
 def test_scaled_sinusoidal_equals_x_transformers(dim: int) -> None:
@@ -181,6 +184,7 @@ def test_absolute_positional_embedding_equals_learned_table_times_its_scale() ->
 
 # -- rotary ----------------------------------------------------------------------------------------
 
+
 def _xt_rotate(ref: torch.nn.Module, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor):
     """x-transformers' Attention path: ``freqs, scale = rotary(pos)``; q gets ``scale``, k ``scale ** -1``."""
     freqs, scale = ref(positions)
@@ -236,7 +240,9 @@ def test_rotary_base_rescale_equals_static_ntk(factor: float) -> None:
     assert scale == 1.0
     torch.testing.assert_close(inv_freq, ref.inv_freq.double(), atol=0, rtol=1e-6)
     x = torch.randn(1, 2, 50, dim)
-    got, _ = posenc.create("rope", dim=dim, layout="interleaved", scaling={"rope_type": "ntk", "factor": factor}).rotate(x, x)
+    got, _ = posenc.create(
+        "rope", dim=dim, layout="interleaved", scaling={"rope_type": "ntk", "factor": factor}
+    ).rotate(x, x)
     ref_x, _ = _xt_rotate(ref, x, x, torch.arange(50))
     torch.testing.assert_close(got, ref_x, atol=ATOL, rtol=0)
 
@@ -259,7 +265,9 @@ def test_rotary_use_xpos_equals_xpos_centred_at_half_length(length: int, scale_b
     centred_at_zero = posenc.create("xpos", dim=dim, layout="interleaved", scale_base=scale_base)
     q0, k0 = centred_at_zero.rotate(q, k)
     ref_scores = ref_q @ ref_k.transpose(-1, -2)  # [b, h, s, s]
-    torch.testing.assert_close(q0 @ k0.transpose(-1, -2), ref_scores, atol=1e-5 * float(ref_scores.abs().max()), rtol=1e-4)
+    torch.testing.assert_close(
+        q0 @ k0.transpose(-1, -2), ref_scores, atol=1e-5 * float(ref_scores.abs().max()), rtol=1e-4
+    )
 
 
 def test_rotary_bfloat16_input_rotated_in_float32_like_x_transformers() -> None:
@@ -294,6 +302,7 @@ def test_rotary_two_features_where_x_transformers_cannot() -> None:
 
 # -- whole attention layers ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("scheme", ["alibi", "t5", "rope", "xpos"])
 def test_attention_layer_equals_x_transformers_attention(scheme: str) -> None:
     """x-transformers ``Attention(dim, heads, dim_head, causal=True)`` with its positional module, and
@@ -322,7 +331,9 @@ def test_attention_layer_equals_x_transformers_attention(scheme: str) -> None:
     elif scheme == "t5":
         kwargs["rel_pos"] = xt.RelativePositionBias(scale=head_dim**0.5, causal=True, heads=heads)
         with torch.no_grad():
-            ours.encoding.relative_attention_bias.weight.copy_(kwargs["rel_pos"].relative_attention_bias.weight * head_dim**0.5)
+            ours.encoding.relative_attention_bias.weight.copy_(
+                kwargs["rel_pos"].relative_attention_bias.weight * head_dim**0.5
+            )
     else:
         kwargs["rotary_pos_emb"] = xt.RotaryEmbedding(head_dim, use_xpos=scheme == "xpos")(torch.arange(length))
     x = torch.randn(2, length, dim)

@@ -211,6 +211,7 @@ def test_rope_axial_default_query_positions_are_the_last_keys():
 
 # -- state_dict and dtype/device hygiene --------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", list(SCHEMES))
 def test_caches_stay_out_of_state_dict(name: str) -> None:
     """After forwards that fill every cache, state_dict holds learned parameters only."""

@@ -52,6 +52,7 @@ class LogDistanceBias(PositionalEncoding):
 
         def log_distance(score, b, h, q_idx, kv_idx):
             return score - slopes[h] * torch.log1p((kv_idx - (q_idx + offset)).abs().float())
+
         return log_distance
 
 
@@ -105,8 +106,9 @@ def test_its_bias_is_cached_and_equals_the_uncached_evaluation(scheme):
             assert torch.equal(first, enc.bias(q[None], k[None])[0])  # [b, h, sq, sk]: no cache
             torch.testing.assert_close(first, _explicit_bias(enc, q, k), atol=1e-6, rtol=0)
         scattered = torch.tensor([0, 3, 4, 9])
-        torch.testing.assert_close(enc.bias(scattered, scattered), _explicit_bias(enc, scattered, scattered),
-                                   atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            enc.bias(scattered, scattered), _explicit_bias(enc, scattered, scattered), atol=1e-6, rtol=0
+        )
     attn = posenc.Attention(12, 3, encoding=enc).eval()
     seen = []
     bias = enc.bias
@@ -154,8 +156,14 @@ def test_flex_attention_serves_it(scheme, monkeypatch):
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("name", [n for n in posenc.available()
-                                  if posenc.scheme_class(n).relative_bias_values is not PositionalEncoding.relative_bias_values])
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in posenc.available()
+        if posenc.scheme_class(n).relative_bias_values is not PositionalEncoding.relative_bias_values
+    ],
+)
 def test_registered_relative_biases_expand_their_values(name):
     """For every registered scheme with ``relative_bias_values``: its values at the distances of two
     ranges, expanded by ``F.toeplitz``, equal its bias at batched positions (which skip every cache)."""

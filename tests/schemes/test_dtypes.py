@@ -26,7 +26,9 @@ def test_sinusoidal_embed_in_float64_uses_float64_codes():
 
 
 @pytest.mark.parametrize("name", SCHEMES)
-@pytest.mark.parametrize(("dtype", "atol"), [(torch.float16, 3e-3), (torch.bfloat16, 2e-2), (torch.float64, 1e-6)], ids=str)
+@pytest.mark.parametrize(
+    ("dtype", "atol"), [(torch.float16, 3e-3), (torch.bfloat16, 2e-2), (torch.float64, 1e-6)], ids=str
+)
 def test_module_cast_runs_in_that_dtype_close_to_float64(name: str, dtype: torch.dtype, atol: float) -> None:
     """``Attention(...).to(dtype)`` on inputs of that dtype returns that dtype, within ``atol`` of the
     same module in float64 (float16 3e-3, bfloat16 2e-2 on unit-scale inputs); float64 frequency,

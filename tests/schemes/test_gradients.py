@@ -14,6 +14,7 @@ from tests.all_schemes import DIM, HEADS, LEARNED_PARAMETERS, SCHEMES, attention
 
 # -- inference_mode, no_grad, training in one process ------------------------------------------
 
+
 @pytest.mark.parametrize("name", SCHEMES)
 def test_inference_mode_then_no_grad_then_training(name: str) -> None:
     """A module first run under ``torch.inference_mode`` (generation) must then work under ``no_grad``
@@ -38,6 +39,7 @@ def test_inference_mode_then_no_grad_then_training(name: str) -> None:
 
 # -- gradients ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", SCHEMES)
 def test_gradients_reach_every_learned_parameter(name: str) -> None:
     """One backward pass gives a finite, non-zero gradient to every parameter of the encoding (the
@@ -52,8 +54,16 @@ def test_gradients_reach_every_learned_parameter(name: str) -> None:
     assert x.grad is not None and float(x.grad.abs().sum()) > 0
 
 
-@pytest.mark.parametrize(("name", "config"), [("rope", {"layout": "half"}), ("rope", {"layout": "interleaved"}),
-                                               ("rope", {"rotary_dim": 4}), ("xpos", {}), ("rope_axial", {})])
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [
+        ("rope", {"layout": "half"}),
+        ("rope", {"layout": "interleaved"}),
+        ("rope", {"rotary_dim": 4}),
+        ("xpos", {}),
+        ("rope_axial", {}),
+    ],
+)
 def test_rotation_backward_passes_gradcheck(name: str, config: dict) -> None:
     """The fast rotation's hand-written backward (the inverse rotation) agrees with finite differences
     in float64 (``torch.autograd.gradcheck``), for both layouts, partial rotary, xPos and axial RoPE."""
@@ -114,6 +124,7 @@ def test_rope_second_order_gradients_equal_the_reference() -> None:
     def pair(t):
         a, b = rope.rotate(*t.transpose(1, 3).unbind(2)[:2])
         return 2 * a + b
+
     assert torch.autograd.gradgradcheck(pair, (qkv,))
     # gradgradcheck differentiates whatever the backward returns: the create_graph gradient itself
     # must also be the inverse rotation (the reference's, in float64), for one tensor and for a pair
@@ -146,7 +157,7 @@ def test_torch_func_transforms_run_and_agree_with_autograd(name: str) -> None:
     per_sample = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0))(params, xs)
     for i in range(xs.shape[0]):
         attn.zero_grad()
-        attn(xs[i:i + 1]).pow(2).sum().backward()
+        attn(xs[i : i + 1]).pow(2).sum().backward()
         for n, p in attn.named_parameters():
             torch.testing.assert_close(per_sample[n][i], p.grad, rtol=1e-9, atol=1e-12)
     dx = torch.func.grad(lambda x: attn(x).pow(2).sum())(xs)

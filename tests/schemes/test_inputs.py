@@ -23,7 +23,9 @@ def test_heads_of_another_width_than_the_scheme_rejected(name: str, width: int) 
     ``Shaw.query_scores``."""
     enc = posenc.create(name, dim=8)
     q = torch.randn(1, 2, 5, width)
-    with pytest.raises(ValueError, match=rf"{name} was built for heads of width dim=8, got queries/keys of shape \(1, 2, 5, {width}\)"):
+    with pytest.raises(
+        ValueError, match=rf"{name} was built for heads of width dim=8, got queries/keys of shape \(1, 2, 5, {width}\)"
+    ):
         if name == "shaw":
             enc.query_scores(q, torch.arange(5), torch.arange(5))
         else:

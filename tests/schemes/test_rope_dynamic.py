@@ -23,22 +23,39 @@ ORIGINAL = 256
 DYNAMIC = {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": ORIGINAL}
 SHORT = [1.0 + 0.05 * i for i in range(16)]
 LONG = [1.0 + 4.0 * i for i in range(16)]
-LONGROPE = {"rope_type": "longrope", "original_max_position_embeddings": ORIGINAL, "factor": 16.0,
-            "short_factor": SHORT, "long_factor": LONG}
+LONGROPE = {
+    "rope_type": "longrope",
+    "original_max_position_embeddings": ORIGINAL,
+    "factor": 16.0,
+    "short_factor": SHORT,
+    "long_factor": LONG,
+}
 
 
 def hf_dynamic() -> LlamaRotaryEmbedding:
-    config = LlamaConfig(hidden_size=64, num_attention_heads=2, num_hidden_layers=1, vocab_size=8,
-                         max_position_embeddings=ORIGINAL,
-                         rope_parameters={"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0})
+    config = LlamaConfig(
+        hidden_size=64,
+        num_attention_heads=2,
+        num_hidden_layers=1,
+        vocab_size=8,
+        max_position_embeddings=ORIGINAL,
+        rope_parameters={"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0},
+    )
     return LlamaRotaryEmbedding(config)
 
 
 def hf_longrope() -> Phi3RotaryEmbedding:
-    config = Phi3Config(hidden_size=64, num_attention_heads=2, num_key_value_heads=2, num_hidden_layers=1,
-                        vocab_size=8, pad_token_id=0, max_position_embeddings=16 * ORIGINAL,
-                        original_max_position_embeddings=ORIGINAL,
-                        rope_scaling={"type": "longrope", "short_factor": SHORT, "long_factor": LONG})
+    config = Phi3Config(
+        hidden_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        num_hidden_layers=1,
+        vocab_size=8,
+        pad_token_id=0,
+        max_position_embeddings=16 * ORIGINAL,
+        original_max_position_embeddings=ORIGINAL,
+        rope_scaling={"type": "longrope", "short_factor": SHORT, "long_factor": LONG},
+    )
     return Phi3RotaryEmbedding(config)
 
 
@@ -121,8 +138,9 @@ def test_cached_equals_uncached_across_the_switch(scaling, start, length):
     q, k = torch.randn(2, 2, length, 32, dtype=torch.float64), torch.randn(2, 2, length, 32, dtype=torch.float64)
     positions = torch.arange(start, start + length)
     got_q, got_k = rope.rotate(q.float(), k.float(), positions, positions)
-    cos, sin = posenc.functional.rope_cos_sin(positions, rope.inv_freq_at(start + length),
-                                              attention_scale=rope.attention_scale)
+    cos, sin = posenc.functional.rope_cos_sin(
+        positions, rope.inv_freq_at(start + length), attention_scale=rope.attention_scale
+    )
     torch.testing.assert_close(got_q, posenc.functional.apply_rope(q.float(), cos, sin), rtol=0, atol=1e-6)
     torch.testing.assert_close(got_k, posenc.functional.apply_rope(k.float(), cos, sin), rtol=0, atol=1e-6)
     if start == 0:  # default positions give the same
@@ -154,8 +172,9 @@ def _compiled_matches_eager(rope: Rope, backend: str) -> None:
     torch._dynamo.reset()
     q, k = torch.randn(1, 2, 16, 32), torch.randn(1, 2, 16, 32)
     starts = (0, 100, ORIGINAL - 16, ORIGINAL - 15, 700)  # short, at the switch, long
-    want = {start: rope.rotate(q, k, torch.arange(start, start + 16), torch.arange(start, start + 16))
-            for start in starts}  # eager first: it may grow the cache
+    want = {
+        start: rope.rotate(q, k, torch.arange(start, start + 16), torch.arange(start, start + 16)) for start in starts
+    }  # eager first: it may grow the cache
     before = _buffers(rope)
 
     def step(q, k, positions):

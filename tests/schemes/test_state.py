@@ -106,11 +106,29 @@ def test_meta_device_init_then_load_with_assign(name: str) -> None:
         assert torch.equal(meta.bias(p, p), alone.bias(p, p))
 
 
-@pytest.mark.parametrize(("name", "saved", "here", "shapes"), [
-    ("learned", dict(dim=16, max_len=64), dict(dim=16, max_len=32), r"\(64, 16\) does not fit this learned scheme's \(32, 16\)"),
-    ("t5", dict(num_heads=2, num_buckets=16), dict(num_heads=2), r"\(16, 2\) does not fit this t5 scheme's \(32, 2\)"),
-    ("shaw", dict(dim=8, max_relative_position=4), dict(dim=8), r"\(9, 8\) does not fit this shaw scheme's \(33, 8\)"),
-])
+@pytest.mark.parametrize(
+    ("name", "saved", "here", "shapes"),
+    [
+        (
+            "learned",
+            dict(dim=16, max_len=64),
+            dict(dim=16, max_len=32),
+            r"\(64, 16\) does not fit this learned scheme's \(32, 16\)",
+        ),
+        (
+            "t5",
+            dict(num_heads=2, num_buckets=16),
+            dict(num_heads=2),
+            r"\(16, 2\) does not fit this t5 scheme's \(32, 2\)",
+        ),
+        (
+            "shaw",
+            dict(dim=8, max_relative_position=4),
+            dict(dim=8),
+            r"\(9, 8\) does not fit this shaw scheme's \(33, 8\)",
+        ),
+    ],
+)
 def test_state_dict_of_another_table_size_names_the_config(name, saved, here, shapes) -> None:
     """torch alone says "size mismatch"; the message now also names the scheme and its config."""
     with pytest.raises(RuntimeError, match=shapes + r"; it was saved from another configuration \(this one: "):

@@ -60,9 +60,10 @@ def test_matches_x_transformers_partial(rotary_dim: int) -> None:
     peer = xt.RotaryEmbedding(rotary_dim, use_xpos=True, scale_base=16).double()
     freqs, scale = peer(torch.arange(s))
     q, k = _qk(s)
-    peer_q, peer_k = xt.apply_rotary_pos_emb(q, freqs, scale), xt.apply_rotary_pos_emb(k, freqs, scale ** -1)
-    ours = posenc.create("xpos", dim=HD, rotary_dim=rotary_dim, layout="interleaved", scale_base=16.0,
-                         center=float(s // 2))
+    peer_q, peer_k = xt.apply_rotary_pos_emb(q, freqs, scale), xt.apply_rotary_pos_emb(k, freqs, scale**-1)
+    ours = posenc.create(
+        "xpos", dim=HD, rotary_dim=rotary_dim, layout="interleaved", scale_base=16.0, center=float(s // 2)
+    )
     our_q, our_k = ours.rotate(q, k)
     torch.testing.assert_close(our_q, peer_q, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(our_k, peer_k, rtol=1e-5, atol=1e-5)
@@ -97,7 +98,10 @@ def test_matches_torchscale_full_and_incremental() -> None:
     s, scale_base = 9, 6.0
     ours = posenc.create("xpos", dim=HD, layout="interleaved", scale_base=scale_base)
     q, k = _qk(s)
-    flat = lambda t: t.flatten(0, 1)  # [b, h, s, x] -> [b·h, s, x]
+
+    def flat(t):
+        return t.flatten(0, 1)  # [b, h, s, x] -> [b·h, s, x]
+
     ref = _scores(_torchscale_xpos(flat(q), scale_base), _torchscale_xpos(flat(k), scale_base, downscale=True))
     our_q, our_k = ours.rotate(q, k)
     torch.testing.assert_close(flat(_scores(our_q, our_k)), ref, rtol=1e-10, atol=1e-10)

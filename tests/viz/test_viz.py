@@ -198,8 +198,10 @@ def test_save_figure_rejects_unknown_suffix(tmp_path):
 
 
 def test_importing_posenc_viz_does_not_import_matplotlib():
-    code = ("import sys, posenc, posenc.viz, posenc.report, posenc.cli.atlas; "
-            "print(sorted(m for m in ('matplotlib', 'rich', 'typer') if m in sys.modules))")  # torch itself loads numpy
+    code = (
+        "import sys, posenc, posenc.viz, posenc.report, posenc.cli.atlas; "
+        "print(sorted(m for m in ('matplotlib', 'rich', 'typer') if m in sys.modules))"
+    )  # torch itself loads numpy
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     assert posenc.viz is not None
@@ -221,7 +223,7 @@ def _column_pixels(figure, ax, x, first, last):
     (col, y0), (_, y1) = ax.transData.transform([(x, first), (x, last)])
     top, bottom = sorted((rgb.shape[0] - y0, rgb.shape[0] - y1))
     spine = 2 + int(figure.dpi / 72)  # a 0.8-point line, and a pixel to spare
-    return rgb[int(top) + spine:int(bottom) - spine, int(col)]
+    return rgb[int(top) + spine : int(bottom) - spine, int(col)]
 
 
 @pytest.mark.parametrize("dpi", [72, 120, 300])
@@ -237,7 +239,7 @@ def test_bit_0_of_many_positions_is_drawn_as_its_mean_colour_not_moire(dpi):
     assert len(bit0) > 150
     assert abs(bit0.mean() - 127.5) < 6 and bit0.max() - bit0.min() <= 10  # one mid grey all the way down
     bit12 = _column_pixels(figure, bits_ax, 12, 0, 8191)[:, 0]  # 0 for 0-4095, then 1: stays sharp
-    assert set(bit12[: len(bit12) // 3].tolist()) == {255} and set(bit12[-len(bit12) // 3:].tolist()) == {0}
+    assert set(bit12[: len(bit12) // 3].tolist()) == {255} and set(bit12[-len(bit12) // 3 :].tolist()) == {0}
     sin0 = _column_pixels(figure, code_ax, 0, 0, 8191)  # sin(p): period 2π positions, far below a pixel
     assert (sin0.max(axis=0) - sin0.min(axis=0)).max() <= 24  # one mixed colour, not red (103, 0, 31) and blue bands
 
@@ -270,11 +272,11 @@ def test_sin_cos_columns_slightly_denser_than_pixels_show_no_stripes():
     assert ax.images[0].get_array().shape == (128, 512)
     rgb = _rendered(figure)
     (x0, y), (x1, _) = ax.transData.transform([(320, 64), (500, 64)])
-    row = rgb[rgb.shape[0] - int(y), int(x0):int(x1)]  # the pixels along position 64, features 320-500
+    row = rgb[rgb.shape[0] - int(y), int(x0) : int(x1)]  # the pixels along position 64, features 320-500
     # neighbouring pixels within a few levels (the mean drifts slowly as sin(64 θ) falls towards 0)
     assert len(row) > 120 and abs(row[1:] - row[:-1]).max() <= 4
     first = ax.transData.transform([(0.5, 64)])[0]  # the fast features stay drawn: not all one colour
-    left = rgb[rgb.shape[0] - int(y), int(first[0]):int(first[0]) + 60]
+    left = rgb[rgb.shape[0] - int(y), int(first[0]) : int(first[0]) + 60]
     assert (left.max(axis=0) - left.min(axis=0)).max() > 100
 
 
@@ -299,15 +301,24 @@ def test_scaled_rope_is_named_with_its_scaling(scaling, label):
 
 
 def _record(experiment, task, scheme, variant, metrics, *, seed=0, train_length=3):
-    return {"experiment": experiment, "task": task, "scheme": scheme, "variant": variant, "seed": seed,
-            "train_length": train_length, "metrics": metrics}
+    return {
+        "experiment": experiment,
+        "task": task,
+        "scheme": scheme,
+        "variant": variant,
+        "seed": seed,
+        "train_length": train_length,
+        "metrics": metrics,
+    }
 
 
 def test_length_figure_of_one_task_length_draws_bars_named_by_run():
     from posenc.experiments.plots import _group_figure
 
-    records = [_record("length", "word-order", scheme, "default", {"per_length": {"3": {"exact_match": value}}})
-               for scheme, value in (("rope", 0.5625), ("alibi", 0.25))]
+    records = [
+        _record("length", "word-order", scheme, "default", {"per_length": {"3": {"exact_match": value}}})
+        for scheme, value in (("rope", 0.5625), ("alibi", 0.25))
+    ]
     ax = _group_figure("length", "word-order", records).axes[0]
     assert [bar.get_height() for bar in ax.patches] == [0.25, 0.5625]  # sorted by name
     assert [t.get_text() for t in ax.get_xticklabels()] == ["alibi", "rope"]
@@ -320,8 +331,9 @@ def test_length_and_loss_figures_tick_whole_numbers_only():
 
     per_length = {"2": {"exact_match": 1.0}, "5": {"exact_match": 0.5}}
     lengths = [_record("length", "copy", "rope", "default", {"per_length": per_length})]
-    losses = [_record("extend", "text", "rope", "linear", {"loss_per_position": [1.0, 1.5, 2.0, 2.5, 3.0]},
-                      train_length=4)]
+    losses = [
+        _record("extend", "text", "rope", "linear", {"loss_per_position": [1.0, 1.5, 2.0, 2.5, 3.0]}, train_length=4)
+    ]
     for experiment, task, records in (("length", "copy", lengths), ("extend", "text", losses)):
         figure = _group_figure(experiment, task, records)
         ax = figure.axes[0]
@@ -338,8 +350,11 @@ def test_probe_values_below_the_floor_are_written_apart_and_inside_the_axes():
         per_layer = [{"layer": i, "r2": v} for i, v in enumerate(r2)]
         return _record("probe", "text", scheme, "residual", {"per_layer": per_layer}, train_length=64)
 
-    records = [probe("none", [-0.05, -0.36, -3.2, -0.29]), probe("rope", [-0.2, -0.35, -0.5, 0.1]),
-               probe("sinusoidal", [1.0, 0.99, 0.98, 0.9])]
+    records = [
+        probe("none", [-0.05, -0.36, -3.2, -0.29]),
+        probe("rope", [-0.2, -0.35, -0.5, 0.1]),
+        probe("sinusoidal", [1.0, 0.99, 0.98, 0.9]),
+    ]
     figure = _group_figure("probe", "text", records)
     ax = figure.axes[0]
     _rendered(figure)
@@ -350,7 +365,7 @@ def test_probe_values_below_the_floor_are_written_apart_and_inside_the_axes():
     boxes = list(labels.values())
     for i, box in enumerate(boxes):
         assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
-        assert not any(box.overlaps(other) for other in boxes[i + 1:])
+        assert not any(box.overlaps(other) for other in boxes[i + 1 :])
     floor = ax.transData.transform((0, -0.1))[1]
     assert all(box.y1 < floor for box in boxes)  # under the floor, where no line is drawn
     assert min(ax.get_yticks()) == 0.0  # no tick beside the labels

@@ -93,8 +93,9 @@ def _first_collision(D: Tensor, atol: float) -> tuple[int, int] | None:
     return i, j
 
 
-def check_unique(scheme: str | PositionalEncoding, *, n: int = 512, atol: float = 1e-6, seed: int = 0,
-                 **config: Any) -> CheckResult:
+def check_unique(
+    scheme: str | PositionalEncoding, *, n: int = 512, atol: float = 1e-6, seed: int = 0, **config: Any
+) -> CheckResult:
     """Smallest Euclidean distance between the codes of two distinct positions in ``0..n-1``, in
     float64 and after rounding the code to float32; passes when both exceed ``atol``.
 
@@ -119,8 +120,9 @@ def check_unique(scheme: str | PositionalEncoding, *, n: int = 512, atol: float 
     return CheckResult("unique", value, atol, passed, detail, ">", scheme_label(scheme), out)
 
 
-def check_bounded(scheme: str | PositionalEncoding, *, n: int = 1024, threshold: float = 1.0, seed: int = 0,
-                  **config: Any) -> CheckResult:
+def check_bounded(
+    scheme: str | PositionalEncoding, *, n: int = 1024, threshold: float = 1.0, seed: int = 0, **config: Any
+) -> CheckResult:
     """Largest ``|value|`` of any code at positions ``0..n-1``; passes when it is at most ``threshold``
     (the articles' "bounded between -1 and 1"). Rotary schemes are measured on both the rotated
     unit query and key: xPos shrinks one and grows the other. ``data``: ``largest``, ``largest_half``
@@ -183,12 +185,26 @@ def check_deterministic(scheme: str | PositionalEncoding, *, n: int = 256, seed:
         detail = f"builds with seeds {seed} and {seed + 1} give codes differing by up to {value:.3g}"
     else:
         detail = "every build gives exactly the same codes, whatever the seed"
-    return CheckResult("deterministic", value, 0.0, passed, detail, "<=", scheme_label(scheme),
-                       {"seed_dependent": seed_dependent, "n": first.shape[0]})
+    return CheckResult(
+        "deterministic",
+        value,
+        0.0,
+        passed,
+        detail,
+        "<=",
+        scheme_label(scheme),
+        {"seed_dependent": seed_dependent, "n": first.shape[0]},
+    )
 
 
-def check_length_invariant(scheme: str | PositionalEncoding, *, lengths: tuple[int, int] = (32, 256), atol: float = 1e-12,
-                           seed: int = 0, **config: Any) -> CheckResult:
+def check_length_invariant(
+    scheme: str | PositionalEncoding,
+    *,
+    lengths: tuple[int, int] = (32, 256),
+    atol: float = 1e-12,
+    seed: int = 0,
+    **config: Any,
+) -> CheckResult:
     """A position gets the same code in sequences of the two ``lengths``: the largest difference over
     the shorter sequence's positions, passing at most ``atol``. ``data``: ``lengths``, ``diff_per_position [n_short]``.
     """
@@ -209,8 +225,16 @@ def check_length_invariant(scheme: str | PositionalEncoding, *, lengths: tuple[i
     else:
         p = int(diff.argmax())
         detail = f"position {p} changes by {value:.3g} between sequences of {short} and {long}"
-    return CheckResult("length_invariant", value, atol, passed, detail, "<=", scheme_label(scheme),
-                       {"lengths": (short, long), "diff_per_position": diff})
+    return CheckResult(
+        "length_invariant",
+        value,
+        atol,
+        passed,
+        detail,
+        "<=",
+        scheme_label(scheme),
+        {"lengths": (short, long), "diff_per_position": diff},
+    )
 
 
 def _switch_length(scheme: str | PositionalEncoding, seed: int, config: dict[str, Any]) -> int | None:
@@ -220,8 +244,15 @@ def _switch_length(scheme: str | PositionalEncoding, seed: int, config: dict[str
     return getattr(build_scheme(scheme, seed=seed, **config), "original_length", None)
 
 
-def check_linear_offset_map(scheme: str | PositionalEncoding, *, n: int = 512, offsets: tuple[int, ...] = (1, 5, 25),
-                            threshold: float = 1e-6, seed: int = 0, **config: Any) -> CheckResult:
+def check_linear_offset_map(
+    scheme: str | PositionalEncoding,
+    *,
+    n: int = 512,
+    offsets: tuple[int, ...] = (1, 5, 25),
+    threshold: float = 1e-6,
+    seed: int = 0,
+    **config: Any,
+) -> CheckResult:
     """Is ``PE(p + k)`` a fixed linear function of ``PE(p)``? For each offset ``k`` the least-squares
     map ``M`` with ``PE(p) M ≈ PE(p + k)`` is fitted on the even positions ``p`` and tested on the odd
     ones (``p < n - max(offsets)``); ``value`` is the largest relative test residual ``|PE M - PE'| / |PE'|`` over the offsets.
@@ -246,14 +277,26 @@ def check_linear_offset_map(scheme: str | PositionalEncoding, *, n: int = 512, o
     value = max(residuals.values())
     worst = max(residuals, key=residuals.get)
     passed = value < threshold
-    detail = (f"a fixed linear map takes PE(p) to PE(p+k) (largest relative residual {value:.2g}, offsets {list(offsets)})"
-              if passed else f"no linear map takes PE(p) to PE(p+{worst}): relative residual {value:.3g} on held-out positions")
-    return CheckResult("linear_offset_map", value, threshold, passed, detail, "<", scheme_label(scheme),
-                       {"residuals": residuals, "n": E.shape[0]})
+    detail = (
+        f"a fixed linear map takes PE(p) to PE(p+k) (largest relative residual {value:.2g}, offsets {list(offsets)})"
+        if passed
+        else f"no linear map takes PE(p) to PE(p+{worst}): relative residual {value:.3g} on held-out positions"
+    )
+    return CheckResult(
+        "linear_offset_map",
+        value,
+        threshold,
+        passed,
+        detail,
+        "<",
+        scheme_label(scheme),
+        {"residuals": residuals, "n": E.shape[0]},
+    )
 
 
-def _query_key_codes(scheme: str | PositionalEncoding, n: int, seed: int, config: dict[str, Any],
-                     probe: str = "unit") -> tuple[Tensor, Tensor]:
+def _query_key_codes(
+    scheme: str | PositionalEncoding, n: int, seed: int, config: dict[str, Any], probe: str = "unit"
+) -> tuple[Tensor, Tensor]:
     """Rotary schemes: a query and a key rotated to ``0..n-1`` (xPos scales them oppositely), both the
     unit query (``probe="unit"``: the cos and sin of each angle, the code itself) or two different
     random unit vectors (``"random"``, fixed draws: a rotation that is not orthogonal, or that
@@ -276,8 +319,15 @@ def _query_key_codes(scheme: str | PositionalEncoding, n: int, seed: int, config
     return q[0, 0], k[0, 0]  # [n, hd] each
 
 
-def check_offset_similarity(scheme: str | PositionalEncoding, *, n: int = 256, offsets: tuple[int, ...] = (1, 5, 25),
-                            threshold: float = 1e-6, seed: int = 0, **config: Any) -> CheckResult:
+def check_offset_similarity(
+    scheme: str | PositionalEncoding,
+    *,
+    n: int = 256,
+    offsets: tuple[int, ...] = (1, 5, 25),
+    threshold: float = 1e-6,
+    seed: int = 0,
+    **config: Any,
+) -> CheckResult:
     """How far ``PE(p + k) · PE(p)`` varies with ``p`` at fixed ``k``: ``(max - min) / mean |PE|^2`` over
     ``p``, the largest over ``offsets``; passes below ``threshold`` (the score depends on the offset alone).
 
@@ -298,10 +348,21 @@ def check_offset_similarity(scheme: str | PositionalEncoding, *, n: int = 256, o
     value = max(spread.values())
     passed = value < threshold
     worst = max(spread, key=spread.get)
-    detail = ("PE(p+k)·PE(p) depends on the offset k alone" if passed
-              else f"PE(p+{worst})·PE(p) varies with p by {value:.3g} of the mean squared norm")
-    return CheckResult("offset_similarity", value, threshold, passed, detail, "<", scheme_label(scheme),
-                       {"spread": spread, "dots": dots})
+    detail = (
+        "PE(p+k)·PE(p) depends on the offset k alone"
+        if passed
+        else f"PE(p+{worst})·PE(p) varies with p by {value:.3g} of the mean squared norm"
+    )
+    return CheckResult(
+        "offset_similarity",
+        value,
+        threshold,
+        passed,
+        detail,
+        "<",
+        scheme_label(scheme),
+        {"spread": spread, "dots": dots},
+    )
 
 
 def _rank_correlation(values: Tensor) -> float:
@@ -319,8 +380,15 @@ def _rank_correlation(values: Tensor) -> float:
     return float((ranks * index).sum() / (ranks.norm() * index.norm()))
 
 
-def check_distance_monotone(scheme: str | PositionalEncoding, *, n: int = 256, start: int = 1, threshold: float = 0.5,
-                            seed: int = 0, **config: Any) -> CheckResult:
+def check_distance_monotone(
+    scheme: str | PositionalEncoding,
+    *,
+    n: int = 256,
+    start: int = 1,
+    threshold: float = 0.5,
+    seed: int = 0,
+    **config: Any,
+) -> CheckResult:
     """Does the cosine distance from position ``start`` grow with the offset? ``value`` is Spearman's
     rank correlation between the distance to ``start + k`` and ``k`` over every offset up to
     ``n - 1 - start``; passes at ``threshold`` or above. A rank trend over all offsets, not the first
@@ -334,18 +402,36 @@ def check_distance_monotone(scheme: str | PositionalEncoding, *, n: int = 256, s
     E = _matrix(scheme, n, seed, config)  # [n, d]
     d = distance_from(E, start)[start:]  # [n - start]; d[k] = distance to start + k
     if bool(d.isnan().any()):
-        return CheckResult("distance_monotone", 0.0, threshold, False, "cosine distance is undefined (a zero code)",
-                           ">=", scheme_label(scheme), {"distances": d, "start": start})
+        return CheckResult(
+            "distance_monotone",
+            0.0,
+            threshold,
+            False,
+            "cosine distance is undefined (a zero code)",
+            ">=",
+            scheme_label(scheme),
+            {"distances": d, "start": start},
+        )
     value = _rank_correlation(d[1:])  # offsets 1.. (offset 0 is the position itself)
     passed = value >= threshold
     if float(d.max()) <= 1e-9:
         detail = f"the cosine distance from position {start} is 0 at every offset: it does not grow"
     else:
         how = "grows with" if passed else "does not grow steadily with"
-        detail = (f"the cosine distance from position {start} {how} the offset (rank correlation {value:.2f} over "
-                  f"offsets 1..{d.shape[0] - 1}; {threshold} asked for)")
-    return CheckResult("distance_monotone", value, threshold, passed, detail, ">=", scheme_label(scheme),
-                       {"distances": d, "start": start})
+        detail = (
+            f"the cosine distance from position {start} {how} the offset (rank correlation {value:.2f} over "
+            f"offsets 1..{d.shape[0] - 1}; {threshold} asked for)"
+        )
+    return CheckResult(
+        "distance_monotone",
+        value,
+        threshold,
+        passed,
+        detail,
+        ">=",
+        scheme_label(scheme),
+        {"distances": d, "start": start},
+    )
 
 
 def _scores_by_distance(scheme: str | PositionalEncoding, n: int, seed: int, config: dict[str, Any]) -> Tensor:
@@ -363,8 +449,9 @@ def _scores_by_distance(scheme: str | PositionalEncoding, n: int, seed: int, con
     return E[1:] @ E[1]  # [n]: position 1 against 1 .. n
 
 
-def check_decays_with_distance(scheme: str | PositionalEncoding, *, n: int = 256, threshold: float = -0.5, seed: int = 0,
-                               **config: Any) -> CheckResult:
+def check_decays_with_distance(
+    scheme: str | PositionalEncoding, *, n: int = 256, threshold: float = -0.5, seed: int = 0, **config: Any
+) -> CheckResult:
     """Does the attention score fall as query and key move apart? ``value`` is Spearman's rank
     correlation between the score at distance ``t`` and ``t`` over ``t = 0..n-1``; passes at
     ``threshold`` or below. The score: ALiBi's and T5's bias (Press et al. 2022: a penalty linear in
@@ -379,7 +466,8 @@ def check_decays_with_distance(scheme: str | PositionalEncoding, *, n: int = 256
     scores = _scores_by_distance(scheme, n, seed, config)
     trends = [_rank_correlation(scores)]
     random_draws = not isinstance(scheme, PositionalEncoding) and not torch.equal(
-        _matrix(scheme, 64, seed, config), _matrix(scheme, 64, seed + 1, config))  # its values depend on the seed
+        _matrix(scheme, 64, seed, config), _matrix(scheme, 64, seed + 1, config)
+    )  # its values depend on the seed
     if random_draws:
         trends += [_rank_correlation(_scores_by_distance(scheme, n, seed + i, config)) for i in range(1, 5)]
     value = max(trends)
@@ -387,14 +475,25 @@ def check_decays_with_distance(scheme: str | PositionalEncoding, *, n: int = 256
     what = {"bias": "the bias", "rotary": "the logit of the same content"}.get(scheme_family(scheme), "PE(1)·PE(1+t)")
     how = "falls with" if passed else "does not fall steadily with"
     seeds = f", the weakest of {len(trends)} initialisations" if len(trends) > 1 else ""
-    detail = (f"{what} {how} the distance t (rank correlation {value:.2f} over t = 0..{scores.shape[0] - 1}{seeds}; "
-              f"{threshold} asked for)")
-    return CheckResult("decays_with_distance", value, threshold, passed, detail, "<=", scheme_label(scheme),
-                       {"scores": scores, "per_seed": trends})
+    detail = (
+        f"{what} {how} the distance t (rank correlation {value:.2f} over t = 0..{scores.shape[0] - 1}{seeds}; "
+        f"{threshold} asked for)"
+    )
+    return CheckResult(
+        "decays_with_distance",
+        value,
+        threshold,
+        passed,
+        detail,
+        "<=",
+        scheme_label(scheme),
+        {"scores": scores, "per_seed": trends},
+    )
 
 
-def check_extrapolates(scheme: str | PositionalEncoding, *, n: int = 1024, factor: int = 4, seed: int = 0,
-                       **config: Any) -> CheckResult:
+def check_extrapolates(
+    scheme: str | PositionalEncoding, *, n: int = 1024, factor: int = 4, seed: int = 0, **config: Any
+) -> CheckResult:
     """Is there a code (or a bias) for positions past ``n``, up to ``factor * n``, and is it finite?
     Seed 002: a learned table has "no position embeddings beyond the maximum length", so a longer
     input has no code; a formula extends to any position (whether a model trained on short inputs
@@ -411,7 +510,18 @@ def check_extrapolates(scheme: str | PositionalEncoding, *, n: int = 1024, facto
             raise
         furthest = _max_positions(scheme, factor * n, config) - 1
     passed = furthest >= want
-    detail = (f"codes exist and are finite at positions {n}..{want}" if passed else
-              f"no code past position {furthest}: positions {furthest + 1}..{want} cannot be encoded")
-    return CheckResult("extrapolates", float(furthest), float(want), passed, detail, ">=", scheme_label(scheme),
-                       {"furthest": furthest, "n": n})
+    detail = (
+        f"codes exist and are finite at positions {n}..{want}"
+        if passed
+        else f"no code past position {furthest}: positions {furthest + 1}..{want} cannot be encoded"
+    )
+    return CheckResult(
+        "extrapolates",
+        float(furthest),
+        float(want),
+        passed,
+        detail,
+        ">=",
+        scheme_label(scheme),
+        {"furthest": furthest, "n": n},
+    )

@@ -80,8 +80,11 @@ def atlas_config(name: str, **config: Any) -> dict[str, Any]:
     name = _check_name(name)
     if name in ATLAS_DEFAULTS:
         return {**ATLAS_DEFAULTS[name], **config}
-    required = [f.name for f in dataclasses.fields(scheme_class(name).Config)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    required = [
+        f.name
+        for f in dataclasses.fields(scheme_class(name).Config)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
     return {**{k: v for k, v in _FALLBACK.items() if k in required}, **config}
 
 
@@ -124,7 +127,9 @@ def _scheme_matrix(module: PositionalEncoding, positions: Tensor) -> Tensor:
     family = module.family
     if isinstance(module, Sinusoidal):
         c = module.config
-        table = F.sinusoidal(positions, c.dim, base=c.base, layout=c.layout, frequencies=c.frequencies, dtype=torch.float64)
+        table = F.sinusoidal(
+            positions, c.dim, base=c.base, layout=c.layout, frequencies=c.frequencies, dtype=torch.float64
+        )
         return table * module.scale.to(torch.float64) if module.scale is not None else table
     if family == "absolute":
         return module.encode(positions).to(torch.float64)
@@ -142,8 +147,10 @@ def _scheme_matrix(module: PositionalEncoding, positions: Tensor) -> Tensor:
         index = module.index(positions, key)[:, 0]  # [n]
         return module.key_embeddings.weight.to(torch.float64)[index]  # [n, hd]
     if family != "none":
-        raise ValueError(f"encoding_matrix has no code for scheme {module.name!r} of family {family!r}; "
-                         "it draws none, absolute, rotary, bias and shaw schemes")
+        raise ValueError(
+            f"encoding_matrix has no code for scheme {module.name!r} of family {family!r}; "
+            "it draws none, absolute, rotary, bias and shaw schemes"
+        )
     width = getattr(module.config, "dim", None) or ATLAS_DEFAULTS["none"]["dim"]
     return torch.zeros(positions.shape[0], width, dtype=torch.float64, device=positions.device)
 
@@ -177,8 +184,13 @@ def encoding_matrix(
         unknown = sorted(set(cfg) - {"dim", "base"})
         if unknown:
             raise ValueError(f"reference code {name!r} does not take {unknown}; it accepts: dim, base")
-        return reference_encoding(name, positions if isinstance(positions, int) else p, cfg["dim"], seq_len=seq_len,
-                                  base=cfg.get("base", 10000.0))
+        return reference_encoding(
+            name,
+            positions if isinstance(positions, int) else p,
+            cfg["dim"],
+            seq_len=seq_len,
+            base=cfg.get("base", 10000.0),
+        )
     module = build_scheme(scheme, seed=seed, **config)
     param = next(module.parameters(), None)
     buf = next(module.buffers(), None)

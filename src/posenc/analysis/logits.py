@@ -51,14 +51,22 @@ def _rotary_curves(module: PositionalEncoding, distances: Tensor, num_samples: i
     logits = torch.cat(rows)  # [S, D]
     # the frequencies the rotation used: a length-dependent scaling (dynamic, longrope) switches past
     # its original length, and the bound must follow it
-    inv_freq = (module.inv_freq_at(int(distances.max()) + 1) if hasattr(module, "inv_freq_at") and distances.numel()
-                else module.inv_freq).to(torch.float64)
+    inv_freq = (
+        module.inv_freq_at(int(distances.max()) + 1)
+        if hasattr(module, "inv_freq_at") and distances.numel()
+        else module.inv_freq
+    ).to(torch.float64)
     scale = None
     if hasattr(module, "zeta"):  # xPos: pair i carries ζ_i^(t / scale_base)
         scale = module.zeta[None, :] ** (distances.to(torch.float64)[:, None] / module.config.scale_base)  # [D, r/2]
     bound = rope_decay_bound(inv_freq.reshape(-1), distances, pair_scale=scale) if inv_freq.dim() == 1 else None
-    return {"logits": logits.mean(0, keepdim=True), "labels": ["mean over draws"], "mean": logits.mean(0),
-            "std": logits.std(0), "bound": bound}
+    return {
+        "logits": logits.mean(0, keepdim=True),
+        "labels": ["mean over draws"],
+        "mean": logits.mean(0),
+        "std": logits.std(0),
+        "bound": bound,
+    }
 
 
 def logits_vs_distance(
@@ -102,8 +110,10 @@ def logits_vs_distance(
             q = torch.randn(4, a.shape[1], generator=gen, dtype=torch.float64).to(a.device)  # [4, hd]
             out.update(logits=q @ a.T, labels=[f"query {i}" for i in range(4)])  # [4, D]
         else:
-            raise ValueError(f"logits_vs_distance needs a rotary, bias or relative scheme, got {module.name!r} "
-                             f"(family {module.family!r}); for absolute codes use distance_vs_offset(E, metric='dot')")
+            raise ValueError(
+                f"logits_vs_distance needs a rotary, bias or relative scheme, got {module.name!r} "
+                f"(family {module.family!r}); for absolute codes use distance_vs_offset(E, metric='dot')"
+            )
     return out
 
 
@@ -118,11 +128,18 @@ def t5_bucket_map(
     """
     max_relative = 2 * max_distance if max_relative is None else check_positive_int("max_relative", max_relative)
     relative = torch.arange(-max_relative, max_relative + 1)  # [R]
-    buckets = F.t5_relative_bucket(relative, bidirectional=bidirectional, num_buckets=num_buckets,
-                                   max_distance=max_distance)
+    buckets = F.t5_relative_bucket(
+        relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     half = num_buckets // 2 if bidirectional else num_buckets
-    return {"relative_positions": relative, "buckets": buckets, "num_buckets": num_buckets,
-            "max_exact": half // 2, "max_distance": max_distance, "bidirectional": bidirectional}
+    return {
+        "relative_positions": relative,
+        "buckets": buckets,
+        "num_buckets": num_buckets,
+        "max_exact": half // 2,
+        "max_distance": max_distance,
+        "bidirectional": bidirectional,
+    }
 
 
 def shaw_embeddings(scheme: str | PositionalEncoding = "shaw", *, seed: int = 0, **config: Any) -> dict[str, Any]:

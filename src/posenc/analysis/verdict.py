@@ -17,8 +17,16 @@ from . import checks as C
 from .encodings import scheme_family
 from .references import REFERENCE_ENCODINGS
 
-__all__ = ["CRITERIA", "CHECKS", "WHY", "WHY_PASSES", "applicable_checks", "run_checks", "verdict_table",
-           "default_schemes"]
+__all__ = [
+    "CRITERIA",
+    "CHECKS",
+    "WHY",
+    "WHY_PASSES",
+    "applicable_checks",
+    "run_checks",
+    "verdict_table",
+    "default_schemes",
+]
 
 #: Criterion name -> check function, in the order the tables show them.
 CHECKS: dict[str, Callable[..., C.CheckResult]] = {
@@ -55,7 +63,7 @@ WHY: dict[tuple[str, str], str] = {
     ("index", "distance_monotone"): "every code points the same way, so the cosine distance between any two is 0",
     ("index", "linear_offset_map"): "PE(p+k) = PE(p) + k is affine, not linear: no matrix adds the constant k",
     ("fraction", "length_invariant"): "p / L changes with the sequence length L: position 1 is 1/5 in a 5-word "
-                                      "sentence and 1/30 in a 30-word one",
+    "sentence and 1/30 in a 30-word one",
     ("fraction", "distance_monotone"): "every code points the same way, so the cosine distance between any two is 0",
     ("fraction", "linear_offset_map"): "PE(p+k) = PE(p) + k/L is affine, not linear",
     ("sine_only", "linear_offset_map"): (
@@ -65,7 +73,7 @@ WHY: dict[tuple[str, str], str] = {
     ("sine_only", "offset_similarity"): "without the cosine partner, PE(p)·PE(p+k) depends on p, not only on k",
     ("binary", "linear_offset_map"): "carrying digits is not linear: adding k flips bits depending on p",
     ("binary", "distance_monotone"): "bits are discrete: p and p+1 differ in one bit or in every bit up to a carry "
-                                     "(7 -> 8 flips four)",
+    "(7 -> 8 flips four)",
     ("learned", "linear_offset_map"): "independent random rows: nothing ties PE(p+k) to PE(p) until training does",
     ("learned", "offset_similarity"): "independent random rows: their dot products are noise",
     ("learned", "distance_monotone"): "independent random rows are all about equally far apart",
@@ -75,33 +83,42 @@ WHY: dict[tuple[str, str], str] = {
     ("xpos", "offset_similarity"): "the query decay ζ^(m/B) and key decay ζ^(−n/B) combine to ζ^((m−n)/B)",
     ("alibi", "bounded"): "the penalty −m·distance grows linearly by design: it is a logit bias, not an input",
     ("t5", "unique"): "by design, past the exact buckets each log-spaced bucket holds several distances (all past "
-                      "max_distance share the last)",
+    "max_distance share the last)",
     ("xpos", "bounded"): "the key's scale ζ^(−n/B) grows without limit along the sequence (the query's shrinks)",
     ("shaw", "unique"): "by design, distances past max_relative_position share the edge embedding",
     ("none", "unique"): "no position code: every position looks the same",
     ("learned", "deterministic"): "a learned table starts as random draws: its codes depend on the initialisation "
-                                  "until training sets them",
-    ("learned", "extrapolates"): "a table has no position embeddings beyond its maximum length (“A Brief Summary on Positional Encoding Methods”)",
+    "until training sets them",
+    (
+        "learned",
+        "extrapolates",
+    ): "a table has no position embeddings beyond its maximum length (“A Brief Summary on Positional Encoding Methods”)",
     ("learned", "decays_with_distance"): "independent random rows: PE(1)·PE(1+t) is noise at every t",
     ("t5", "deterministic"): "one learned scalar per bucket and head: random until training sets them",
     ("t5", "decays_with_distance"): "the buckets' biases are learned: random at initialisation, so no decay yet",
     ("shaw", "deterministic"): "learned embeddings per clipped distance: random until training sets them",
     ("alibi", "decays_with_distance"): "the penalty −m·t falls linearly with the distance (Press et al. 2022)",
     ("rope", "decays_with_distance"): "the same content rotated t apart: pairs turning at different speeds fall out "
-                                      "of step, RoFormer's long-term decay (section 3.4.3)",
+    "of step, RoFormer's long-term decay (section 3.4.3)",
     ("sinusoidal", "decays_with_distance"): "PE(p)·PE(p+t) = Σ_i cos(t·ω_i): the slow pairs keep it high only for "
-                                            "short distances",
+    "short distances",
 }
 
 
 #: The entries of :data:`WHY` that explain a pass; the others explain a failure. Each is shown only
 #: beside the verdict it explains (``rope`` at d = 8 can fail to decay, a learned table long enough
 #: for the positions asked can extrapolate).
-WHY_PASSES = frozenset({
-    ("sinusoidal", "linear_offset_map"), ("sinusoidal", "offset_similarity"), ("rope", "offset_similarity"),
-    ("xpos", "offset_similarity"), ("alibi", "decays_with_distance"), ("rope", "decays_with_distance"),
-    ("sinusoidal", "decays_with_distance"),
-})
+WHY_PASSES = frozenset(
+    {
+        ("sinusoidal", "linear_offset_map"),
+        ("sinusoidal", "offset_similarity"),
+        ("rope", "offset_similarity"),
+        ("xpos", "offset_similarity"),
+        ("alibi", "decays_with_distance"),
+        ("rope", "decays_with_distance"),
+        ("sinusoidal", "decays_with_distance"),
+    }
+)
 
 
 def default_schemes() -> list[str]:
@@ -150,6 +167,14 @@ def verdict_table(schemes: Iterable[str | PositionalEncoding] | None = None, *, 
         results = {name: measured.get(name) for name in CRITERIA}
         verdict = {name: "n/a" if r is None else "pass" if r.passed else "fail" for name, r in results.items()}
         reasons = {name: _reason(label, name, r, family) for name, r in results.items()}
-        rows.append({"scheme": label, "family": family, "reference": family == "reference",
-                     "results": results, "verdict": verdict, "reasons": reasons})
+        rows.append(
+            {
+                "scheme": label,
+                "family": family,
+                "reference": family == "reference",
+                "results": results,
+                "verdict": verdict,
+                "reasons": reasons,
+            }
+        )
     return rows

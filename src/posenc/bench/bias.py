@@ -33,8 +33,9 @@ def _peer_bias_cases(h: int, L: int, device: torch.device | str = "cpu") -> dict
         from transformers import T5Config
         from transformers.models.t5.modeling_t5 import T5Attention
 
-        config = T5Config(d_model=h * 64, d_kv=64, num_heads=h, relative_attention_num_buckets=32,
-                          relative_attention_max_distance=128)
+        config = T5Config(
+            d_model=h * 64, d_kv=64, num_heads=h, relative_attention_num_buckets=32, relative_attention_max_distance=128
+        )
         t5 = T5Attention(config, has_relative_attention_bias=True).to(device)
         t5.eval()
         cases["peer transformers T5 compute_bias (view)"] = lambda: t5.compute_bias(L, L)
@@ -56,9 +57,16 @@ def _peer_bias_cases(h: int, L: int, device: torch.device | str = "cpu") -> dict
     return cases
 
 
-def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads: int = 1, min_run_time: float = 0.5,
-               peers: bool = True, device: torch.device | str = "cpu",
-               progress: Callable[[str], None] | None = None) -> list[dict]:
+def bench_bias(
+    lengths: Iterable[int] = (2048,),
+    *,
+    heads: int = 32,
+    num_threads: int = 1,
+    min_run_time: float = 0.5,
+    peers: bool = True,
+    device: torch.device | str = "cpu",
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
     """One row per (case, L): median ms and the ratio to filling a preallocated ``[h, L, L]``."""
     import posenc
 
@@ -76,8 +84,11 @@ def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads
             "posenc T5 Toeplitz out=": lambda: F.t5_bias_range(table, L, L, out=out),
             "posenc ALiBi scheme (cached)": lambda: alibi.bias(pos, pos),
             "posenc ALiBi reference formula": lambda: F.alibi_bias(slopes, pos, pos),
-            "posenc T5 reference formula": lambda: t5.relative_attention_bias(
-                F.t5_relative_bucket(F.relative_positions(pos, pos))).permute(2, 0, 1).contiguous(),
+            "posenc T5 reference formula": lambda: (
+                t5.relative_attention_bias(F.t5_relative_bucket(F.relative_positions(pos, pos)))
+                .permute(2, 0, 1)
+                .contiguous()
+            ),
         }
         if peers:
             cases.update(_peer_bias_cases(heads, L, device))
@@ -86,23 +97,46 @@ def bench_bias(lengths: Iterable[int] = (2048,), *, heads: int = 32, num_threads
             progress(f"bias L={L}: {len(cases)} cases, round-robin with the floor")
         with torch.no_grad():  # each case in alternation with the floor, all round-robin, as the RoPE cases
             floor = measure(floor_name, cases[floor_name], num_threads=num_threads, min_run_time=min_run_time)
-            paired = measure_paired_many({n: f for n, f in cases.items() if n != floor_name}, cases[floor_name],
-                                         num_threads=num_threads, min_run_time=min_run_time)
+            paired = measure_paired_many(
+                {n: f for n, f in cases.items() if n != floor_name},
+                cases[floor_name],
+                num_threads=num_threads,
+                min_run_time=min_run_time,
+            )
         for name in cases:
             p = paired.get(name)
             m = floor if p is None else p.case
-            rows.append({"L": L, "heads": heads, "case": name, "kind": "steady", "median_ms": m.median_s * 1e3,
-                         "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "x_floor": 1.0 if p is None else p.x_floor,
-                         "x_floor_best": 1.0 if p is None else p.x_floor_best,
-                         "floor_ms_paired": None if p is None else p.floor.median_s * 1e3,
-                         "other_cpu": m.other_cpu, "num_threads": num_threads})
-        del out
+            rows.append(
+                {
+                    "L": L,
+                    "heads": heads,
+                    "case": name,
+                    "kind": "steady",
+                    "median_ms": m.median_s * 1e3,
+                    "iqr_ms": m.iqr_s * 1e3,
+                    "runs": m.runs,
+                    "x_floor": 1.0 if p is None else p.x_floor,
+                    "x_floor_best": 1.0 if p is None else p.x_floor_best,
+                    "floor_ms_paired": None if p is None else p.floor.median_s * 1e3,
+                    "other_cpu": m.other_cpu,
+                    "num_threads": num_threads,
+                }
+            )
+        cases, out = None, None  # the [h, L, L] buffer goes before the next length allocates its own
     return rows
 
 
-def bench_attention(schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "sinusoidal"), *, L: int = 1024,
-                    dim: int = 512, heads: int = 8, num_threads: int = 1, min_run_time: float = 0.5,
-                    device: torch.device | str = "cpu", progress: Callable[[str], None] | None = None) -> list[dict]:
+def bench_attention(
+    schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "sinusoidal"),
+    *,
+    L: int = 1024,
+    dim: int = 512,
+    heads: int = 8,
+    num_threads: int = 1,
+    min_run_time: float = 0.5,
+    device: torch.device | str = "cpu",
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
     """``posenc.Attention`` forward (no grad, causal) per scheme at length ``L``; ratio to ``none``.
 
     Every scheme is timed in alternation with ``none``, round-robin (:func:`measure_paired_many`):
@@ -127,15 +161,30 @@ def bench_attention(schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "si
     rows = []
     for name in names if "none" in schemes else names[1:]:
         if name == "none":
-            m = min(floors, key=lambda f: f.median_s) if floors else measure("none", none, num_threads=num_threads,
-                                                                                min_run_time=min_run_time)
+            m = (
+                min(floors, key=lambda f: f.median_s)
+                if floors
+                else measure("none", none, num_threads=num_threads, min_run_time=min_run_time)
+            )
             ratio = best = 1.0
         else:
             p = paired[name]
             m, ratio, best = p.case, p.x_floor, p.x_floor_best
-        rows.append({"L": L, "heads": heads, "case": f"Attention {name}", "kind": "steady", "median_ms": m.median_s * 1e3,
-                     "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "x_none": ratio, "x_none_best": best,
-                     "other_cpu": m.other_cpu, "num_threads": num_threads})
+        rows.append(
+            {
+                "L": L,
+                "heads": heads,
+                "case": f"Attention {name}",
+                "kind": "steady",
+                "median_ms": m.median_s * 1e3,
+                "iqr_ms": m.iqr_s * 1e3,
+                "runs": m.runs,
+                "x_none": ratio,
+                "x_none_best": best,
+                "other_cpu": m.other_cpu,
+                "num_threads": num_threads,
+            }
+        )
     return rows
 
 
@@ -220,9 +269,17 @@ def _available_bytes(device: torch.device | str = "cpu") -> int | None:
     return None
 
 
-def bench_flex_memory(L: int = 16384, *, heads: int = 8, head_dim: int = 64, modes: Iterable[str] = ("flex", "sdpa"),
-                      num_threads: int = 1, device: torch.device | str = "cpu", repeats: int = 3,
-                      timeout: float = 900) -> list[dict]:
+def bench_flex_memory(
+    L: int = 16384,
+    *,
+    heads: int = 8,
+    head_dim: int = 64,
+    modes: Iterable[str] = ("flex", "sdpa"),
+    num_threads: int = 1,
+    device: torch.device | str = "cpu",
+    repeats: int = 3,
+    timeout: float = 900,
+) -> list[dict]:
     """Causal ALiBi attention at length ``L``: FlexAttention vs SDPA with a materialised bias.
 
     Each mode runs in its own Python process; a row holds the median of ``repeats`` timed calls
@@ -237,25 +294,53 @@ def bench_flex_memory(L: int = 16384, *, heads: int = 8, head_dim: int = 64, mod
     if unknown or not modes:
         raise ValueError(f"flex benchmark modes are flex and sdpa; got {unknown or 'none'}")
     if not all(isinstance(v, int) and v > 0 for v in (L, heads, head_dim, repeats)):
-        raise ValueError(f"L, heads, head_dim and repeats must be positive integers; got {L}, {heads}, {head_dim}, {repeats}")
+        raise ValueError(
+            f"L, heads, head_dim and repeats must be positive integers; got {L}, {heads}, {head_dim}, {repeats}"
+        )
     rows = []
     for mode in modes:
         need = 3 * heads * L * L * 4
         free = _available_bytes(device)
         if mode == "sdpa" and free is not None and need > 0.8 * free:
-            rows.append({"L": L, "heads": heads, "mode": mode,
-                         "error": f"skipped: needs ~{need / 2**30:.0f} GiB, {free / 2**30:.0f} GiB available"})
+            rows.append(
+                {
+                    "L": L,
+                    "heads": heads,
+                    "mode": mode,
+                    "error": f"skipped: needs ~{need / 2**30:.0f} GiB, {free / 2**30:.0f} GiB available",
+                }
+            )
             continue
         try:
-            proc = subprocess.run([sys.executable, "-c", _CHILD, str(L), str(heads), str(head_dim), mode, str(num_threads),
-                                   str(device), str(repeats)],
-                                  capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    _CHILD,
+                    str(L),
+                    str(heads),
+                    str(head_dim),
+                    mode,
+                    str(num_threads),
+                    str(device),
+                    str(repeats),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:  # the child is killed; the row says so and the run goes on
             rows.append({"L": L, "heads": heads, "mode": mode, "error": f"timed out after {timeout:.0f} s"})
             continue
         if proc.returncode != 0:
-            rows.append({"L": L, "heads": heads, "mode": mode,
-                         "error": f"exit {proc.returncode}: " + " ".join(proc.stderr.strip().splitlines()[-1:])})
+            rows.append(
+                {
+                    "L": L,
+                    "heads": heads,
+                    "mode": mode,
+                    "error": f"exit {proc.returncode}: " + " ".join(proc.stderr.strip().splitlines()[-1:]),
+                }
+            )
             continue
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     return rows

@@ -14,8 +14,13 @@ __all__ = ["run", "format_rows", "SECTIONS", "summary_columns", "rope_ratios", "
 SECTIONS = ("rope", "bias", "attention", "flex", "training")
 
 #: sizes of the full run and of ``--quick`` (the harness checked end to end in seconds)
-FULL = {"rope_lengths": (512, 2048, 8192), "bias_lengths": (2048,), "attention_L": 2048, "flex_L": (8192, 16384),
-        "min_run_time": 0.5}
+FULL = {
+    "rope_lengths": (512, 2048, 8192),
+    "bias_lengths": (2048,),
+    "attention_L": 2048,
+    "flex_L": (8192, 16384),
+    "min_run_time": 0.5,
+}
 QUICK = {"rope_lengths": (512,), "bias_lengths": (512,), "attention_L": 256, "flex_L": (1024,), "min_run_time": 0.05}
 
 
@@ -44,25 +49,39 @@ def run(
     rope_lengths = None if rope_lengths is None else list(dict.fromkeys(rope_lengths))
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown or not sections:
-        raise ValueError(f"unknown bench sections {unknown}; choose from: {', '.join(SECTIONS)}" if unknown
-                         else f"no bench section given; choose from: {', '.join(SECTIONS)}")
+        raise ValueError(
+            f"unknown bench sections {unknown}; choose from: {', '.join(SECTIONS)}"
+            if unknown
+            else f"no bench section given; choose from: {', '.join(SECTIONS)}"
+        )
     if rope_lengths is not None and not all(isinstance(v, int) and v > 0 for v in rope_lengths):
         raise ValueError(f"RoPE lengths must be positive integers, got {list(rope_lengths)}")
     bad = [str(d) for d in dtypes if not (isinstance(d, torch.dtype) and d.is_floating_point)]
     if bad or not dtypes:
-        raise ValueError("RoPE dtypes must be floating point (float32, bfloat16, float16, float64); "
-                         f"got {bad or 'none'}")
+        raise ValueError(
+            f"RoPE dtypes must be floating point (float32, bfloat16, float16, float64); got {bad or 'none'}"
+        )
     size = QUICK if quick else FULL
     dev = resolve_device(device)
     torch.set_num_threads(num_threads)
-    result: dict = {"meta": {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "posenc": _posenc_version(), "torch": torch.__version__, "python": platform.python_version(),
-        "machine": platform.machine(), "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "num_threads": num_threads,
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "quick": quick, "min_run_time": size["min_run_time"],
-        "device": device_name(dev), "peers": _peer_versions() if peers else "skipped (--no-peers)",
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }}
+    result: dict = {
+        "meta": {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "posenc": _posenc_version(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "cpu_model": _cpu_model(),
+            "cpus": os.cpu_count(),
+            "num_threads": num_threads,
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "quick": quick,
+            "min_run_time": size["min_run_time"],
+            "device": device_name(dev),
+            "peers": _peer_versions() if peers else "skipped (--no-peers)",
+            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        }
+    }
     timing = {"num_threads": num_threads, "min_run_time": size["min_run_time"], "device": dev, "progress": progress}
 
     def flex() -> list[dict]:
@@ -75,8 +94,9 @@ def run(
         "bias": lambda: bench_bias(size["bias_lengths"], peers=peers, **timing),
         "attention": lambda: bench_attention(L=size["attention_L"], **timing),
         "flex": flex,
-        "training": lambda: bench_training(num_threads=num_threads, min_run_time=size["min_run_time"] * 6, device=dev,
-                                           progress=progress),
+        "training": lambda: bench_training(
+            num_threads=num_threads, min_run_time=size["min_run_time"] * 6, device=dev, progress=progress
+        ),
     }
     from ..kernels import compiled
 
@@ -99,8 +119,14 @@ def _posenc_version() -> str:
     from .. import __version__
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                                text=True, timeout=5, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return __version__
     return f"{__version__}+g{commit}" if commit else __version__
@@ -161,7 +187,18 @@ def write_output(path: str | os.PathLike, text: str) -> None:
 def summary_columns(section: str) -> list[str]:
     """The columns shown in the terminal for a section's rows."""
     return {
-        "rope": ["L", "dtype", "layout", "case", "backend", "median_ms", "gb_per_s", "x_floor", "max_error", "other_cpu"],
+        "rope": [
+            "L",
+            "dtype",
+            "layout",
+            "case",
+            "backend",
+            "median_ms",
+            "gb_per_s",
+            "x_floor",
+            "max_error",
+            "other_cpu",
+        ],
         "bias": ["L", "heads", "case", "median_ms", "x_floor", "other_cpu"],
         "attention": ["L", "heads", "case", "median_ms", "x_none", "x_none_best", "other_cpu"],
         "flex": ["L", "heads", "mode", "seconds", "peak_rss_mib", "peak_gpu_mib", "first_call_s", "other_cpu", "error"],
@@ -183,8 +220,11 @@ def format_rows(rows: list[dict], columns: Sequence[str]) -> list[list[str]]:
 
 
 def one_time_rows(rows: list[dict]) -> list[list[str]]:
-    return [[_cell(row.get(c)) for c in ("L", "dtype", "layout", "case", "seconds")]
-            for row in rows if row.get("kind") == "one-time"]
+    return [
+        [_cell(row.get(c)) for c in ("L", "dtype", "layout", "case", "seconds")]
+        for row in rows
+        if row.get("kind") == "one-time"
+    ]
 
 
 def _auto_backend(cases: dict[str, dict], layout: str, dtype: str = "float32", device: str = "cpu") -> str:
@@ -231,14 +271,22 @@ def rope_ratios(rows: list[dict]) -> list[dict]:
             if name not in cases or floor not in cases:
                 return None
             return cases[name]["x_floor"] / cases[floor]["x_floor"]
-        out.append({"L": L, "dtype": dtype, "layout": layout, "backend": backend,
-                    "rotate_x_clone": ratio("posenc Rope.rotate", "floor, new tensors"),
-                    "new_x_clone": ratio("posenc new tensors", "floor, new tensors"),
-                    "out_x_floor": ratio(f"posenc out= ({backend})"),
-                    "out_eager_x_floor": ratio("posenc out= (eager)"),
-                    "in_place_x_floor": ratio(f"posenc in-place ({backend})"),
-                    "in_place_floor_x_floor": ratio("floor, in place"),
-                    "transformers_x_rotate": ratio("peer transformers", "posenc Rope.rotate")})
+
+        out.append(
+            {
+                "L": L,
+                "dtype": dtype,
+                "layout": layout,
+                "backend": backend,
+                "rotate_x_clone": ratio("posenc Rope.rotate", "floor, new tensors"),
+                "new_x_clone": ratio("posenc new tensors", "floor, new tensors"),
+                "out_x_floor": ratio(f"posenc out= ({backend})"),
+                "out_eager_x_floor": ratio("posenc out= (eager)"),
+                "in_place_x_floor": ratio(f"posenc in-place ({backend})"),
+                "in_place_floor_x_floor": ratio("floor, in place"),
+                "transformers_x_rotate": ratio("peer transformers", "posenc Rope.rotate"),
+            }
+        )
     return out
 
 
@@ -263,28 +311,35 @@ def markdown(result: dict) -> str:
     """The performance tables of docs/performance.md from a :func:`run` result."""
     lines: list[str] = []
     meta = result.get("meta", {})
-    lines.append(f"Measured {meta.get('date')} on {meta.get('device', 'cpu')} with torch {meta.get('torch')}, {meta.get('cpus')} CPUs, "
-                 f"{meta.get('num_threads')} thread(s), load average at start "
-                 f"{[round(v, 1) for v in meta.get('load_average') or []]}.")
+    lines.append(
+        f"Measured {meta.get('date')} on {meta.get('device', 'cpu')} with torch {meta.get('torch')}, {meta.get('cpus')} CPUs, "
+        f"{meta.get('num_threads')} thread(s), load average at start "
+        f"{[round(v, 1) for v in meta.get('load_average') or []]}."
+    )
     rope = [r for r in result.get("rope", []) if r.get("kind") == "steady"]
     if rope:
         from .rope import BACKEND_ORDER
 
-        lines += ["", "#### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)", "",
-                  "Each cell: the median of the per-round ratios to the floor (`out.copy_(x)` for q and k) timed in "
-                  "alternation, and in brackets the fastest round of the case over the fastest round of the floor. "
-                  "*posenc out=* is `posenc.kernels.rope(x, cos, sin, out=)` with the backend the default dispatch "
-                  "picks (named beside it); *out= per backend* forces each backend. *backward* is the inverse "
-                  "rotation returning new tensors (what autograd's backward runs). *in place* is beside the in-place "
-                  "floor (`x.neg_()` of q and k: one read and one write of the same memory, cheaper than a copy). "
-                  "*new tensors* (`kernels.rope`) and *Rope.rotate* (the scheme, as users call it) return new q and k "
-                  "as the peers do, beside `x.clone()` of q and k: allocating costs the same to both. *peer / posenc* "
-                  "divides a peer's ratio by posenc's `Rope.rotate` ratio, both paired with the same floor. Every case "
-                  "was checked against `apply_rope` before it was timed.",
-                  "", "| L | dtype | layout | floor ms | posenc out= | posenc backward | in place: posenc / floor | posenc eager | "
-                  "new tensors: posenc / clone | Rope.rotate / clone | out= per backend | reference apply_rope | "
-                  "peers (x floor) | peer / posenc | other CPU |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "#### RoPE, q and k `[1, 32, L, 128]`: time / floor (lower is better)",
+            "",
+            "Each cell: the median of the per-round ratios to the floor (`out.copy_(x)` for q and k) timed in "
+            "alternation, and in brackets the fastest round of the case over the fastest round of the floor. "
+            "*posenc out=* is `posenc.kernels.rope(x, cos, sin, out=)` with the backend the default dispatch "
+            "picks (named beside it); *out= per backend* forces each backend. *backward* is the inverse "
+            "rotation returning new tensors (what autograd's backward runs). *in place* is beside the in-place "
+            "floor (`x.neg_()` of q and k: one read and one write of the same memory, cheaper than a copy). "
+            "*new tensors* (`kernels.rope`) and *Rope.rotate* (the scheme, as users call it) return new q and k "
+            "as the peers do, beside `x.clone()` of q and k: allocating costs the same to both. *peer / posenc* "
+            "divides a peer's ratio by posenc's `Rope.rotate` ratio, both paired with the same floor. Every case "
+            "was checked against `apply_rope` before it was timed.",
+            "",
+            "| L | dtype | layout | floor ms | posenc out= | posenc backward | in place: posenc / floor | posenc eager | "
+            "new tensors: posenc / clone | Rope.rotate / clone | out= per backend | reference apply_rope | "
+            "peers (x floor) | peer / posenc | other CPU |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         wrong: set[str] = set()
         for (L, dtype, layout), cases in _rope_groups(rope).items():
             path = _auto_backend(cases, layout, dtype, str(meta.get("device", "cpu")))
@@ -299,63 +354,116 @@ def markdown(result: dict) -> str:
                 if name not in cases or floor not in cases:
                     return "-"
                 return f"{cases[name]['x_floor']:.2f} / {cases[floor]['x_floor']:.2f}"
+
             mine = cases.get("posenc Rope.rotate") or cases.get("posenc new tensors")
             peers = {n.removeprefix("peer "): c for n, c in cases.items() if n.startswith("peer ")}
             peer_x = ", ".join(f"{n} {c['x_floor']:.1f}" + ("*" if _wrong(c) else "") for n, c in peers.items()) or "-"
-            peer_ratio = (", ".join(f"{n} {c['x_floor'] / mine['x_floor']:.1f}x" for n, c in peers.items())
-                          if mine else "") or "-"
-            in_place = x(f"posenc in-place ({path})") + (f" / {cases['floor, in place']['x_floor']:.2f}"
-                                                         if "floor, in place" in cases
-                                                         and f"posenc in-place ({path})" in cases else "")
+            peer_ratio = (
+                ", ".join(f"{n} {c['x_floor'] / mine['x_floor']:.1f}x" for n, c in peers.items()) if mine else ""
+            ) or "-"
+            in_place = x(f"posenc in-place ({path})") + (
+                f" / {cases['floor, in place']['x_floor']:.2f}"
+                if "floor, in place" in cases and f"posenc in-place ({path})" in cases
+                else ""
+            )
             backward = x("posenc backward") if "posenc backward" in cases else x(f"posenc backward ({path})")
-            per_backend = ", ".join(f"{b} {cases[f'posenc out= ({b})']['x_floor']:.2f}" for b in BACKEND_ORDER
-                                    if f"posenc out= ({b})" in cases) or "-"
-            wrong.update(f"{n} ({dtype} {layout}, L = {L}: largest error {c['max_error']:.3g})"
-                         for n, c in peers.items() if _wrong(c))
+            per_backend = (
+                ", ".join(
+                    f"{b} {cases[f'posenc out= ({b})']['x_floor']:.2f}"
+                    for b in BACKEND_ORDER
+                    if f"posenc out= ({b})" in cases
+                )
+                or "-"
+            )
+            wrong.update(
+                f"{n} ({dtype} {layout}, L = {L}: largest error {c['max_error']:.3g})"
+                for n, c in peers.items()
+                if _wrong(c)
+            )
             load = max((c.get("other_cpu") or 0.0) for c in cases.values())
-            lines.append(f"| {L} | {dtype} | {layout} | {_num(cases['floor']['median_ms'])} | {x(f'posenc out= ({path})')} ({path}) | "
-                         f"{backward} | {in_place} | {x('posenc out= (eager)')} | "
-                         f"{over('posenc new tensors', 'floor, new tensors')} | {over('posenc Rope.rotate', 'floor, new tensors')} | "
-                         f"{per_backend} | {x('posenc reference apply_rope')} | {peer_x} | {peer_ratio} | {load:.2f} |")
+            lines.append(
+                f"| {L} | {dtype} | {layout} | {_num(cases['floor']['median_ms'])} | {x(f'posenc out= ({path})')} ({path}) | "
+                f"{backward} | {in_place} | {x('posenc out= (eager)')} | "
+                f"{over('posenc new tensors', 'floor, new tensors')} | {over('posenc Rope.rotate', 'floor, new tensors')} | "
+                f"{per_backend} | {x('posenc reference apply_rope')} | {peer_x} | {peer_ratio} | {load:.2f} |"
+            )
         if wrong:
-            lines += ["", "\\* differs from the float64-angle reference by more than a float32-angle rotation may: "
-                      + "; ".join(sorted(wrong))]
+            lines += [
+                "",
+                "\\* differs from the float64-angle reference by more than a float32-angle rotation may: "
+                + "; ".join(sorted(wrong)),
+            ]
         skipped = sorted({f"{r['case']}: {r['reason']}" for r in result.get("rope", []) if r.get("kind") == "skipped"})
         if skipped:
             lines += ["", "Not timed: " + "; ".join(skipped)]
     bias = [r for r in result.get("bias", []) if r.get("kind") == "steady"]
     if bias:
-        lines += ["", f"#### Bias construction `[{bias[0]['heads']}, L, L]` float32: time / filling a preallocated tensor", "",
-                  "| L | case | ms | x floor | other CPU |", "|---|---|---|---|---|"]
-        lines += [f"| {r['L']} | {r['case']} | {_num(r['median_ms'])} | {_num(r['x_floor'])} | {r.get('other_cpu') or 0:.2f} |" for r in bias]
+        lines += [
+            "",
+            f"#### Bias construction `[{bias[0]['heads']}, L, L]` float32: time / filling a preallocated tensor",
+            "",
+            "| L | case | ms | x floor | other CPU |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['L']} | {r['case']} | {_num(r['median_ms'])} | {_num(r['x_floor'])} | {r.get('other_cpu') or 0:.2f} |"
+            for r in bias
+        ]
     attn = result.get("attention", [])
     if attn:
-        lines += ["", f"#### posenc.Attention forward, causal, L = {attn[0]['L']}, {attn[0]['heads']} heads, no grad", "",
-                  "Each scheme timed in alternation with none: the median of the per-round ratios, and in brackets the "
-                  "fastest round over the fastest round of none.", "",
-                  "| scheme | ms | x none | other CPU |", "|---|---|---|---|"]
+        lines += [
+            "",
+            f"#### posenc.Attention forward, causal, L = {attn[0]['L']}, {attn[0]['heads']} heads, no grad",
+            "",
+            "Each scheme timed in alternation with none: the median of the per-round ratios, and in brackets the "
+            "fastest round over the fastest round of none.",
+            "",
+            "| scheme | ms | x none | other CPU |",
+            "|---|---|---|---|",
+        ]
         for r in attn:
             best = "" if r.get("x_none_best") is None else f" ({r['x_none_best']:.2f})"
-            lines.append(f"| {r['case'].removeprefix('Attention ')} | {r['median_ms']:.1f} | {r['x_none']:.2f}{best} "
-                         f"| {r.get('other_cpu') or 0:.2f} |")
+            lines.append(
+                f"| {r['case'].removeprefix('Attention ')} | {r['median_ms']:.1f} | {r['x_none']:.2f}{best} "
+                f"| {r.get('other_cpu') or 0:.2f} |"
+            )
     flex_rows = result.get("flex", [])
     if flex_rows:
         gpu = any("peak_gpu_mib" in r for r in flex_rows)
         memory = "peak GPU MiB (allocated)" if gpu else "peak RSS MiB"
-        lines += ["", "#### Causal ALiBi at long L: FlexAttention vs SDPA with a materialised bias (one process each)", "",
-                  f"| L | heads | mode | seconds (median of the timed calls) | {memory} | first calls (compile) s | other CPU |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "#### Causal ALiBi at long L: FlexAttention vs SDPA with a materialised bias (one process each)",
+            "",
+            f"| L | heads | mode | seconds (median of the timed calls) | {memory} | first calls (compile) s | other CPU |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in flex_rows:
             if "error" in r:
                 lines.append(f"| {r['L']} | {r['heads']} | {r['mode']} | failed: {r['error']} | | | |")
                 continue
-            compile_s = f"{(r.get('first_call_s') or 0) + (r.get('first_call_at_L_s') or 0):.1f}" if r["mode"] == "flex" else "-"
+            compile_s = (
+                f"{(r.get('first_call_s') or 0) + (r.get('first_call_at_L_s') or 0):.1f}"
+                if r["mode"] == "flex"
+                else "-"
+            )
             peak = r.get("peak_gpu_mib") if gpu else r["peak_rss_mib"]
-            lines.append(f"| {r['L']} | {r['heads']} | {r['mode']} | {r['seconds']:.2f} | {peak:.0f} | {compile_s} | "
-                         f"{r.get('other_cpu') or 0:.2f} |")
+            lines.append(
+                f"| {r['L']} | {r['heads']} | {r['mode']} | {r['seconds']:.2f} | {peak:.0f} | {compile_s} | "
+                f"{r.get('other_cpu') or 0:.2f} |"
+            )
     train = result.get("training", [])
     if train:
-        lines += ["", f"#### Training step of the tiny transformer (batch {train[0]['batch']}, length {train[0]['seq']})", "",
-                  "| scheme | ms | overhead vs none | first step ms (one-time costs) | other CPU |", "|---|---|---|---|---|"]
-        lines += [f"| {r['case'].removeprefix('train step ')} | {r['median_ms']:.1f} | {100 * r['overhead_vs_none']:+.0f}% | "
-                  f"{_cell(r.get('first_step_ms'))} | {r.get('other_cpu') or 0:.2f} |" for r in train]
+        lines += [
+            "",
+            f"#### Training step of the tiny transformer (batch {train[0]['batch']}, length {train[0]['seq']})",
+            "",
+            "| scheme | ms | overhead vs none | first step ms (one-time costs) | other CPU |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['case'].removeprefix('train step ')} | {r['median_ms']:.1f} | {100 * r['overhead_vs_none']:+.0f}% | "
+            f"{_cell(r.get('first_step_ms'))} | {r.get('other_cpu') or 0:.2f} |"
+            for r in train
+        ]
     return "\n".join(lines) + "\n"

@@ -55,6 +55,7 @@ def _hf(q, k, layout):
     def run():
         cos, sin = rotary(q, position_ids)
         return apply_rotary_pos_emb(q, k, cos, sin)
+
     return run
 
 
@@ -88,6 +89,7 @@ def _x_transformers(q, k, layout):
     def run():
         freqs, scale = rope(t)
         return apply_rotary_pos_emb(q, freqs, scale), apply_rotary_pos_emb(k, freqs, scale)
+
     return run
 
 
@@ -130,13 +132,18 @@ def forced_backends(q: torch.Tensor, cos: torch.Tensor, layout: str) -> tuple[st
     that takes ``q`` itself (a forced backend that does not hands the work to the eager one, which
     would be timed twice under two names): ``triton`` where it serves ``q`` (CUDA with Triton),
     ``complex`` for interleaved pairs it can view as complex numbers, the others everywhere."""
-    takes = {"triton": triton.serves(q, cos),
-             "complex": layout == "interleaved" and eager.complex_serves(q, cos)}
+    takes = {"triton": triton.serves(q, cos), "complex": layout == "interleaved" and eager.complex_serves(q, cos)}
     return tuple(b for b in BACKEND_ORDER if b in kernels.BACKENDS and takes.get(b, True))
 
 
-def _posenc_cases(q, k, cos, sin, layout, backends: Iterable[str] = ("compiled", "eager", "reference"),
-                  ) -> tuple[dict[str, Case], Callable[[], None]]:
+def _posenc_cases(
+    q,
+    k,
+    cos,
+    sin,
+    layout,
+    backends: Iterable[str] = ("compiled", "eager", "reference"),
+) -> tuple[dict[str, Case], Callable[[], None]]:
     """posenc's cases, each returning its rotated q and k, and a function that resets the in-place
     cases' inputs (so that a check sees one rotation, not however many the warm-up made). The
     forced ``out=`` and in-place cases come first (the compiled ones compile at their first call),
@@ -149,12 +156,16 @@ def _posenc_cases(q, k, cos, sin, layout, backends: Iterable[str] = ("compiled",
     scheme = create("rope", dim=q.shape[-1], layout=layout).to(q.device)
 
     def out_(backend: str) -> Case:
-        return lambda: (kernels.rope(q, cos, sin, layout=layout, out=oq, backend=backend),
-                        kernels.rope(k, cos, sin, layout=layout, out=ok, backend=backend))
+        return lambda: (
+            kernels.rope(q, cos, sin, layout=layout, out=oq, backend=backend),
+            kernels.rope(k, cos, sin, layout=layout, out=ok, backend=backend),
+        )
 
     def in_place(backend: str) -> Case:
-        return lambda: (kernels.rope_(qi, cos, sin, layout=layout, backend=backend),
-                        kernels.rope_(ki, cos, sin, layout=layout, backend=backend))
+        return lambda: (
+            kernels.rope_(qi, cos, sin, layout=layout, backend=backend),
+            kernels.rope_(ki, cos, sin, layout=layout, backend=backend),
+        )
 
     def reset() -> None:
         qi.copy_(q)
@@ -168,14 +179,23 @@ def _posenc_cases(q, k, cos, sin, layout, backends: Iterable[str] = ("compiled",
     for backend in backends:
         cases[f"posenc out= ({backend})"] = out_(backend)
         cases[f"posenc in-place ({backend})"] = in_place(backend)
-    cases.update({
-        "posenc Rope.rotate": lambda: scheme.rotate(q, k),
-        "posenc new tensors": lambda: (kernels.rope(q, cos, sin, layout=layout), kernels.rope(k, cos, sin, layout=layout)),
-        "posenc backward": lambda: (kernels.rope(q, cos, sin, layout=layout, inverse=True),
-                                    kernels.rope(k, cos, sin, layout=layout, inverse=True)),
-        "posenc reference apply_rope": lambda: (F.apply_rope(q, cos, sin, layout=layout),
-                                                F.apply_rope(k, cos, sin, layout=layout)),
-    })
+    cases.update(
+        {
+            "posenc Rope.rotate": lambda: scheme.rotate(q, k),
+            "posenc new tensors": lambda: (
+                kernels.rope(q, cos, sin, layout=layout),
+                kernels.rope(k, cos, sin, layout=layout),
+            ),
+            "posenc backward": lambda: (
+                kernels.rope(q, cos, sin, layout=layout, inverse=True),
+                kernels.rope(k, cos, sin, layout=layout, inverse=True),
+            ),
+            "posenc reference apply_rope": lambda: (
+                F.apply_rope(q, cos, sin, layout=layout),
+                F.apply_rope(k, cos, sin, layout=layout),
+            ),
+        }
+    )
     return cases, reset
 
 
@@ -188,7 +208,7 @@ def _backend_of(name: str, auto: str) -> str | None:
     if name in AUTO_CASES:
         return auto
     if name.startswith(("posenc out= (", "posenc in-place (")):
-        return name[name.index("(") + 1:-1]
+        return name[name.index("(") + 1 : -1]
     return "reference" if name == "posenc reference apply_rope" else None
 
 
@@ -256,39 +276,62 @@ def bench_rope(
                 if peers:
                     found, skipped = rope_peers(q, k, layout, with_skipped=True)
                     cases.update({f"peer {n}": c for n, c in found.items()})
-                    rows += [{**base, "case": f"peer {n}", "kind": "skipped", "reason": why} for n, why in skipped.items()]
+                    rows += [
+                        {**base, "case": f"peer {n}", "kind": "skipped", "reason": why} for n, why in skipped.items()
+                    ]
                 rows += _first_calls(cases, q, cos, layout, base, progress)
                 if not compiled.available():  # the forced compiled cases ran the eager backend: not timed as compiled
                     why = f"compilation is not available here ({compiled.error()}): the eager rows are what runs"
                     rows += [{**base, "case": n, "kind": "skipped", "reason": why} for n in cases if "(compiled)" in n]
                     cases = {n: c for n, c in cases.items() if "(compiled)" not in n}
-                auto = kernels.backend_for(q, cos, layout)  # after the first calls: a failed compile turns "compiled" off
+                auto = kernels.backend_for(
+                    q, cos, layout
+                )  # after the first calls: a failed compile turns "compiled" off
                 errors, limits = _check_cases(cases, reset, q, k, cos, sin, layout, base, progress)
                 if progress:
                     progress(f"rope L={L} {base['dtype']} {layout}: {len(cases)} cases, round-robin with the floor")
                 floor = measure("floor", cases["floor"], num_threads=num_threads, min_run_time=min_run_time)
                 # every case in alternation with the floor, all cases round-robin: the ratios
                 # survive the machine's drift and its slow phases (see measure_paired_many)
-                paired = measure_paired_many({n: f for n, f in cases.items() if n != "floor"}, cases["floor"],
-                                             num_threads=num_threads, min_run_time=min_run_time)
+                paired = measure_paired_many(
+                    {n: f for n, f in cases.items() if n != "floor"},
+                    cases["floor"],
+                    num_threads=num_threads,
+                    min_run_time=min_run_time,
+                )
                 for name in cases:
                     if name == "floor":
                         m, x_floor, x_best, floor_ms = floor, 1.0, 1.0, None
                     else:
                         p = paired[name]
                         m, x_floor, x_best, floor_ms = p.case, p.x_floor, p.x_floor_best, p.floor.median_s * 1e3
-                    rows.append({**base, "case": name, "kind": "steady", "backend": _backend_of(name, auto),
-                                 "auto_backend": auto, "median_ms": m.median_s * 1e3,
-                                 "iqr_ms": m.iqr_s * 1e3, "runs": m.runs, "gb_per_s": floor_bytes / m.median_s / 1e9,
-                                 "x_floor": x_floor, "x_floor_best": x_best, "floor_ms_paired": floor_ms,
-                                 "other_cpu": m.other_cpu, "num_threads": num_threads,
-                                 "max_error": errors.get(name), "tolerance": limits.get(name)})
+                    rows.append(
+                        {
+                            **base,
+                            "case": name,
+                            "kind": "steady",
+                            "backend": _backend_of(name, auto),
+                            "auto_backend": auto,
+                            "median_ms": m.median_s * 1e3,
+                            "iqr_ms": m.iqr_s * 1e3,
+                            "runs": m.runs,
+                            "gb_per_s": floor_bytes / m.median_s / 1e9,
+                            "x_floor": x_floor,
+                            "x_floor_best": x_best,
+                            "floor_ms_paired": floor_ms,
+                            "other_cpu": m.other_cpu,
+                            "num_threads": num_threads,
+                            "max_error": errors.get(name),
+                            "tolerance": limits.get(name),
+                        }
+                    )
             del q, k
     return rows
 
 
-def _first_calls(cases: dict[str, Case], q, cos, layout: str, base: dict,
-                 progress: Callable[[str], None] | None) -> list[dict]:
+def _first_calls(
+    cases: dict[str, Case], q, cos, layout: str, base: dict, progress: Callable[[str], None] | None
+) -> list[dict]:
     """Run the cases whose first call carries a one-time cost (a compile, a table cache) once,
     timed: one ``kind="one-time"`` row each (none for a compile that failed)."""
     rows = []
@@ -308,8 +351,17 @@ def _first_calls(cases: dict[str, Case], q, cos, layout: str, base: dict,
     return rows
 
 
-def _check_cases(cases: dict[str, Case], reset: Callable[[], None], q, k, cos, sin, layout: str, base: dict,
-                 progress: Callable[[str], None] | None) -> tuple[dict[str, float], dict[str, float]]:
+def _check_cases(
+    cases: dict[str, Case],
+    reset: Callable[[], None],
+    q,
+    k,
+    cos,
+    sin,
+    layout: str,
+    base: dict,
+    progress: Callable[[str], None] | None,
+) -> tuple[dict[str, float], dict[str, float]]:
     """Every case's output against the reference (:func:`posenc.functional.apply_rope`; the
     backward against the inverse rotation) before anything is timed: the largest error and the
     tolerance per case.
@@ -331,6 +383,8 @@ def _check_cases(cases: dict[str, Case], reset: Callable[[], None], q, k, cos, s
             limit = _tolerance(q, peer=name.startswith("peer "))
             limits[name] = limit
             if not name.startswith("peer ") and not errors[name] <= limit:
-                raise RuntimeError(f"{name} does not match apply_rope at L={base['L']} {base['dtype']} {layout}: "
-                                   f"largest error {errors[name]:.3g} (tolerance {limit:.3g}); not timing a wrong pass")
+                raise RuntimeError(
+                    f"{name} does not match apply_rope at L={base['L']} {base['dtype']} {layout}: "
+                    f"largest error {errors[name]:.3g} (tolerance {limit:.3g}); not timing a wrong pass"
+                )
     return errors, limits

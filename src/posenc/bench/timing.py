@@ -13,12 +13,25 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["Measurement", "measure", "measure_paired", "measure_paired_many", "Paired", "CpuProbe", "synchronize",
-           "device_name", "resolve_device"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "Measurement",
+    "measure",
+    "measure_paired",
+    "measure_paired_many",
+    "Paired",
+    "CpuProbe",
+    "synchronize",
+    "device_name",
+    "resolve_device",
+]
 
 
-def synchronize(device: "torch.device | str") -> None:
+def synchronize(device: torch.device | str) -> None:
     """Wait for the work queued on ``device`` (a no-op on the CPU), before reading a clock.
 
     ``torch.utils.benchmark.Timer`` does this itself around every timed block."""
@@ -31,7 +44,7 @@ def synchronize(device: "torch.device | str") -> None:
         torch.accelerator.synchronize()
 
 
-def resolve_device(device: "torch.device | str") -> "torch.device":
+def resolve_device(device: torch.device | str) -> torch.device:
     """``device`` as a ``torch.device`` that works here; ValueError naming what is accepted if not."""
     import torch
 
@@ -43,12 +56,13 @@ def resolve_device(device: "torch.device | str") -> "torch.device":
         torch.empty(0, device=dev)
     except (RuntimeError, AssertionError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"device {str(device)!r} is not usable here ({first}); usable here: "
-                         f"{', '.join(usable)}") from None
+        raise ValueError(
+            f"device {str(device)!r} is not usable here ({first}); usable here: {', '.join(usable)}"
+        ) from None
     return dev
 
 
-def device_name(device: "torch.device | str") -> str:
+def device_name(device: torch.device | str) -> str:
     """``"cpu"`` or the accelerator's name, e.g. ``"cuda: NVIDIA H100 80GB HBM3"``."""
     import torch
 
@@ -106,8 +120,9 @@ class Measurement:
         return asdict(self)
 
 
-def measure(name: str, fn: Callable[[], object], *, num_threads: int = 1, min_run_time: float = 0.5,
-            warmup: int = 1) -> Measurement:
+def measure(
+    name: str, fn: Callable[[], object], *, num_threads: int = 1, min_run_time: float = 0.5, warmup: int = 1
+) -> Measurement:
     """Median time of ``fn()`` by ``torch.utils.benchmark.Timer.blocked_autorange``.
 
     ``num_threads`` is passed explicitly (the Timer otherwise runs with one thread whatever torch's
@@ -121,8 +136,14 @@ def measure(name: str, fn: Callable[[], object], *, num_threads: int = 1, min_ru
     probe.start()
     m = Timer(stmt="fn()", globals={"fn": fn}, num_threads=num_threads).blocked_autorange(min_run_time=min_run_time)
     other = probe.stop()
-    return Measurement(name=name, median_s=float(m.median), iqr_s=float(m.iqr), runs=len(m.times),
-                       num_threads=num_threads, other_cpu=other)
+    return Measurement(
+        name=name,
+        median_s=float(m.median),
+        iqr_s=float(m.iqr),
+        runs=len(m.times),
+        num_threads=num_threads,
+        other_cpu=other,
+    )
 
 
 @dataclass
@@ -139,8 +160,16 @@ class Paired:
     x_floor_best: float = float("nan")
 
 
-def measure_paired(name: str, fn: Callable[[], object], floor_fn: Callable[[], object], *, num_threads: int = 1,
-                   min_run_time: float = 0.5, block_s: float = 0.02, min_rounds: int = 7) -> Paired:
+def measure_paired(
+    name: str,
+    fn: Callable[[], object],
+    floor_fn: Callable[[], object],
+    *,
+    num_threads: int = 1,
+    min_run_time: float = 0.5,
+    block_s: float = 0.02,
+    min_rounds: int = 7,
+) -> Paired:
     """Time ``fn`` and ``floor_fn`` in alternating blocks of ~``block_s`` each (``Timer.timeit``)
     for at least ``min_rounds`` rounds and ``2 * min_run_time`` seconds in all (three rounds
     suffice once ``10 * min_run_time`` have passed: a case at 50x the floor needs no more).
@@ -150,12 +179,20 @@ def measure_paired(name: str, fn: Callable[[], object], floor_fn: Callable[[], o
     puts both under the same conditions, and the median of the per-round ratios discards rounds
     that a burst of load hit on one side only.
     """
-    return measure_paired_many({name: fn}, floor_fn, num_threads=num_threads, min_run_time=min_run_time,
-                               block_s=block_s, min_rounds=min_rounds)[name]
+    return measure_paired_many(
+        {name: fn}, floor_fn, num_threads=num_threads, min_run_time=min_run_time, block_s=block_s, min_rounds=min_rounds
+    )[name]
 
 
-def measure_paired_many(fns: dict[str, Callable[[], object]], floor_fn: Callable[[], object], *, num_threads: int = 1,
-                        min_run_time: float = 0.5, block_s: float = 0.02, min_rounds: int = 7) -> dict[str, Paired]:
+def measure_paired_many(
+    fns: dict[str, Callable[[], object]],
+    floor_fn: Callable[[], object],
+    *,
+    num_threads: int = 1,
+    min_run_time: float = 0.5,
+    block_s: float = 0.02,
+    min_rounds: int = 7,
+) -> dict[str, Paired]:
     """:func:`measure_paired` for several cases against one floor, round-robin: each round times a
     block of every unfinished case, each followed by a block of the floor, until each case has
     what :func:`measure_paired` asks for (fast cases keep going while slow ones finish).
@@ -173,7 +210,7 @@ def measure_paired_many(fns: dict[str, Callable[[], object]], floor_fn: Callable
     floor_timer = Timer(stmt="f()", globals={"f": floor_fn}, num_threads=num_threads)
     timers, numbers = {}, {}
     for name, fn in {**fns, "floor": floor_fn}.items():  # warm-up (compilation, caches, first-touch
-        fn()                                             # page faults); calls per block from one call
+        fn()  # page faults); calls per block from one call
         timer = floor_timer if name == "floor" else Timer(stmt="f()", globals={"f": fn}, num_threads=num_threads)
         timers[name], numbers[name] = timer, max(1, int(block_s / max(timer.timeit(1).median, 1e-9)))
     samples = {name: ([], []) for name in fns}  # per case: its rounds, the floor rounds beside them
@@ -194,19 +231,33 @@ def measure_paired_many(fns: dict[str, Callable[[], object]], floor_fn: Callable
                 samples[name][i].append(per_call)
                 spent[name] += per_call * numbers[key]
             rounds, total = len(samples[name][0]), spent[name]
-            if (rounds >= min_rounds and total >= 2 * min_run_time) or (rounds >= 3 and total >= 10 * min_run_time) \
-                    or rounds >= 1000:
+            if (
+                (rounds >= min_rounds and total >= 2 * min_run_time)
+                or (rounds >= 3 and total >= 10 * min_run_time)
+                or rounds >= 1000
+            ):
                 active.remove(name)  # enough rounds and time; a slow case (a peer at 50x) stops after three rounds
     other = probe.stop()
 
     def summary(label: str, times: list[float], number: int) -> Measurement:
         q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
-        return Measurement(name=label, median_s=statistics.median(times), iqr_s=q[2] - q[0],
-                           runs=len(times) * number, num_threads=num_threads, other_cpu=other)
+        return Measurement(
+            name=label,
+            median_s=statistics.median(times),
+            iqr_s=q[2] - q[0],
+            runs=len(times) * number,
+            num_threads=num_threads,
+            other_cpu=other,
+        )
+
     result = {}
     for name, (case, floor) in samples.items():
         ratios = [a / b for a, b in zip(case, floor)]
-        result[name] = Paired(case=summary(name, case, numbers[name]), floor=summary("floor", floor, numbers["floor"]),
-                              x_floor=statistics.median(ratios), rounds=len(ratios),
-                              x_floor_best=min(case) / min(floor))
+        result[name] = Paired(
+            case=summary(name, case, numbers[name]),
+            floor=summary("floor", floor, numbers["floor"]),
+            x_floor=statistics.median(ratios),
+            rounds=len(ratios),
+            x_floor_best=min(case) / min(floor),
+        )
     return result

@@ -24,10 +24,21 @@ from .timing import measure
 __all__ = ["bench_training"]
 
 
-def bench_training(schemes: Iterable[str] = ("none", "sinusoidal", "learned", "rope", "alibi", "t5"), *,
-                   batch: int = 64, seq: int = 32, vocab: int = 32, dim: int = 64, num_heads: int = 4,
-                   num_layers: int = 2, num_threads: int = 1, min_run_time: float = 3.0, rounds: int = 9,
-                   device: torch.device | str = "cpu", progress: Callable[[str], None] | None = None) -> list[dict]:
+def bench_training(
+    schemes: Iterable[str] = ("none", "sinusoidal", "learned", "rope", "alibi", "t5"),
+    *,
+    batch: int = 64,
+    seq: int = 32,
+    vocab: int = 32,
+    dim: int = 64,
+    num_heads: int = 4,
+    num_layers: int = 2,
+    num_threads: int = 1,
+    min_run_time: float = 3.0,
+    rounds: int = 9,
+    device: torch.device | str = "cpu",
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
     """One row per scheme: median training-step ms and the overhead against the first (``none``)."""
     from ..experiments.model import ModelConfig, TinyTransformer
 
@@ -36,8 +47,16 @@ def bench_training(schemes: Iterable[str] = ("none", "sinusoidal", "learned", "r
     steps, first = {}, {}
     for name in schemes:
         torch.manual_seed(0)
-        model = TinyTransformer(ModelConfig(vocab_size=vocab, scheme=name, dim=dim, num_heads=num_heads,
-                                            num_layers=num_layers, max_len=max(512, seq))).to(device)
+        model = TinyTransformer(
+            ModelConfig(
+                vocab_size=vocab,
+                scheme=name,
+                dim=dim,
+                num_heads=num_heads,
+                num_layers=num_layers,
+                max_len=max(512, seq),
+            )
+        ).to(device)
         steps[name] = _step(model, tokens)
         start = time.perf_counter()
         steps[name]()  # the first step: one-time costs, reported apart from the steady state
@@ -51,16 +70,33 @@ def bench_training(schemes: Iterable[str] = ("none", "sinusoidal", "learned", "r
         for name in schemes:
             if progress:
                 progress(f"training step: {name} (round {r + 1}/{rounds})")
-            m = measure(name, steps[name], num_threads=num_threads, min_run_time=min_run_time / rounds,
-                        warmup=3 if r == 0 else 0)
+            m = measure(
+                name,
+                steps[name],
+                num_threads=num_threads,
+                min_run_time=min_run_time / rounds,
+                warmup=3 if r == 0 else 0,
+            )
             medians[name].append(m.median_s)
             others[name].append(m.other_cpu or 0.0)
     median = {name: statistics.median(v) for name, v in medians.items()}
     base = medians[schemes[0]]
     overhead = {name: statistics.median(t / b for t, b in zip(v, base)) - 1.0 for name, v in medians.items()}
-    return [{"case": f"train step {name}", "kind": "steady", "batch": batch, "seq": seq, "rounds": rounds,
-             "median_ms": median[name] * 1e3, "overhead_vs_none": overhead[name], "first_step_ms": first[name] * 1e3,
-             "other_cpu": max(others[name]), "num_threads": num_threads} for name in schemes]
+    return [
+        {
+            "case": f"train step {name}",
+            "kind": "steady",
+            "batch": batch,
+            "seq": seq,
+            "rounds": rounds,
+            "median_ms": median[name] * 1e3,
+            "overhead_vs_none": overhead[name],
+            "first_step_ms": first[name] * 1e3,
+            "other_cpu": max(others[name]),
+            "num_threads": num_threads,
+        }
+        for name in schemes
+    ]
 
 
 def _step(model: torch.nn.Module, tokens: torch.Tensor) -> Callable[[], None]:
@@ -72,4 +108,5 @@ def _step(model: torch.nn.Module, tokens: torch.Tensor) -> Callable[[], None]:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
     return step

@@ -24,6 +24,7 @@ def fail(message: str, code: int = 2):  # -> NoReturn
     Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=code)
 
+
 def stopped(err: BaseException) -> tuple[str, int]:
     """How a command stopped by ``err`` says so, and its exit code: ``("interrupted", 130)`` for
     Ctrl-C, ``("stopped by SIGTERM", 143)`` for posenc's SIGTERM interrupt (128 + the signal, as a
@@ -72,6 +73,7 @@ def build_app():  # -> typer.Typer
         # looked like it took a value) and boxes usage errors unlike posenc's own one-line errors
         rich_markup_mode=None,
     )
+
     def show_version(value: bool) -> None:
         if value:  # an eager option's callback: runs before click asks for a command
             from .. import __version__
@@ -81,8 +83,9 @@ def build_app():  # -> typer.Typer
 
     @app.callback()
     def root(
-        version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version,
-                                     help="Print posenc's version and exit."),
+        version: bool = typer.Option(
+            False, "--version", is_eager=True, callback=show_version, help="Print posenc's version and exit."
+        ),
     ) -> None:
         """posenc: positional encodings for transformers, drawn, checked, trained and timed."""
 

@@ -8,7 +8,7 @@ naming the value and the choices, and exits with code 2, without a traceback.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from . import fail as _fail
 from . import stoppable
@@ -16,20 +16,23 @@ from . import stoppable
 __all__ = ["register"]
 
 
-def _scheme_config(scheme: str, dim: Optional[int], base: Optional[float], heads: Optional[int],
-                   scaling: Optional[dict] = None) -> dict[str, Any]:
+def _scheme_config(
+    scheme: str, dim: int | None, base: float | None, heads: int | None, scaling: dict | None = None
+) -> dict[str, Any]:
     """The config keys the user gave, checked against what ``scheme`` accepts."""
     from ..viz.options import PlotOptions, scheme_config
 
     return scheme_config(scheme, PlotOptions(dim=dim, base=base, heads=heads, scaling=scaling))
 
 
-_SCALING_HELP = ("RoPE context extension (rope only): a Hugging Face rope_scaling object as JSON, e.g. "
-                 "'{\"rope_type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 2048}', "
-                 "or a .json/.toml file holding one.")
+_SCALING_HELP = (
+    "RoPE context extension (rope only): a Hugging Face rope_scaling object as JSON, e.g. "
+    '\'{"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 2048}\', '
+    "or a .json/.toml file holding one."
+)
 
 
-def _parse_scaling(text: Optional[str]) -> Optional[dict]:
+def _parse_scaling(text: str | None) -> dict | None:
     """``--scaling``: a JSON object, or a .json/.toml file holding one (read as data, never run)."""
     if text is None:
         return None
@@ -37,8 +40,9 @@ def _parse_scaling(text: Optional[str]) -> Optional[dict]:
     if path.is_dir():
         raise ValueError(f"--scaling: {text!r} is a folder; give a JSON object or a .json/.toml file")
     if path.is_file() and path.suffix.lower() not in (".json", ".toml"):
-        raise ValueError(f"--scaling: {text!r} is a file, but not a .json or .toml one; rename it, or pass its "
-                         "contents as the value")
+        raise ValueError(
+            f"--scaling: {text!r} is a file, but not a .json or .toml one; rename it, or pass its contents as the value"
+        )
     if path.suffix.lower() in (".json", ".toml"):
         if not path.is_file():
             raise ValueError(f"--scaling: no file {text!r}")
@@ -57,14 +61,19 @@ def _parse_scaling(text: Optional[str]) -> Optional[dict]:
     else:
         value = _json(text, "the value")
     if not isinstance(value, dict):
-        kind = {type(None): "null", bool: "true/false", int: "a number", float: "a number", str: "a string",
-                list: "an array"}.get(type(value), type(value).__name__)
-        raise ValueError(f"--scaling must be a JSON object like {{\"rope_type\": \"linear\", \"factor\": 4}}, "
-                         f"got {kind}")
+        kind = {
+            type(None): "null",
+            bool: "true/false",
+            int: "a number",
+            float: "a number",
+            str: "a string",
+            list: "an array",
+        }.get(type(value), type(value).__name__)
+        raise ValueError(f'--scaling must be a JSON object like {{"rope_type": "linear", "factor": 4}}, got {kind}')
     return value
 
 
-def _scaling_and_base(text: Optional[str], base: Optional[float]) -> tuple[Optional[dict], Optional[float]]:
+def _scaling_and_base(text: str | None, base: float | None) -> tuple[dict | None, float | None]:
     """``--scaling`` parsed, and the base: transformers 5 keeps the base inside ``rope_parameters``
     as ``rope_theta``, which becomes the base here when ``--base`` is not given (the library's
     ``base=`` message would name a keyword the command line does not have)."""
@@ -74,8 +83,10 @@ def _scaling_and_base(text: Optional[str], base: Optional[float]) -> tuple[Optio
     scaling = dict(scaling)
     theta = scaling.pop("rope_theta")
     if base is not None and theta != base:
-        raise ValueError(f"--scaling holds rope_theta={theta!r}, but --base is {base!r}: give one of them "
-                         "(HF's rope_theta is the frequency base, --base here)")
+        raise ValueError(
+            f"--scaling holds rope_theta={theta!r}, but --base is {base!r}: give one of them "
+            "(HF's rope_theta is the frequency base, --base here)"
+        )
     return scaling, theta if base is None else base
 
 
@@ -100,8 +111,10 @@ def _toml_reader() -> Any:
         try:
             import tomli as tomllib  # type: ignore[no-redef]
         except ModuleNotFoundError:
-            raise ValueError("--scaling: reading a .toml file needs Python 3.11 or newer, or the tomli package "
-                             "(pip install tomli); a .json file works everywhere") from None
+            raise ValueError(
+                "--scaling: reading a .toml file needs Python 3.11 or newer, or the tomli package "
+                "(pip install tomli); a .json file works everywhere"
+            ) from None
     return tomllib
 
 
@@ -111,8 +124,10 @@ def _json(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise ValueError(f"--scaling: {what} is not valid JSON ({err.msg} at character {err.pos}); give an object "
-                         f"like {{\"rope_type\": \"linear\", \"factor\": 4}} or a .json/.toml file") from None
+        raise ValueError(
+            f"--scaling: {what} is not valid JSON ({err.msg} at character {err.pos}); give an object "
+            f'like {{"rope_type": "linear", "factor": 4}} or a .json/.toml file'
+        ) from None
 
 
 def _check_scheme(scheme: str) -> None:
@@ -133,18 +148,32 @@ def register(app: Any) -> None:
 
     @app.command("plot", short_help="Draw one figure of one scheme (PNG, SVG or PDF).")
     def plot_command(
-        scheme: str = typer.Argument(..., metavar="SCHEME", help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
+        scheme: str = typer.Argument(
+            ...,
+            metavar="SCHEME",
+            help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only.",
+        ),
         kind: str = typer.Option(..., "--kind", "-k", metavar="KIND", help=kind_help),
-        out: Path = typer.Option(Path("figure.png"), "--out", "-o", metavar="FILE", help="Output file: .png, .svg or .pdf."),
-        dim: Optional[int] = typer.Option(None, metavar="D", help="Code width (head width for rope, xpos, shaw)."),
-        positions: Optional[int] = typer.Option(None, metavar="N", help="Number of positions 0 .. N-1 (at most 8192; for --kind grid "
-                                                 "the side of an N x N grid, at most 512). The N x N figures "
-                                                 "(distance, dot) need ~5 GB and ~20 s at 8192."),
-        base: Optional[float] = typer.Option(None, metavar="BASE", help="Frequency base (sinusoids, rotary schemes)."),
-        heads: Optional[int] = typer.Option(None, metavar="H", help="Number of heads (alibi, t5)."),
-        scaling: Optional[str] = typer.Option(None, metavar="JSON|FILE", help=_SCALING_HELP),
-        method: str = typer.Option("pca", metavar="METHOD", help="2D projection: pca, or umap when umap-learn is installed."),
-        seed: int = typer.Option(0, min=0, max=2**63 - 1, metavar="SEED", help="Seed of random initialisations (learned, t5, shaw)."),
+        out: Path = typer.Option(
+            Path("figure.png"), "--out", "-o", metavar="FILE", help="Output file: .png, .svg or .pdf."
+        ),
+        dim: int | None = typer.Option(None, metavar="D", help="Code width (head width for rope, xpos, shaw)."),
+        positions: int | None = typer.Option(
+            None,
+            metavar="N",
+            help="Number of positions 0 .. N-1 (at most 8192; for --kind grid "
+            "the side of an N x N grid, at most 512). The N x N figures "
+            "(distance, dot) need ~5 GB and ~20 s at 8192.",
+        ),
+        base: float | None = typer.Option(None, metavar="BASE", help="Frequency base (sinusoids, rotary schemes)."),
+        heads: int | None = typer.Option(None, metavar="H", help="Number of heads (alibi, t5)."),
+        scaling: str | None = typer.Option(None, metavar="JSON|FILE", help=_SCALING_HELP),
+        method: str = typer.Option(
+            "pca", metavar="METHOD", help="2D projection: pca, or umap when umap-learn is installed."
+        ),
+        seed: int = typer.Option(
+            0, min=0, max=2**63 - 1, metavar="SEED", help="Seed of random initialisations (learned, t5, shaw)."
+        ),
         dpi: int = typer.Option(120, metavar="DPI", help="Resolution of PNG output (1 to 1200 dots per inch)."),
     ) -> None:
         """Draw one figure of one scheme and save it (PNG, SVG or PDF by the suffix of --out)."""
@@ -162,8 +191,9 @@ def register(app: Any) -> None:
             if method not in ("pca", "umap"):
                 raise ValueError(f"unknown projection method {method!r}; choose pca or umap")
             rope_scaling, base = _scaling_and_base(scaling, base)
-            options = PlotOptions(dim=dim, positions=positions, base=base, heads=heads, method=method, seed=seed,
-                                  scaling=rope_scaling)
+            options = PlotOptions(
+                dim=dim, positions=positions, base=base, heads=heads, method=method, seed=seed, scaling=rope_scaling
+            )
             with stoppable(f"{out} not written"):
                 figure = plot(scheme, kind, options)
                 path = save_figure(figure, out, dpi=dpi)
@@ -175,12 +205,18 @@ def register(app: Any) -> None:
 
     @app.command("check", short_help="Measure one scheme against the property criteria.")
     def check_command(
-        scheme: str = typer.Argument(..., metavar="SCHEME", help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only."),
-        dim: Optional[int] = typer.Option(None, metavar="D", help="Code width (head width for rope, xpos, shaw)."),
-        base: Optional[float] = typer.Option(None, metavar="BASE", help="Frequency base (sinusoids, rotary schemes)."),
-        heads: Optional[int] = typer.Option(None, metavar="H", help="Number of heads (alibi, t5)."),
-        scaling: Optional[str] = typer.Option(None, metavar="JSON|FILE", help=_SCALING_HELP),
-        seed: int = typer.Option(0, min=0, max=2**63 - 1, metavar="SEED", help="Seed of random initialisations (learned, t5, shaw)."),
+        scheme: str = typer.Argument(
+            ...,
+            metavar="SCHEME",
+            help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only.",
+        ),
+        dim: int | None = typer.Option(None, metavar="D", help="Code width (head width for rope, xpos, shaw)."),
+        base: float | None = typer.Option(None, metavar="BASE", help="Frequency base (sinusoids, rotary schemes)."),
+        heads: int | None = typer.Option(None, metavar="H", help="Number of heads (alibi, t5)."),
+        scaling: str | None = typer.Option(None, metavar="JSON|FILE", help=_SCALING_HELP),
+        seed: int = typer.Option(
+            0, min=0, max=2**63 - 1, metavar="SEED", help="Seed of random initialisations (learned, t5, shaw)."
+        ),
     ) -> None:
         """Measure the seed articles' criteria for one scheme and print the property table."""
         from rich.console import Console
@@ -196,8 +232,10 @@ def register(app: Any) -> None:
             options = PlotOptions(dim=dim, base=base, heads=heads, scaling=rope_scaling)  # validates the values
             config = _scheme_config(scheme, dim, base, heads, rope_scaling)
             if seed != 0 and not _randomly_initialised(scheme, options):  # as `posenc plot` says
-                raise ValueError(f"--seed {seed} sets the random initialisation of learned tables (learned, t5, "
-                                 f"shaw); {scheme!r} has none, so every seed gives the same table")
+                raise ValueError(
+                    f"--seed {seed} sets the random initialisation of learned tables (learned, t5, "
+                    f"shaw); {scheme!r} has none, so every seed gives the same table"
+                )
             target: Any = scheme
             if config:
                 from ..analysis import build_scheme, is_reference
@@ -219,16 +257,28 @@ def register(app: Any) -> None:
             if result is None:
                 table.add_row(criterion, f"[{style}]n/a[/]", "", "", escape(row["reasons"][criterion]))
             else:
-                table.add_row(criterion, f"[{style}]{verdict}[/]", f"{result.value:.6g}",
-                              f"{result.comparison} {result.threshold:.6g}", escape(row["reasons"][criterion]))
+                table.add_row(
+                    criterion,
+                    f"[{style}]{verdict}[/]",
+                    f"{result.value:.6g}",
+                    f"{result.comparison} {result.threshold:.6g}",
+                    escape(row["reasons"][criterion]),
+                )
         Console().print(table)
 
     @app.command("report", short_help="Write the atlas: index.html with every figure and check.")
     def report_command(
         out: Path = typer.Option(Path("atlas"), "--out", "-o", metavar="DIR", help="Folder to write index.html into."),
-        results: Optional[Path] = typer.Option(None, "--results", metavar="DIR", help="Runs folder of `posenc experiment`: adds its results."),
-        scheme: Optional[list[str]] = typer.Option(
-            None, "--scheme", "-s", metavar="NAME", help="Only this scheme's section (repeat for several); default: every scheme and reference."),
+        results: Path | None = typer.Option(
+            None, "--results", metavar="DIR", help="Runs folder of `posenc experiment`: adds its results."
+        ),
+        scheme: list[str] | None = typer.Option(
+            None,
+            "--scheme",
+            "-s",
+            metavar="NAME",
+            help="Only this scheme's section (repeat for several); default: every scheme and reference.",
+        ),
     ) -> None:
         """Write the atlas: one self-contained index.html with every scheme drawn and checked."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -250,8 +300,13 @@ def register(app: Any) -> None:
         if page.is_dir():
             _fail(f"--out: {str(page)!r} is a folder; remove it or give another --out")
         _check_writable(out)  # before the figures are drawn, not after
-        with Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), transient=False) as bar:
+        with Progress(
+            TextColumn("{task.description:<34}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            transient=False,
+        ) as bar:
             task = bar.add_task("atlas", total=None)
 
             def progress(label: str, done: int, total: int) -> None:
@@ -263,8 +318,10 @@ def register(app: Any) -> None:
             except OSError as err:
                 _fail(f"--out: cannot write {str(err.filename or out)!r} ({err.strerror or err})", code=1)
         sections = len(summary.schemes)
-        typer.echo(f"wrote {summary.path}: {sections} section{'s' * (sections != 1)}, {summary.figures} figures"
-                   + (f", {summary.results} result{'s' * (summary.results != 1)}" if results is not None else "")
-                   + f" in {summary.seconds:.1f} s")
+        typer.echo(
+            f"wrote {summary.path}: {sections} section{'s' * (sections != 1)}, {summary.figures} figures"
+            + (f", {summary.results} result{'s' * (summary.results != 1)}" if results is not None else "")
+            + f" in {summary.seconds:.1f} s"
+        )
         for error in summary.errors:
             typer.echo(f"warning: {error}", err=True)

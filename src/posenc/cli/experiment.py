@@ -60,16 +60,35 @@ def print_summary(results: Path | str, console: Any = None) -> None:
     console = console or Console()
     rows = summary_rows(load_results(results))
     table = Table(title=f"posenc experiments: {results}")
-    for column in ("experiment", "task", "scheme", "variant", "metric", "L", "in distribution",
-                   "out of distribution", "seeds", "time (s)"):
+    for column in (
+        "experiment",
+        "task",
+        "scheme",
+        "variant",
+        "metric",
+        "L",
+        "in distribution",
+        "out of distribution",
+        "seeds",
+        "time (s)",
+    ):
         table.add_column(column, overflow="fold")  # wrap in a narrow terminal rather than cut to "leng…"
     for r in rows:
         ood = _fmt(r["out_of_distribution"], r["out_of_distribution_sd"], r["seeds"])
         if r["out_of_distribution"] is None and r["unavailable"]:
             ood = f"n/a: {r['unavailable']}"
-        table.add_row(r["experiment"], r["task"], r["scheme"], r["variant"], r["metric"], str(r["train_length"]),
-                      _fmt(r["in_distribution"], r["in_distribution_sd"], r["seeds"]), ood, str(r["seeds"]),
-                      f"{r['wall_time_s']:.0f}")
+        table.add_row(
+            r["experiment"],
+            r["task"],
+            r["scheme"],
+            r["variant"],
+            r["metric"],
+            str(r["train_length"]),
+            _fmt(r["in_distribution"], r["in_distribution_sd"], r["seeds"]),
+            ood,
+            str(r["seeds"]),
+            f"{r['wall_time_s']:.0f}",
+        )
     if any(r["time_shared"] for r in rows):
         table.caption = "time: one training evaluated as several variants (extend's scalings) is split among them"
     console.print(table)
@@ -86,8 +105,9 @@ class _Progress:
 
         if self.task is not None:
             self.progress.remove_task(self.task)
-        self.task = self.progress.add_task(escape(f"[{index + 1}/{total}] {job.label}"), total=job.train.steps,
-                                           loss=float("nan"), speed=0.0)
+        self.task = self.progress.add_task(
+            escape(f"[{index + 1}/{total}] {job.label}"), total=job.train.steps, loss=float("nan"), speed=0.0
+        )
 
     def step(self, step: int, steps: int, loss: float, steps_per_s: float) -> None:
         self.progress.update(self.task, completed=step, loss=loss, speed=steps_per_s)
@@ -101,9 +121,13 @@ class _Progress:
             ind, ood = r["in_distribution"], r["out_of_distribution"]
             text = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
             named = f"{job.base_label} [{r['variant']}]"
-            self.progress.console.print(escape(f"{named}: {r['summary_metric']} in {text(ind)}, "
-                                               f"out {text(ood)} ({r['wall_time_s']:.0f} s"
-                                               + (f", one training for {len(records)} variants)" if len(records) > 1 else ")")))
+            self.progress.console.print(
+                escape(
+                    f"{named}: {r['summary_metric']} in {text(ind)}, "
+                    f"out {text(ood)} ({r['wall_time_s']:.0f} s"
+                    + (f", one training for {len(records)} variants)" if len(records) > 1 else ")")
+                )
+            )
 
 
 def _interrupted(err: BaseException, results: Path) -> str:
@@ -111,8 +135,11 @@ def _interrupted(err: BaseException, results: Path) -> str:
     from ..experiments.train import Interrupted
 
     how, _ = stopped(err)
-    saved = (f"a checkpoint of step {err.step} is in {err.checkpoint.parent}; "
-             if isinstance(err, Interrupted) and err.checkpoint is not None else "")
+    saved = (
+        f"a checkpoint of step {err.step} is in {err.checkpoint.parent}; "
+        if isinstance(err, Interrupted) and err.checkpoint is not None
+        else ""
+    )
     kept = f" ({results} keeps the finished runs)" if results.is_file() else ""
     return f"{how}: {saved}the same command resumes{kept}"
 
@@ -121,8 +148,10 @@ def _check_figures(folder: Path) -> None:
     """Exit 1 now, not after training, when the figures cannot go into ``folder/figures``."""
     figures = folder / "figures"
     if figures.exists() and not figures.is_dir():
-        fail(f"cannot draw the figures into {figures}: it is a file, not a folder; move it away or give "
-             "another --out", code=1)
+        fail(
+            f"cannot draw the figures into {figures}: it is a file, not a folder; move it away or give another --out",
+            code=1,
+        )
 
 
 def _draw(name: str, folder: Path, console: Any) -> None:
@@ -143,29 +172,50 @@ def _draw(name: str, folder: Path, console: Any) -> None:
     except OSError as err:
         fail(f"cannot draw the figures: {_os_reason(err)}", code=1)
     except KeyboardInterrupt as err:
-        console.print(escape(f"interrupted while drawing the figures: the results are saved in "
-                             f"{folder / RESULTS_FILE}; `posenc experiment {name} --plot-only --out {folder}` "
-                             "draws the figures again"), soft_wrap=True)
+        console.print(
+            escape(
+                f"interrupted while drawing the figures: the results are saved in "
+                f"{folder / RESULTS_FILE}; `posenc experiment {name} --plot-only --out {folder}` "
+                "draws the figures again"
+            ),
+            soft_wrap=True,
+        )
         raise typer.Exit(stopped(err)[1]) from None
     else:
         console.print(escape("figures: " + ", ".join(str(p) for p in figures)), soft_wrap=True)
 
 
 def experiment(
-    name: str = typer.Argument(..., metavar="NAME", help="length, learned-vs-sinusoidal, add-vs-concat, probe or extend"),
-    schemes: str | None = typer.Option(None, metavar="NAMES", help="comma-separated scheme names (NAME or NAME+randomized)"),
+    name: str = typer.Argument(
+        ..., metavar="NAME", help="length, learned-vs-sinusoidal, add-vs-concat, probe or extend"
+    ),
+    schemes: str | None = typer.Option(
+        None, metavar="NAMES", help="comma-separated scheme names (NAME or NAME+randomized)"
+    ),
     seeds: str | None = typer.Option(None, metavar="SEEDS", help="comma-separated integer seeds"),
-    steps: int | None = typer.Option(None, min=1, metavar="N", help="training steps per run (default: the experiment's)"),
+    steps: int | None = typer.Option(
+        None, min=1, metavar="N", help="training steps per run (default: the experiment's)"
+    ),
     tasks: str | None = typer.Option(None, metavar="TASKS", help="comma-separated tasks (default: the experiment's)"),
-    quick: bool = typer.Option(False, "--quick", help="small budget: fewer steps and evaluation samples (and "
-                               "seeds where an experiment repeats them)"),
-    out: Path | None = typer.Option(None, metavar="DIR", help="results folder (default runs/NAME); rerun to resume; one run at a "
-                                    "time per folder"),
-    threads: int = typer.Option(1, min=1, metavar="T", help="torch threads (1: repeatable and kind to shared machines)"),
+    quick: bool = typer.Option(
+        False,
+        "--quick",
+        help="small budget: fewer steps and evaluation samples (and seeds where an experiment repeats them)",
+    ),
+    out: Path | None = typer.Option(
+        None, metavar="DIR", help="results folder (default runs/NAME); rerun to resume; one run at a time per folder"
+    ),
+    threads: int = typer.Option(
+        1, min=1, metavar="T", help="torch threads (1: repeatable and kind to shared machines)"
+    ),
     device: str = typer.Option("cpu", metavar="DEVICE", help="torch device, e.g. cpu or cuda"),
-    plot_only: bool = typer.Option(False, "--plot-only", help="only draw the figures and the table of everything in "
-                                   "DIR/results.json; trains nothing, so it refuses --steps, --seeds, --quick, "
-                                   "--tasks, --schemes and --threads"),
+    plot_only: bool = typer.Option(
+        False,
+        "--plot-only",
+        help="only draw the figures and the table of everything in "
+        "DIR/results.json; trains nothing, so it refuses --steps, --seeds, --quick, "
+        "--tasks, --schemes and --threads",
+    ),
 ) -> None:
     """Train small transformers on generated tasks and compare encodings (results in DIR/results.json).
 
@@ -189,33 +239,54 @@ def experiment(
     folder = out if out is not None else Path("runs") / name
     results = folder / RESULTS_FILE
     if plot_only:
-        given = [option for option, used in (("--steps", steps is not None), ("--seeds", seeds is not None),
-                                             ("--quick", quick), ("--tasks", tasks is not None),
-                                             ("--schemes", schemes is not None), ("--threads", threads != 1)) if used]
+        given = [
+            option
+            for option, used in (
+                ("--steps", steps is not None),
+                ("--seeds", seeds is not None),
+                ("--quick", quick),
+                ("--tasks", tasks is not None),
+                ("--schemes", schemes is not None),
+                ("--threads", threads != 1),
+            )
+            if used
+        ]
         if given:
-            fail(f"--plot-only draws everything in {results} and trains nothing: it takes no {', '.join(given)}; "
-                 "leave them out, or drop --plot-only to train")
+            fail(
+                f"--plot-only draws everything in {results} and trains nothing: it takes no {', '.join(given)}; "
+                "leave them out, or drop --plot-only to train"
+            )
     try:
         resolve_device(device)  # a clear error now, not a traceback from the first training step
     except ValueError as err:
         fail(str(err))
     if plot_only:
         if not results.exists():
-            fail(f"no results.json in {folder}: run the experiment without --plot-only first, or give --out the "
-                 "folder of an earlier run")
+            fail(
+                f"no results.json in {folder}: run the experiment without --plot-only first, or give --out the "
+                "folder of an earlier run"
+            )
         try:
             held = sorted({r["experiment"] for r in load_results(folder)})
         except ValueError as err:
             fail(str(err), code=1)
         if name not in held:
-            fail(f"{results} holds no {name!r} results (it holds: {', '.join(held) or 'none'}); give --out the "
-                 f"folder of a {name} run")
+            fail(
+                f"{results} holds no {name!r} results (it holds: {', '.join(held) or 'none'}); give --out the "
+                f"folder of a {name} run"
+            )
         _check_figures(folder)
         with terminate_as_interrupt():
             _draw(name, folder, console)
         return
-    settings = Settings(schemes=_split(schemes, "--schemes"), seeds=_seeds(seeds), steps=steps,
-                        tasks=_split(tasks, "--tasks"), quick=quick, device=device)
+    settings = Settings(
+        schemes=_split(schemes, "--schemes"),
+        seeds=_seeds(seeds),
+        steps=steps,
+        tasks=_split(tasks, "--tasks"),
+        quick=quick,
+        device=device,
+    )
     try:
         plan(name, settings)  # every name checked before anything trains
     except ValueError as err:
@@ -227,18 +298,27 @@ def experiment(
     if rank == 0:
         cpus = os.cpu_count()
         if cpus is not None and threads > cpus:
-            Console(stderr=True).print(f"[yellow]warning:[/] --threads {threads} is more than the CPUs here ({cpus}): "
-                                       "the extra threads only compete for them (slower, not faster)",
-                                       highlight=False, soft_wrap=True)
+            Console(stderr=True).print(
+                f"[yellow]warning:[/] --threads {threads} is more than the CPUs here ({cpus}): "
+                "the extra threads only compete for them (slower, not faster)",
+                highlight=False,
+                soft_wrap=True,
+            )
         _check_figures(folder)
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-               TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("{task.fields[speed]:.1f} steps/s"),
-               TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TextColumn("{task.fields[speed]:.1f} steps/s"),
+        TimeElapsedColumn(),
+    )
     with terminate_as_interrupt():  # SIGTERM saves the step in progress as Ctrl-C does, here and while drawing
         try:
             with Progress(*columns, console=console, disable=rank != 0) as progress:
-                run_experiment(name, folder, settings, threads=threads,
-                               hooks=_Progress(progress) if rank == 0 else None)
+                run_experiment(
+                    name, folder, settings, threads=threads, hooks=_Progress(progress) if rank == 0 else None
+                )
         except (ValueError, OSError) as err:  # under torchrun every rank meets it; one says so
             if rank == 0:
                 fail(str(err) if isinstance(err, ValueError) else f"the run failed: {_os_reason(err)}", code=1)

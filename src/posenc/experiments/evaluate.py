@@ -26,15 +26,24 @@ def unavailable_reason(model: TinyTransformer, task: Task, length: int) -> str |
     if model.config.family == "absolute" and max_len is not None:
         needed = task.sequence_length(length)
         if needed > max_len:
-            return (f"{scheme.name} table too short: max_len={max_len} positions, length {length} needs {needed}; "
-                    "a learned table says nothing past its last row")
+            return (
+                f"{scheme.name} table too short: max_len={max_len} positions, length {length} needs {needed}; "
+                "a learned table says nothing past its last row"
+            )
     return None
 
 
 @torch.no_grad()
-def evaluate_lengths(model: TinyTransformer, task: Task, lengths: list[int], *, samples: int = 256,
-                     seed: int = 12345, batch_size: int = 256, max_position: int | None = None
-                     ) -> dict[str, dict[str, float | str]]:
+def evaluate_lengths(
+    model: TinyTransformer,
+    task: Task,
+    lengths: list[int],
+    *,
+    samples: int = 256,
+    seed: int = 12345,
+    batch_size: int = 256,
+    max_position: int | None = None,
+) -> dict[str, dict[str, float | str]]:
     """``{str(n): {"exact_match", "token_accuracy"}}`` over ``samples`` fresh instances per length,
     or ``{"unavailable": reason}`` where the model cannot reach that length.
 
@@ -68,8 +77,9 @@ def evaluate_lengths(model: TinyTransformer, task: Task, lengths: list[int], *, 
 
 
 @torch.no_grad()
-def loss_per_position(model: TinyTransformer, task: Text, length: int, *, samples: int = 64, seed: int = 12345,
-                      batch_size: int = 16) -> list[float] | str:
+def loss_per_position(
+    model: TinyTransformer, task: Text, length: int, *, samples: int = 64, seed: int = 12345, batch_size: int = 16
+) -> list[float] | str:
     """Mean held-out cross-entropy (nats) at each position ``0..length-1`` over the targets scored
     there (all of them for a causal LM; the masked bytes only for ``text-mlm``; None where no
     sample scored that position), or the reason it is unavailable."""
@@ -84,8 +94,9 @@ def loss_per_position(model: TinyTransformer, task: Text, length: int, *, sample
     for start in range(0, samples, batch_size):
         batch = task.sample(min(batch_size, samples - start), length, generator, held_out=True).to(device)
         logits = model(batch.inputs)  # [b, s, v]
-        loss = nnf.cross_entropy(logits.transpose(1, 2), batch.targets, reduction="none",
-                                 ignore_index=IGNORE)  # [b, s]; 0 where ignored
+        loss = nnf.cross_entropy(
+            logits.transpose(1, 2), batch.targets, reduction="none", ignore_index=IGNORE
+        )  # [b, s]; 0 where ignored
         total += loss.double().sum(0).cpu()
         count += (batch.targets != IGNORE).sum(0).double().cpu()
     return [t / c if c else None for t, c in zip(total.tolist(), count.tolist())]

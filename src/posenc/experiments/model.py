@@ -49,7 +49,9 @@ class ModelConfig:
     def __post_init__(self) -> None:
         cls = scheme_class(self.scheme)  # unknown names list the choices
         if getattr(cls, "n_axes", 1) != 1:
-            raise ValueError(f"scheme {self.scheme!r} encodes {cls.n_axes}-D positions; the experiments use 1-D schemes")
+            raise ValueError(
+                f"scheme {self.scheme!r} encodes {cls.n_axes}-D positions; the experiments use 1-D schemes"
+            )
         for name in ("vocab_size", "dim", "num_heads", "num_layers", "max_len", "mlp_ratio"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -93,8 +95,10 @@ def build_encoding(config: ModelConfig) -> tuple[PositionalEncoding, int]:
     if config.family == "absolute" and getattr(encoding.config, "combine", "add") == "concat":
         token_dim = config.dim - encoding.config.dim
         if token_dim <= 0:
-            raise ValueError(f"a concatenated code of width {encoding.config.dim} leaves no room for tokens "
-                             f"in a model of width {config.dim}")
+            raise ValueError(
+                f"a concatenated code of width {encoding.config.dim} leaves no room for tokens "
+                f"in a model of width {config.dim}"
+            )
     return encoding, token_dim
 
 
@@ -138,8 +142,9 @@ class TinyTransformer(nn.Module):
         """The positional-encoding module (the input's, or the one the layers share)."""
         return self.encoding if self.encoding is not None else self.blocks[0].attn.encoding
 
-    def forward(self, tokens: Tensor, positions: Tensor | None = None, *, hidden_states: bool = False
-                ) -> Tensor | tuple[Tensor, list[Tensor]]:
+    def forward(
+        self, tokens: Tensor, positions: Tensor | None = None, *, hidden_states: bool = False
+    ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """Logits; with ``hidden_states=True`` also the ``L + 1`` residual streams ``[b, s, d]``."""
         if tokens.dim() != 2:
             raise ValueError(f"tokens must be [b, s], got shape {tuple(tokens.shape)}")

@@ -33,12 +33,24 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ind, ind_sd = _spread([r["in_distribution"] for r in rs])
         ood, ood_sd = _spread([r["out_of_distribution"] for r in rs])
         reason = unavailable_reason(rs)
-        rows.append({"experiment": experiment, "task": task, "scheme": scheme, "variant": variant,
-                     "seeds": len(rs), "metric": rs[0]["summary_metric"], "train_length": rs[0]["train_length"],
-                     "in_distribution": ind, "in_distribution_sd": ind_sd, "out_of_distribution": ood,
-                     "out_of_distribution_sd": ood_sd, "unavailable": reason,
-                     "wall_time_s": sum(r["wall_time_s"] / _shared_by(r) for r in rs),  # rows add up to the run
-                     "time_shared": any(_shared_by(r) > 1 for r in rs)})
+        rows.append(
+            {
+                "experiment": experiment,
+                "task": task,
+                "scheme": scheme,
+                "variant": variant,
+                "seeds": len(rs),
+                "metric": rs[0]["summary_metric"],
+                "train_length": rs[0]["train_length"],
+                "in_distribution": ind,
+                "in_distribution_sd": ind_sd,
+                "out_of_distribution": ood,
+                "out_of_distribution_sd": ood_sd,
+                "unavailable": reason,
+                "wall_time_s": sum(r["wall_time_s"] / _shared_by(r) for r in rs),  # rows add up to the run
+                "time_shared": any(_shared_by(r) > 1 for r in rs),
+            }
+        )
     return rows
 
 
@@ -57,7 +69,7 @@ def _label(r: dict[str, Any]) -> str:
 def _binned(values: list[float | None], width: int) -> tuple[list[float], list[float]]:
     xs, ys = [], []
     for start in range(0, len(values), width):
-        chunk = [v for v in values[start:start + width] if v is not None]
+        chunk = [v for v in values[start : start + width] if v is not None]
         if chunk:
             xs.append(start + (len(chunk) - 1) / 2)
             ys.append(sum(chunk) / len(chunk))
@@ -131,18 +143,29 @@ def _integer_axis(axis: Any) -> None:
 
 def _draw_lengths(ax: Any, rs: list[dict[str, Any]], names: list[str], L: int) -> None:
     """Exact match against task length, one line per run; bars when every run has one length only."""
-    curves = [sorted((int(n), v["exact_match"]) for n, v in r["metrics"].get("per_length", {}).items()
-                     if v.get("exact_match") is not None) for r in rs]  # none: unavailable at that length
+    curves = [
+        sorted(
+            (int(n), v["exact_match"])
+            for n, v in r["metrics"].get("per_length", {}).items()
+            if v.get("exact_match") is not None
+        )
+        for r in rs
+    ]  # none: unavailable at that length
     lengths = sorted({n for curve in curves for n, _ in curve})
     ax.set(ylabel="exact match", ylim=(-0.03, 1.03))
     if len(lengths) == 1:  # a line through one x value is a dot on an axis of 2.85 ... 3.15
         (n,) = lengths
         drawn = [(name, curve[0][1]) for name, curve in zip(names, curves) if curve]
-        bars = ax.bar(range(len(drawn)), [v for _, v in drawn], width=0.5,
-                      color=[f"C{i % 10}" for i in range(len(drawn))])
+        bars = ax.bar(
+            range(len(drawn)), [v for _, v in drawn], width=0.5, color=[f"C{i % 10}" for i in range(len(drawn))]
+        )
         ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
-        ax.set_xticks(range(len(drawn)), [name for name, _ in drawn],
-                      rotation=20 if len(drawn) > 3 else 0, ha="right" if len(drawn) > 3 else "center")
+        ax.set_xticks(
+            range(len(drawn)),
+            [name for name, _ in drawn],
+            rotation=20 if len(drawn) > 3 else 0,
+            ha="right" if len(drawn) > 3 else "center",
+        )
         ax.set_xlim(-0.6 if len(drawn) > 1 else -1.0, len(drawn) - 0.4 if len(drawn) > 1 else 1.0)
         where = "the training length" if n == L else ("beyond" if n > L else "below") + f" the training length {L}"
         ax.set_xlabel(f"all runs evaluated at one task length: n = {n} ({where})")
@@ -171,7 +194,7 @@ def _draw_probe(fig: Any, ax: Any, rs: list[dict[str, Any]], names: list[str]) -
         layers = [p["layer"] for p in per_layer]
         r2 = [math.nan if p["r2"] is None else p["r2"] for p in per_layer]  # None: stored NaN
         all_layers.update(layers)
-        line, = ax.plot(layers, [max(v, _R2_FLOOR) for v in r2], marker="o", label=f"{name} [{r['task']}]")
+        (line,) = ax.plot(layers, [max(v, _R2_FLOOR) for v in r2], marker="o", label=f"{name} [{r['task']}]")
         for layer, v in zip(layers, r2):
             if v < _R2_FLOOR:
                 ax.plot([layer], [_R2_FLOOR], marker="v", mfc="white", color=line.get_color(), zorder=3)
@@ -199,8 +222,23 @@ def _draw_probe(fig: Any, ax: Any, rs: list[dict[str, Any]], names: list[str]) -
     first, last = min(all_layers), max(all_layers)
     for layer, entries in clipped.items():
         # the outermost layers' values run inwards, inside the axes; the others are centred
-        ha, dx = ("center", 0) if first == last else ("left", -3) if layer == first else ("right", 3) if layer == last \
+        ha, dx = (
+            ("center", 0)
+            if first == last
+            else ("left", -3)
+            if layer == first
+            else ("right", 3)
+            if layer == last
             else ("center", 0)
+        )
         for i, (v, colour) in enumerate(sorted(entries, key=lambda e: -e[0])):  # nearest the floor first
-            ax.annotate(f"{v:.2f}".replace("-", "−"), (layer, _R2_FLOOR), textcoords="offset points",
-                        xytext=(dx, -gap_pt - line_pt * i), ha=ha, va="top", fontsize=size, color=colour)
+            ax.annotate(
+                f"{v:.2f}".replace("-", "−"),
+                (layer, _R2_FLOOR),
+                textcoords="offset points",
+                xytext=(dx, -gap_pt - line_pt * i),
+                ha=ha,
+                va="top",
+                fontsize=size,
+                color=colour,
+            )

@@ -20,8 +20,9 @@ from .tasks import Task
 __all__ = ["probe_positions", "ridge_r2"]
 
 
-def ridge_r2(train_x: Tensor, train_y: Tensor, test_x: Tensor, test_y: Tensor, *, ridge: float = 1e-3
-             ) -> tuple[float, float]:
+def ridge_r2(
+    train_x: Tensor, train_y: Tensor, test_x: Tensor, test_y: Tensor, *, ridge: float = 1e-3
+) -> tuple[float, float]:
     """Fit ``y ≈ x·w + c`` by ridge regression on the train rows; (R², mean |error|) on the test rows."""
     mean, scale = train_x.mean(0), train_x.std(0).clamp_min(1e-8)  # [d]
     a = torch.cat(((train_x - mean) / scale, torch.ones(len(train_x), 1, dtype=train_x.dtype)), dim=1)  # [N, d + 1]
@@ -35,8 +36,9 @@ def ridge_r2(train_x: Tensor, train_y: Tensor, test_x: Tensor, test_y: Tensor, *
 
 
 @torch.no_grad()
-def probe_positions(model: TinyTransformer, task: Task, length: int, *, samples: int = 128, seed: int = 777
-                    ) -> list[dict[str, float]]:
+def probe_positions(
+    model: TinyTransformer, task: Task, length: int, *, samples: int = 128, seed: int = 777
+) -> list[dict[str, float]]:
     """``[{"layer": l, "r2": ..., "mae": ...}]`` for the input (layer 0) and each block's output."""
     model.eval()
     device = next(model.parameters()).device
@@ -50,7 +52,11 @@ def probe_positions(model: TinyTransformer, task: Task, length: int, *, samples:
     results = []
     for layer, hidden in enumerate(states):
         h = hidden.double().cpu()  # [b, s, d]
-        r2, mae = ridge_r2(h[:cut].flatten(0, 1), positions[:cut].flatten(),  # [N, d], [N]
-                           h[cut:].flatten(0, 1), positions[cut:].flatten())
+        r2, mae = ridge_r2(
+            h[:cut].flatten(0, 1),
+            positions[:cut].flatten(),  # [N, d], [N]
+            h[cut:].flatten(0, 1),
+            positions[cut:].flatten(),
+        )
         results.append({"layer": layer, "r2": r2, "mae": mae})
     return results

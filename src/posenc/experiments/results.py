@@ -29,13 +29,32 @@ from typing import Any
 
 from .._files import replaced_whole
 
-__all__ = ["SCHEMA_VERSION", "RESULTS_FILE", "record_key", "load_results", "add_record", "completed_keys",
-           "unavailable_reason"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "RESULTS_FILE",
+    "record_key",
+    "load_results",
+    "add_record",
+    "completed_keys",
+    "unavailable_reason",
+]
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
-REQUIRED = ("experiment", "task", "scheme", "variant", "seed", "train_length", "metrics", "in_distribution",
-            "out_of_distribution", "summary_metric", "wall_time_s", "config")
+REQUIRED = (
+    "experiment",
+    "task",
+    "scheme",
+    "variant",
+    "seed",
+    "train_length",
+    "metrics",
+    "in_distribution",
+    "out_of_distribution",
+    "summary_metric",
+    "wall_time_s",
+    "config",
+)
 
 
 def record_key(record: dict[str, Any]) -> tuple[str, str, str, str, int]:
@@ -58,22 +77,31 @@ def load_results(out: Path | str) -> list[dict[str, Any]]:
         raise ValueError(f"{path} is not readable JSON ({err}); move it away to start a new results file") from None
     if not isinstance(data, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(data), "a number")
-        raise ValueError(f"{path} is not a posenc results file (it holds {kind}, not an object "
-                         f'{{"schema": {SCHEMA_VERSION}, "records": [...]}}); move it away to start a new one')
+        raise ValueError(
+            f"{path} is not a posenc results file (it holds {kind}, not an object "
+            f'{{"schema": {SCHEMA_VERSION}, "records": [...]}}); move it away to start a new one'
+        )
     if "schema" not in data:
-        raise ValueError(f"{path} is not a posenc results file: it has no schema field (this posenc reads schema "
-                         f"{SCHEMA_VERSION}); move it away to start a new one")
+        raise ValueError(
+            f"{path} is not a posenc results file: it has no schema field (this posenc reads schema "
+            f"{SCHEMA_VERSION}); move it away to start a new one"
+        )
     if data["schema"] != SCHEMA_VERSION:
-        raise ValueError(f"{path} has schema {data['schema']!r}; this posenc reads schema {SCHEMA_VERSION} "
-                         "(a newer posenc wrote it, or another program): move it away to start a new one")
+        raise ValueError(
+            f"{path} has schema {data['schema']!r}; this posenc reads schema {SCHEMA_VERSION} "
+            "(a newer posenc wrote it, or another program): move it away to start a new one"
+        )
     if not isinstance(data.get("records"), list):
-        raise ValueError(f"{path} is not a posenc results file: it has no records list; move it away to start "
-                         "a new one")
+        raise ValueError(
+            f"{path} is not a posenc results file: it has no records list; move it away to start a new one"
+        )
     for index, record in enumerate(data["records"]):
         if not _well_formed(record):
-            raise ValueError(f"{path}: record {index} is not a result record (a record is an object with "
-                             f"{', '.join(REQUIRED)}; experiment, task, scheme and variant as strings, seed and "
-                             "train_length as integers); move the file away or remove that record")
+            raise ValueError(
+                f"{path}: record {index} is not a result record (a record is an object with "
+                f"{', '.join(REQUIRED)}; experiment, task, scheme and variant as strings, seed and "
+                "train_length as integers); move the file away or remove that record"
+            )
     return data["records"]
 
 
@@ -87,8 +115,13 @@ def unavailable_reason(records: list[Any]) -> str | None:
             metrics = r.get("metrics") if isinstance(r, dict) else None
             if not isinstance(metrics, dict):
                 continue
-            values = [metrics] if key == "metrics" else list((metrics.get("per_length") or {}).values()) \
-                if isinstance(metrics.get("per_length"), dict) else []
+            values = (
+                [metrics]
+                if key == "metrics"
+                else list((metrics.get("per_length") or {}).values())
+                if isinstance(metrics.get("per_length"), dict)
+                else []
+            )
             for v in values:
                 reason = v.get("unavailable") if isinstance(v, dict) else None
                 if isinstance(reason, str) and reason:
@@ -101,10 +134,16 @@ def _well_formed(record: object) -> bool:
         return False
     whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
     number = lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))  # noqa: E731
-    return (all(isinstance(record[k], str) for k in ("experiment", "task", "scheme", "variant", "summary_metric"))
-            and whole(record["seed"]) and whole(record["train_length"]) and isinstance(record["metrics"], dict)
-            and number(record["in_distribution"]) and number(record["out_of_distribution"])
-            and number(record["wall_time_s"]) and isinstance(record["config"], dict))
+    return (
+        all(isinstance(record[k], str) for k in ("experiment", "task", "scheme", "variant", "summary_metric"))
+        and whole(record["seed"])
+        and whole(record["train_length"])
+        and isinstance(record["metrics"], dict)
+        and number(record["in_distribution"])
+        and number(record["out_of_distribution"])
+        and number(record["wall_time_s"])
+        and isinstance(record["config"], dict)
+    )
 
 
 def completed_keys(out: Path | str) -> set[tuple[str, str, str, str, int]]:

@@ -81,11 +81,21 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
     rank, _ = distributed_context()
     records = []
     for variant, values in fields.items():
-        record = {"experiment": job.experiment, "task": job.task.name, "scheme": job.scheme, "variant": variant,
-                  "seed": job.seed, "train_length": job.train.max_length, **values, "wall_time_s": wall,
-                  "job_variants": len(fields),  # records sharing this training and its wall time (extend's scalings)
-                  "resumed_from_step": result.resumed_from, "final_train_loss": result.losses[-1],
-                  "parameters": result.model.num_parameters(), "config": _jsonable(config)}
+        record = {
+            "experiment": job.experiment,
+            "task": job.task.name,
+            "scheme": job.scheme,
+            "variant": variant,
+            "seed": job.seed,
+            "train_length": job.train.max_length,
+            **values,
+            "wall_time_s": wall,
+            "job_variants": len(fields),  # records sharing this training and its wall time (extend's scalings)
+            "resumed_from_step": result.resumed_from,
+            "final_train_loss": result.losses[-1],
+            "parameters": result.model.num_parameters(),
+            "config": _jsonable(config),
+        }
         records.append(record)
         if out is not None and rank == 0:
             add_record(out, record)
@@ -96,10 +106,17 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
 
 def job_config(job: Job) -> dict[str, Any]:
     """What a record stores as its ``config``: the model, the training and the evaluation positions."""
-    return _jsonable({"model": dataclasses.asdict(job.model), "train": dataclasses.asdict(job.train),
-                      "task": job.task.name, "eval_samples": job.extra["samples"],
-                      "eval_positions": "0..s-1" if job.train.randomized_max_position is None or job.task.kind == "lm"
-                      else f"randomized below {job.train.randomized_max_position}"})
+    return _jsonable(
+        {
+            "model": dataclasses.asdict(job.model),
+            "train": dataclasses.asdict(job.train),
+            "task": job.task.name,
+            "eval_samples": job.extra["samples"],
+            "eval_positions": "0..s-1"
+            if job.train.randomized_max_position is None or job.task.kind == "lm"
+            else f"randomized below {job.train.randomized_max_position}",
+        }
+    )
 
 
 def _check_stored(jobs: list[Job], records: list[dict[str, Any]], out: Path) -> None:
@@ -120,7 +137,8 @@ def _check_stored(jobs: list[Job], records: list[dict[str, Any]], out: Path) -> 
                         f"{out / RESULTS_FILE} already holds {job.base_label} [{key[3]}] made with "
                         "another configuration "
                         f"({describe_differences(diff)}); give another --out, or move "
-                        "that results.json away to train again")
+                        "that results.json away to train again"
+                    )
 
 
 def _check_checkpoints(jobs: list[Job], out: Path) -> None:
@@ -132,9 +150,11 @@ def _check_checkpoints(jobs: list[Job], out: Path) -> None:
             stored = load_checkpoint(path, torch.device("cpu"))["config"]
             diff = config_differences(stored, checkpoint_config(job.model, job.train, job.task))
             if diff:
-                raise ValueError(f"checkpoint {path} of {job.label} was written with another configuration "
-                                 f"({describe_differences(diff)}); delete it to start that run over, or give "
-                                 "another --out")
+                raise ValueError(
+                    f"checkpoint {path} of {job.label} was written with another configuration "
+                    f"({describe_differences(diff)}); delete it to start that run over, or give "
+                    "another --out"
+                )
 
 
 def _check_writable(out: Path) -> None:
@@ -146,8 +166,10 @@ def _check_writable(out: Path) -> None:
         if folder.exists() and not folder.is_dir():
             raise ValueError(f"cannot write results to {out}: {folder} is a file, not a folder; {fix}")
     if (out / RESULTS_FILE).is_dir():
-        raise ValueError(f"cannot write results to {out}: {out / RESULTS_FILE} is a folder, where the results "
-                         f"file goes; move it away or {fix}")
+        raise ValueError(
+            f"cannot write results to {out}: {out / RESULTS_FILE} is a folder, where the results "
+            f"file goes; move it away or {fix}"
+        )
     try:
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
         for folder in (out, out / "checkpoints"):  # the results file and the checkpoints are written here
@@ -185,16 +207,19 @@ def _exclusive(out: Path) -> Iterator[None]:
     try:
         handle = open(path, "a")
     except OSError as err:
-        raise ValueError(f"cannot write results to {out}: {_os_reason(err)}; give --out a folder you can "
-                         "write to") from None
+        raise ValueError(
+            f"cannot write results to {out}: {_os_reason(err)}; give --out a folder you can write to"
+        ) from None
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             locked = True
         except OSError as err:
             if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise ValueError(f"another posenc experiment is running on {out} (it holds {path}); wait for it "
-                                 "to finish, or give another --out") from None
+                raise ValueError(
+                    f"another posenc experiment is running on {out} (it holds {path}); wait for it "
+                    "to finish, or give another --out"
+                ) from None
             locked = False  # a file system without locks (some network mounts): run unlocked, as before
         try:
             yield
@@ -221,8 +246,9 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def run_experiment(name: str, out: Path | str, settings: Settings | None = None, *, threads: int | None = 1,
-                   hooks: Hooks | None = None) -> list[dict[str, Any]]:
+def run_experiment(
+    name: str, out: Path | str, settings: Settings | None = None, *, threads: int | None = 1, hooks: Hooks | None = None
+) -> list[dict[str, Any]]:
     """Every job of experiment ``name`` not yet in ``out/results.json``; returns the new records.
 
     Ctrl-C or SIGTERM during training saves a checkpoint of the step in progress and raises

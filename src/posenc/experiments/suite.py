@@ -66,7 +66,9 @@ class Job:
         """:attr:`base_label`, and ``/variant`` for a job that trains a model of its own per variant
         (``probe``'s residual and no-residual, ``add-vs-concat``'s add and concat): the name of its
         checkpoint too, so that two variants never share one."""
-        own = self.variants[0] if len(self.variants) == 1 and self.variants[0] not in ("default", "randomized") else None
+        own = (
+            self.variants[0] if len(self.variants) == 1 and self.variants[0] not in ("default", "randomized") else None
+        )
         return self.base_label + (f"/{own}" if own else "")
 
 
@@ -79,11 +81,13 @@ def parse_scheme(spec: str) -> tuple[str, bool]:
         raise ValueError(f"unknown scheme modifier {suffix!r} in {spec!r}; the only one is '+randomized'")
     one_d = [n for n in available() if getattr(scheme_class(n), "n_axes", 1) == 1]
     if name in available() and name not in one_d:
-        raise ValueError(f"scheme {name!r} encodes multi-axis positions; the experiments use the 1-D schemes: "
-                         f"{', '.join(one_d)}")
+        raise ValueError(
+            f"scheme {name!r} encodes multi-axis positions; the experiments use the 1-D schemes: {', '.join(one_d)}"
+        )
     if name not in one_d:
-        raise ValueError(f"unknown scheme {name!r}; choose from: {', '.join(one_d)} "
-                         "(append '+randomized' for randomized positions)")
+        raise ValueError(
+            f"unknown scheme {name!r}; choose from: {', '.join(one_d)} (append '+randomized' for randomized positions)"
+        )
     return name, bool(suffix)
 
 
@@ -105,11 +109,18 @@ def _seq2seq_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]
     L = job.train.max_length
     samples = job.extra["samples"]
     lengths = [L] if job.task.kind == "classify" else list(range(job.task.min_length, 2 * L + 1))  # word order: one
-    per_length = evaluate_lengths(model, job.task, lengths, samples=samples,
-                                  max_position=job.train.randomized_max_position)
+    per_length = evaluate_lengths(
+        model, job.task, lengths, samples=samples, max_position=job.train.randomized_max_position
+    )
     ind, ood = _split_summary(per_length, L, "exact_match")
-    return {job.variants[0]: {"metrics": {"per_length": per_length}, "in_distribution": ind,
-                              "out_of_distribution": ood, "summary_metric": "exact_match"}}
+    return {
+        job.variants[0]: {
+            "metrics": {"per_length": per_length},
+            "in_distribution": ind,
+            "out_of_distribution": ood,
+            "summary_metric": "exact_match",
+        }
+    }
 
 
 def _lm_fields(model: TinyTransformer, task: Text, train_length: int, eval_length: int, samples: int) -> dict[str, Any]:
@@ -120,8 +131,12 @@ def _lm_fields(model: TinyTransformer, task: Text, train_length: int, eval_lengt
     metrics: dict[str, Any] = {"loss_per_position": losses, "eval_length": eval_length}
     if reason is not None:
         metrics["unavailable"] = reason
-    return {"metrics": metrics, "in_distribution": _mean(losses[:train_length]), "out_of_distribution": ood,
-            "summary_metric": "loss"}
+    return {
+        "metrics": metrics,
+        "in_distribution": _mean(losses[:train_length]),
+        "out_of_distribution": ood,
+        "summary_metric": "loss",
+    }
 
 
 def _lm_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
@@ -134,9 +149,12 @@ def _extend_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
     from ..schemes.base import create
 
     L, factor = job.train.max_length, EXTEND_FACTOR
-    scalings = {"default": None, "linear": {"rope_type": "linear", "factor": factor},
-                "ntk": {"rope_type": "ntk", "factor": factor},
-                "yarn": {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": L}}
+    scalings = {
+        "default": None,
+        "linear": {"rope_type": "linear", "factor": factor},
+        "ntk": {"rope_type": "ntk", "factor": factor},
+        "yarn": {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": L},
+    }
     trained = model.scheme
     out = {}
     for variant in job.variants:
@@ -153,14 +171,29 @@ def _extend_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
 
 def _probe_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
     per_layer = probe_positions(model, job.task, job.train.max_length, samples=job.extra["samples"])
-    return {job.variants[0]: {"metrics": {"per_layer": per_layer}, "in_distribution": per_layer[-1]["r2"],
-                              "out_of_distribution": None, "summary_metric": "probe_r2_last_layer"}}
+    return {
+        job.variants[0]: {
+            "metrics": {"per_layer": per_layer},
+            "in_distribution": per_layer[-1]["r2"],
+            "out_of_distribution": None,
+            "summary_metric": "probe_r2_last_layer",
+        }
+    }
 
 
 # -- plans -----------------------------------------------------------------------------------
-def _job(experiment: str, task_name: str, spec: str, seed: int, settings: Settings, steps: int,
-         model_options: dict[str, Any] | None = None, variant: str = "default",
-         evaluate: Callable[..., Any] | None = None, **extra: Any) -> Job:
+def _job(
+    experiment: str,
+    task_name: str,
+    spec: str,
+    seed: int,
+    settings: Settings,
+    steps: int,
+    model_options: dict[str, Any] | None = None,
+    variant: str = "default",
+    evaluate: Callable[..., Any] | None = None,
+    **extra: Any,
+) -> Job:
     task = get_task(task_name)
     name, randomized = parse_scheme(spec)
     L = TEXT_LENGTH if task.kind == "lm" else ADDITION_LENGTH if task.name == "addition" else SEQ2SEQ_LENGTH
@@ -168,14 +201,19 @@ def _job(experiment: str, task_name: str, spec: str, seed: int, settings: Settin
         L = task.min_length
     eval_length = 8 * L if task.kind == "lm" else 2 * L
     longest = task.sequence_length(eval_length)
-    train = TrainConfig(steps=settings.steps or steps, seed=seed, max_length=L, min_length=task.min_length,
-                        device=settings.device, warmup=min(100, max(1, (settings.steps or steps) // 10)),
-                        randomized_max_position=longest if randomized else None)
+    train = TrainConfig(
+        steps=settings.steps or steps,
+        seed=seed,
+        max_length=L,
+        min_length=task.min_length,
+        device=settings.device,
+        warmup=min(100, max(1, (settings.steps or steps) // 10)),
+        randomized_max_position=longest if randomized else None,
+    )
     model_options = dict(model_options or {})
     # a learned table covers what training shows it (all of [0, longest) when positions are randomized)
     max_len = longest if randomized else task.sequence_length(L)
-    model = ModelConfig(vocab_size=task.vocab_size, scheme=name, causal=task.causal, max_len=max_len,
-                        **model_options)
+    model = ModelConfig(vocab_size=task.vocab_size, scheme=name, causal=task.causal, max_len=max_len, **model_options)
     if evaluate is None:
         evaluate = _lm_eval if task.kind == "lm" else _seq2seq_eval
     # sequences scored per length (byte LMs: windows per position; probes: sequences to fit on);
@@ -183,23 +221,47 @@ def _job(experiment: str, task_name: str, spec: str, seed: int, settings: Settin
     samples = 16 if evaluate in (_lm_eval, _extend_eval) else 64
     samples *= 1 if settings.quick else 2
     variants = extra.pop("variants", (("randomized" if randomized else variant),))
-    return Job(experiment, task, spec, seed, model, train, tuple(variants), evaluate,
-               {"quick": settings.quick, "eval_length": eval_length, "samples": samples, **extra})
+    return Job(
+        experiment,
+        task,
+        spec,
+        seed,
+        model,
+        train,
+        tuple(variants),
+        evaluate,
+        {"quick": settings.quick, "eval_length": eval_length, "samples": samples, **extra},
+    )
 
 
 def _plan_length(s: Settings) -> list[Job]:
     tasks = s.tasks or ("copy", "text")  # addition, reverse, sort: --tasks
     schemes = s.schemes or ("none", "sinusoidal", "learned", "rope", "alibi", "t5", "rope+randomized")
     seeds = s.seeds or (0,)
-    return [_job("length", t, spec, seed, s, steps=(250 if t == "text" else 500) if s.quick else
-                 (600 if t == "text" else 1200)) for t in tasks for spec in schemes for seed in seeds]
+    return [
+        _job(
+            "length",
+            t,
+            spec,
+            seed,
+            s,
+            steps=(250 if t == "text" else 500) if s.quick else (600 if t == "text" else 1200),
+        )
+        for t in tasks
+        for spec in schemes
+        for seed in seeds
+    ]
 
 
 def _plan_learned_vs_sinusoidal(s: Settings) -> list[Job]:
     schemes = s.schemes or ("sinusoidal", "learned")
     seeds = s.seeds or ((0, 1) if s.quick else (0, 1, 2))
-    return [_job("learned-vs-sinusoidal", t, spec, seed, s, steps=300 if s.quick else 500)
-            for t in (s.tasks or ("text",)) for spec in schemes for seed in seeds]
+    return [
+        _job("learned-vs-sinusoidal", t, spec, seed, s, steps=300 if s.quick else 500)
+        for t in (s.tasks or ("text",))
+        for spec in schemes
+        for seed in seeds
+    ]
 
 
 def _plan_add_vs_concat(s: Settings) -> list[Job]:
@@ -209,8 +271,10 @@ def _plan_add_vs_concat(s: Settings) -> list[Job]:
     absolute = [n for n in available() if "combine" in config_fields(scheme_class(n))]
     wrong = [spec for spec in schemes if parse_scheme(spec)[0] not in absolute]
     if wrong:  # before anything trains: the concat half of each job would fail after the add half
-        raise ValueError(f"add-vs-concat adds or concatenates an absolute code; {wrong} cannot be concatenated "
-                         f"(schemes that can: {', '.join(absolute)})")
+        raise ValueError(
+            f"add-vs-concat adds or concatenates an absolute code; {wrong} cannot be concatenated "
+            f"(schemes that can: {', '.join(absolute)})"
+        )
     seeds = s.seeds or (0,)
     jobs = []
     for t in s.tasks or ("text",):
@@ -228,8 +292,10 @@ def _plan_add_vs_concat(s: Settings) -> list[Job]:
 
 def _plan_probe(s: Settings) -> list[Job]:
     if s.tasks:
-        raise ValueError(f"the probe experiment trains on 'text' (causal) and 'text-mlm' (bidirectional) itself; "
-                         f"it takes no --tasks, got {list(s.tasks)}")
+        raise ValueError(
+            f"the probe experiment trains on 'text' (causal) and 'text-mlm' (bidirectional) itself; "
+            f"it takes no --tasks, got {list(s.tasks)}"
+        )
     schemes = s.schemes or ("none", "sinusoidal", "rope")
     seeds = s.seeds or (0,)
     steps = 200 if s.quick else 300
@@ -237,12 +303,32 @@ def _plan_probe(s: Settings) -> list[Job]:
     for seed in seeds:
         for spec in schemes:
             for residual in (True, False):
-                job = _job("probe", "text", spec, seed, s, steps, {"num_layers": 3, "residual": residual},
-                           variant="residual" if residual else "no-residual", evaluate=_probe_eval)
+                job = _job(
+                    "probe",
+                    "text",
+                    spec,
+                    seed,
+                    s,
+                    steps,
+                    {"num_layers": 3, "residual": residual},
+                    variant="residual" if residual else "no-residual",
+                    evaluate=_probe_eval,
+                )
                 jobs.append(job)
         if "none" in schemes:
-            jobs.append(_job("probe", "text-mlm", "none", seed, s, steps, {"num_layers": 3},
-                             variant="bidirectional", evaluate=_probe_eval))
+            jobs.append(
+                _job(
+                    "probe",
+                    "text-mlm",
+                    "none",
+                    seed,
+                    s,
+                    steps,
+                    {"num_layers": 3},
+                    variant="bidirectional",
+                    evaluate=_probe_eval,
+                )
+            )
     return jobs
 
 
@@ -254,21 +340,43 @@ def _plan_extend(s: Settings) -> list[Job]:
 
     language = [name for name, cls in TASKS.items() if cls.kind == "lm"]
     if any(t not in language for t in s.tasks or ()):
-        raise ValueError(f"the extend experiment scores a language model's loss per position; its tasks are "
-                         f"{', '.join(language)}, got {list(s.tasks or ())}")
-    return [_job("extend", t, "rope", seed, s, steps=400 if s.quick else 1000, evaluate=_extend_eval,
-                 variants=("default", "linear", "ntk", "yarn"))
-            for t in (s.tasks or ("text",)) for seed in (s.seeds or (0,))]
+        raise ValueError(
+            f"the extend experiment scores a language model's loss per position; its tasks are "
+            f"{', '.join(language)}, got {list(s.tasks or ())}"
+        )
+    return [
+        _job(
+            "extend",
+            t,
+            "rope",
+            seed,
+            s,
+            steps=400 if s.quick else 1000,
+            evaluate=_extend_eval,
+            variants=("default", "linear", "ntk", "yarn"),
+        )
+        for t in (s.tasks or ("text",))
+        for seed in (s.seeds or (0,))
+    ]
 
 
 EXPERIMENTS: dict[str, tuple[str, Callable[[Settings], list[Job]]]] = {
-    "length": ("exact match per length up to 2L and LM loss per position up to 8L (Kazemnejad et al. 2023; "
-               "Press et al. 2022)", _plan_length),
-    "learned-vs-sinusoidal": ("in-distribution quality over seeds (Vaswani et al. 2017, Table 3 row E)",
-                              _plan_learned_vs_sinusoidal),
-    "add-vs-concat": ("adding the code to the token embedding against concatenating it, same width", _plan_add_vs_concat),
-    "probe": ("linear probe of absolute position per layer; residuals; causal vs bidirectional (Haviv et al. 2022)",
-              _plan_probe),
+    "length": (
+        "exact match per length up to 2L and LM loss per position up to 8L (Kazemnejad et al. 2023; Press et al. 2022)",
+        _plan_length,
+    ),
+    "learned-vs-sinusoidal": (
+        "in-distribution quality over seeds (Vaswani et al. 2017, Table 3 row E)",
+        _plan_learned_vs_sinusoidal,
+    ),
+    "add-vs-concat": (
+        "adding the code to the token embedding against concatenating it, same width",
+        _plan_add_vs_concat,
+    ),
+    "probe": (
+        "linear probe of absolute position per layer; residuals; causal vs bidirectional (Haviv et al. 2022)",
+        _plan_probe,
+    ),
     "extend": ("a RoPE LM past its training length: interpolation, NTK-aware, YaRN", _plan_extend),
 }
 
@@ -280,4 +388,3 @@ def plan(name: str, settings: Settings) -> list[Job]:
     for task in settings.tasks or ():
         get_task(task)
     return EXPERIMENTS[name][1](settings)
-

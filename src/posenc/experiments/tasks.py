@@ -24,7 +24,6 @@ function of (seed, step) alone — what makes resumed and distributed runs repea
 from __future__ import annotations
 
 import abc
-
 import functools
 import os
 from dataclasses import dataclass
@@ -37,8 +36,24 @@ __all__ = ["Batch", "Task", "TASKS", "get_task", "SYMBOLS", "IGNORE"]
 
 IGNORE = -100  # target value that the loss and the metrics skip (torch's cross_entropy default)
 
-_WORDS = ("tom", "ann", "bob", "sue", "dog", "cat", "man", "girl", "bit", "saw", "met", "chased",
-          "helped", "was", "by", "a")
+_WORDS = (
+    "tom",
+    "ann",
+    "bob",
+    "sue",
+    "dog",
+    "cat",
+    "man",
+    "girl",
+    "bit",
+    "saw",
+    "met",
+    "chased",
+    "helped",
+    "was",
+    "by",
+    "a",
+)
 SYMBOLS: tuple[str, ...] = ("<pad>", "<bos>", "<sep>", "<eos>", "<cls>", *"0123456789", "+", *_WORDS)
 _ID = {token: i for i, token in enumerate(SYMBOLS)}
 PAD, BOS, SEP, EOS, CLS, DIGIT0, PLUS = (_ID[t] for t in ("<pad>", "<bos>", "<sep>", "<eos>", "<cls>", "0", "+"))
@@ -180,10 +195,15 @@ def _corpus(name: str) -> Tensor:
         data = "\n\n".join(topics[key] for key in sorted(topics)).encode("utf-8")
     else:
         folder = Path(os.environ.get("POSENC_FORTUNES", "/usr/share/games/fortunes"))
-        files = sorted(p for p in folder.glob("*") if p.is_file() and p.suffix not in (".dat", ".u8")) if folder.is_dir() else []
+        files = (
+            sorted(p for p in folder.glob("*") if p.is_file() and p.suffix not in (".dat", ".u8"))
+            if folder.is_dir()
+            else []
+        )
         if not files:
-            raise ValueError(f"the fortunes task needs Debian's fortunes package (apt-get install fortunes); "
-                             f"no files in {folder}")
+            raise ValueError(
+                f"the fortunes task needs Debian's fortunes package (apt-get install fortunes); no files in {folder}"
+            )
         data = b"\n".join(p.read_bytes() for p in files)
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
@@ -233,8 +253,9 @@ class TextMLM(Text):
         return Batch(inputs, targets)
 
 
-TASKS: dict[str, type[Task]] = {cls.name: cls for cls in
-                                (Copy, Reverse, Sort, Addition, BinaryReverse, WordOrder, Text, Fortunes, TextMLM)}
+TASKS: dict[str, type[Task]] = {
+    cls.name: cls for cls in (Copy, Reverse, Sort, Addition, BinaryReverse, WordOrder, Text, Fortunes, TextMLM)
+}
 
 
 def get_task(name: str) -> Task:

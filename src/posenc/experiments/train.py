@@ -35,9 +35,21 @@ from .. import functional as F
 from .model import ModelConfig, TinyTransformer
 from .tasks import IGNORE, Batch, Task
 
-__all__ = ["TrainConfig", "TrainResult", "train", "batch_for_step", "set_threads", "distributed_context", "rank_device",
-           "Interrupted", "terminate_as_interrupt", "checkpoint_config", "config_differences", "describe_differences",
-           "load_checkpoint"]
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "train",
+    "batch_for_step",
+    "set_threads",
+    "distributed_context",
+    "rank_device",
+    "Interrupted",
+    "terminate_as_interrupt",
+    "checkpoint_config",
+    "config_differences",
+    "describe_differences",
+    "load_checkpoint",
+]
 
 StepCallback = Callable[[int, int, float, float], None]  # (step, total steps, loss, steps per second)
 
@@ -116,9 +128,11 @@ def rank_device(device: str | torch.device) -> torch.device:
     index = device.index if device.index is not None else int(os.environ.get("LOCAL_RANK", "0"))
     count = torch.cuda.device_count()
     if index >= count:
-        raise ValueError(f"rank {os.environ.get('RANK', '?')} wants cuda:{index}, but this machine has {count} "
-                         f"GPU(s); launch at most {count} processes per node with device='cuda', "
-                         f"or train on device='cpu' (gloo)")
+        raise ValueError(
+            f"rank {os.environ.get('RANK', '?')} wants cuda:{index}, but this machine has {count} "
+            f"GPU(s); launch at most {count} processes per node with device='cuda', "
+            f"or train on device='cpu' (gloo)"
+        )
     return torch.device("cuda", index)
 
 
@@ -139,8 +153,9 @@ def batch_for_step(task: Task, config: TrainConfig, step: int) -> tuple[Batch, T
     if config.randomized_max_position is not None:
         randomized = getattr(F, "randomized_positions", None)
         if randomized is None:
-            raise ValueError("randomized positions need posenc.functional.randomized_positions, "
-                             "which this version of posenc lacks")
+            raise ValueError(
+                "randomized positions need posenc.functional.randomized_positions, which this version of posenc lacks"
+            )
         seq = batch.inputs.shape[1]
         positions = randomized(config.batch_size, seq, config.randomized_max_position, generator=generator)  # [b, s]
     return batch, positions
@@ -148,14 +163,18 @@ def batch_for_step(task: Task, config: TrainConfig, step: int) -> tuple[Batch, T
 
 def loss_fn(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
     """Cross-entropy over the scored targets (``IGNORE`` elsewhere): their mean, or their sum."""
-    return nnf.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE,
-                             reduction=reduction)  # [b*s, v] vs [b*s]
+    return nnf.cross_entropy(
+        logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction=reduction
+    )  # [b*s, v] vs [b*s]
 
 
 def checkpoint_config(model_config: ModelConfig, config: TrainConfig, task: Task) -> dict[str, Any]:
     """What a checkpoint stores as its ``config``: a checkpoint resumes only the run that wrote it."""
-    return {"model": _plain(dataclasses.asdict(model_config)), "train": _plain(dataclasses.asdict(config)),
-            "task": task.name}
+    return {
+        "model": _plain(dataclasses.asdict(model_config)),
+        "train": _plain(dataclasses.asdict(config)),
+        "task": task.name,
+    }
 
 
 #: Config entries that do not change what a run measures: a record made with other values still counts.
@@ -172,8 +191,11 @@ def config_differences(stored: Any, wanted: Any, path: tuple = ()) -> list[str]:
     if path[:2] in _IRRELEVANT:
         return []
     if isinstance(stored, dict) and isinstance(wanted, dict):
-        return [d for k in sorted(set(stored) | set(wanted), key=str)
-                for d in config_differences(stored.get(k), wanted.get(k), (*path, k))]
+        return [
+            d
+            for k in sorted(set(stored) | set(wanted), key=str)
+            for d in config_differences(stored.get(k), wanted.get(k), (*path, k))
+        ]
     if stored != wanted:
         return [f"{'.'.join(map(str, path))}: {stored!r} stored, {wanted!r} asked"]
     return []
@@ -228,11 +250,17 @@ def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
     except Exception as err:  # pickle, zip and torch errors alike: the file is not a checkpoint of ours
         raise ValueError(f"checkpoint {path} is unreadable ({_short_reason(err)}); delete it to start over") from None
     kinds = {"config": dict, "model": dict, "optimizer": dict, "step": int, "losses": list}
-    if (not isinstance(state, dict) or any(not isinstance(state.get(k), kind) for k, kind in kinds.items())
-            or isinstance(state["step"], bool) or not 0 <= state["step"] == len(state["losses"])
-            or not all(isinstance(v, float) for v in state["losses"])):
-        raise ValueError(f"checkpoint {path} is not a posenc training checkpoint (it needs a config, model and optimizer "
-                         "state, the step and one loss per step); delete it to start over")
+    if (
+        not isinstance(state, dict)
+        or any(not isinstance(state.get(k), kind) for k, kind in kinds.items())
+        or isinstance(state["step"], bool)
+        or not 0 <= state["step"] == len(state["losses"])
+        or not all(isinstance(v, float) for v in state["losses"])
+    ):
+        raise ValueError(
+            f"checkpoint {path} is not a posenc training checkpoint (it needs a config, model and optimizer "
+            "state, the step and one loss per step); delete it to start over"
+        )
     return state
 
 
@@ -317,8 +345,7 @@ def train(
     device = rank_device(config.device)
     torch.manual_seed(config.seed)
     model = TinyTransformer(model_config).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.98),
-                                  weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.98), weight_decay=config.weight_decay)
     meta = checkpoint_config(model_config, config, task)
     result, start = TrainResult(model), 0
     path = Path(checkpoint) if checkpoint is not None else None
@@ -327,19 +354,24 @@ def train(
         state = load_checkpoint(path, device)
         diff = config_differences(state["config"], meta)
         if diff:
-            raise ValueError(f"checkpoint {path} was written with another configuration ({describe_differences(diff)}); "
-                             "delete it to start over")
+            raise ValueError(
+                f"checkpoint {path} was written with another configuration ({describe_differences(diff)}); "
+                "delete it to start over"
+            )
         try:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
         except (RuntimeError, ValueError, KeyError) as err:
-            raise ValueError(f"checkpoint {path} does not fit this model ({str(err).splitlines()[0]}); "
-                             "delete it to start over") from None
+            raise ValueError(
+                f"checkpoint {path} does not fit this model ({str(err).splitlines()[0]}); delete it to start over"
+            ) from None
         start, result.losses, result.resumed_from = state["step"], list(state["losses"]), state["step"]
         earlier = float(state.get("wall_time_s", 0.0))
     trained: nn.Module = model
     if world > 1:
-        trained = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        trained = nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     per_rank = config.batch_size // world
     model.train()
     began = time.perf_counter()
@@ -359,7 +391,10 @@ def train(
 
                 scored = (targets != IGNORE).sum().to(torch.float64)
                 dist.all_reduce(scored)
-                loss = loss_fn(trained(inputs, positions), targets, reduction="sum") * (world / scored.clamp(min=1)).float()
+                loss = (
+                    loss_fn(trained(inputs, positions), targets, reduction="sum")
+                    * (world / scored.clamp(min=1)).float()
+                )
             else:
                 loss = loss_fn(trained(inputs, positions), targets)
             optimizer.zero_grad(set_to_none=True)
@@ -374,9 +409,17 @@ def train(
             done = step + 1
             save = done % config.checkpoint_every == 0 or done == config.steps or interrupt["hit"]
             if path is not None and rank == 0 and save:
-                save_checkpoint(path, {"config": meta, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                       "step": done, "losses": result.losses,
-                                       "wall_time_s": earlier + time.perf_counter() - began})
+                save_checkpoint(
+                    path,
+                    {
+                        "config": meta,
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "step": done,
+                        "losses": result.losses,
+                        "wall_time_s": earlier + time.perf_counter() - began,
+                    },
+                )
             if interrupt["hit"]:
                 raise Interrupted(done, path, interrupt["hit"])
             if on_step is not None:

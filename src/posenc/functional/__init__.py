@@ -5,6 +5,7 @@ Tables (:func:`sinusoidal`), RoPE frequencies, tables and rotation (:func:`rope_
 """
 
 from ._checks import as_positions
+from .layouts import permute_qk_weight, rope_layout_permutation
 from .multidim import (
     AXIAL_FREQUENCIES,
     as_coordinates,
@@ -15,13 +16,20 @@ from .multidim import (
     sinusoidal_nd_axis_width,
 )
 from .randomized import randomized_positions
-from .layouts import permute_qk_weight, rope_layout_permutation
-from .toeplitz import relative_range, toeplitz
-from .relative import (alibi_bias, alibi_bias_range, alibi_slopes, clipped_relative_index, relative_clip, relative_positions,
-                       t5_bias_range, t5_relative_bucket)
+from .relative import (
+    alibi_bias,
+    alibi_bias_range,
+    alibi_slopes,
+    clipped_relative_index,
+    relative_clip,
+    relative_positions,
+    t5_bias_range,
+    t5_relative_bucket,
+)
 from .rope import ROPE_LAYOUTS, apply_rope, rope_cos_sin, rope_inv_freq, rotate_pairs
 from .rope_scaling import ROPE_SCALINGS
 from .sinusoidal import LAYOUTS, SINUSOID_FREQUENCIES, sinusoidal, sinusoidal_inv_freq
+from .toeplitz import relative_range, toeplitz
 
 __all__ = [
     "sinusoidal",

@@ -55,8 +55,10 @@ def check_float_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
     """Return ``dtype`` if it is a floating-point torch dtype, else raise TypeError: a table of
     cosines in an integer dtype would be truncated to 0 and 1 without a word."""
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"{name} must be a floating-point torch dtype (torch.float32, torch.bfloat16, torch.float16, "
-                        f"torch.float64), got {dtype!r}")
+        raise TypeError(
+            f"{name} must be a floating-point torch dtype (torch.float32, torch.bfloat16, torch.float16, "
+            f"torch.float64), got {dtype!r}"
+        )
     return dtype
 
 
@@ -74,7 +76,13 @@ def check_number(name: str, value: object, *, low: float = -math.inf, positive: 
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a finite number, got {value!r}")
     if not math.isfinite(value) or value < low or (positive and not value > 0):
-        what = "a positive finite number" if positive else f"a finite number >= {low:g}" if low > -math.inf else "a finite number"
+        what = (
+            "a positive finite number"
+            if positive
+            else f"a finite number >= {low:g}"
+            if low > -math.inf
+            else "a finite number"
+        )
         raise ValueError(f"{name} must be {what}, got {value!r}")
     return float(value)
 
@@ -213,9 +221,11 @@ def as_positions(positions: int | Tensor | Iterable[float], *, device: torch.dev
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"positions must be integer or real, got dtype {positions.dtype}")
     if device is not None and positions.device.type == "meta" and torch.device(device).type != "meta":
-        raise ValueError(f"positions (or the tensors they come with) are on the meta device, but this encoding's "
-                         f"tables are on {device}: a meta-device run needs the module on meta too "
-                         "(build it under torch.device('meta') or call .to('meta'))")
+        raise ValueError(
+            f"positions (or the tensors they come with) are on the meta device, but this encoding's "
+            f"tables are on {device}: a meta-device run needs the module on meta too "
+            "(build it under torch.device('meta') or call .to('meta'))"
+        )
     check_finite_positions(positions)
     if device is not None:
         positions = positions.to(device)

@@ -54,8 +54,10 @@ def permute_qk_weight(
     ``convert_llama_weights_to_hf.permute``; ``half`` → ``interleaved`` undoes it exactly.
     """
     if not isinstance(weight, Tensor) or weight.dim() not in (1, 2):
-        raise TypeError(f"weight must be a 1-D (bias) or 2-D (weight) tensor, got "
-                        f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}")
+        raise TypeError(
+            f"weight must be a 1-D (bias) or 2-D (weight) tensor, got "
+            f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}"
+        )
     num_heads = check_positive_int("num_heads", num_heads)
     rows = weight.shape[0]
     if rows % num_heads:

@@ -44,9 +44,7 @@ __all__ = [
 AXIAL_FREQUENCIES = ("rope", "pixel")
 
 
-def grid_positions(
-    *sizes: int, normalized: bool = False, device: torch.device | str | None = None
-) -> Tensor:
+def grid_positions(*sizes: int, normalized: bool = False, device: torch.device | str | None = None) -> Tensor:
     """Coordinates of every cell of a ``sizes[0] × sizes[1] × ...`` grid: ``[prod(sizes), n]``.
 
     Row-major order (the last axis varies fastest), as ``x.flatten(1, n)`` orders the cells of a
@@ -65,8 +63,9 @@ def grid_positions(
     return torch.stack(grid, dim=-1).reshape(-1, len(sizes))  # [*sizes, n] -> [prod(sizes), n]
 
 
-def as_coordinates(positions: int | Tensor, n_axes: int, *, length: int | None = None,
-                   device: torch.device | None = None) -> Tensor:
+def as_coordinates(
+    positions: int | Tensor, n_axes: int, *, length: int | None = None, device: torch.device | None = None
+) -> Tensor:
     """``positions`` as coordinates ``[*p, n_axes]``.
 
     A tensor whose last dim is ``n_axes`` (and, when ``length`` is given, whose dim before it is
@@ -110,9 +109,7 @@ def sinusoidal_nd_axis_width(dim: int, n_axes: int) -> int:
     return 2 * math.ceil(dim / (2 * n_axes))
 
 
-def sinusoidal_nd(
-    coords: Tensor, dim: int, *, base: float = 10000.0, dtype: torch.dtype = torch.float32
-) -> Tensor:
+def sinusoidal_nd(coords: Tensor, dim: int, *, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> Tensor:
     """The N-D sinusoidal code of coordinates ``[*p, n]``: ``[*p, dim]``.
 
     Each axis ``a`` gets the paper's interleaved sinusoid (:func:`sinusoidal`, ``frequencies="paper"``)
@@ -128,8 +125,10 @@ def sinusoidal_nd(
     coords = _check_coordinates(coords, None)
     dim = check_positive_int("dim", dim)
     width = sinusoidal_nd_axis_width(dim, coords.shape[-1])
-    tables = [sinusoidal(coords[..., a], width, base=base, layout="interleaved", frequencies="paper", dtype=torch.float64)
-              for a in range(coords.shape[-1])]  # n × [*p, w]
+    tables = [
+        sinusoidal(coords[..., a], width, base=base, layout="interleaved", frequencies="paper", dtype=torch.float64)
+        for a in range(coords.shape[-1])
+    ]  # n × [*p, w]
     return torch.cat(tables, dim=-1)[..., :dim].to(dtype)  # [*p, n·w] -> [*p, dim]
 
 
@@ -155,8 +154,10 @@ def axial_rope_inv_freq(
     """
     dim, n_axes = check_positive_int("dim", dim), check_positive_int("n_axes", n_axes)
     if dim % (2 * n_axes):
-        raise ValueError(f"axial RoPE splits dim into {n_axes} axes of feature pairs: dim must be a multiple of "
-                         f"2 * n_axes = {2 * n_axes}, got dim={dim}")
+        raise ValueError(
+            f"axial RoPE splits dim into {n_axes} axes of feature pairs: dim must be a multiple of "
+            f"2 * n_axes = {2 * n_axes}, got dim={dim}"
+        )
     check_choice("frequencies", frequencies, AXIAL_FREQUENCIES)
     per_axis = dim // n_axes
     if frequencies == "rope":
@@ -165,7 +166,12 @@ def axial_rope_inv_freq(
         exponent = torch.arange(0, per_axis, 2, dtype=torch.float64) / per_axis  # [f]
         inv_freq = torch.tensor(float(base), dtype=torch.float64) ** -exponent
     else:
-        if isinstance(max_freq, bool) or not isinstance(max_freq, (int, float)) or not max_freq > 0 or not math.isfinite(max_freq):
+        if (
+            isinstance(max_freq, bool)
+            or not isinstance(max_freq, (int, float))
+            or not max_freq > 0
+            or not math.isfinite(max_freq)
+        ):
             raise ValueError(f"max_freq must be a finite positive number, got {max_freq!r}")
         inv_freq = torch.linspace(1.0, max_freq / 2, per_axis // 2, dtype=torch.float64) * math.pi  # [f]
     return inv_freq.expand(n_axes, per_axis // 2).clone()  # [n, f]
@@ -189,8 +195,10 @@ def axial_rope_cos_sin(
     check_float_dtype(dtype)
     check_choice("layout", layout, ROPE_LAYOUTS)
     if not isinstance(inv_freq, Tensor) or inv_freq.dim() != 2:
-        raise TypeError("inv_freq must be a 2-D tensor [n_axes, pairs per axis] from axial_rope_inv_freq, got "
-                        + (f"shape {tuple(inv_freq.shape)}" if isinstance(inv_freq, Tensor) else type(inv_freq).__name__))
+        raise TypeError(
+            "inv_freq must be a 2-D tensor [n_axes, pairs per axis] from axial_rope_inv_freq, got "
+            + (f"shape {tuple(inv_freq.shape)}" if isinstance(inv_freq, Tensor) else type(inv_freq).__name__)
+        )
     coords = _check_coordinates(coords, inv_freq.shape[0]).to(inv_freq.device)
     angles = coords.to(torch.float64)[..., None] * inv_freq.to(torch.float64)  # [*p, n, f]
     angles = two_pi_mod(angles.flatten(-2))  # [*p, n, f] -> [*p, n·f]

@@ -65,8 +65,10 @@ def randomized_positions(
     batch, seq_len = _check_count("batch", batch), _check_count("seq_len", seq_len)
     max_position = check_positive_int("max_position", max_position)
     if seq_len > max_position:
-        raise ValueError(f"cannot draw {seq_len} distinct positions from [0, {max_position}): "
-                         f"max_position must be at least seq_len={seq_len}")
+        raise ValueError(
+            f"cannot draw {seq_len} distinct positions from [0, {max_position}): "
+            f"max_position must be at least seq_len={seq_len}"
+        )
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     if generator is not None:

@@ -18,8 +18,16 @@ from torch import Tensor
 from ._checks import check_integer_positions, check_number, check_positive_int
 from .toeplitz import relative_range, toeplitz
 
-__all__ = ["t5_relative_bucket", "alibi_slopes", "alibi_bias", "alibi_bias_range", "t5_bias_range", "relative_positions",
-           "clipped_relative_index", "relative_clip"]
+__all__ = [
+    "t5_relative_bucket",
+    "alibi_slopes",
+    "alibi_bias",
+    "alibi_bias_range",
+    "t5_bias_range",
+    "relative_positions",
+    "clipped_relative_index",
+    "relative_clip",
+]
 
 
 def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
@@ -31,13 +39,17 @@ def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
     q_positions, k_positions = (p if isinstance(p, Tensor) else torch.as_tensor(p) for p in (q_positions, k_positions))
     for name, p in (("query", q_positions), ("key", k_positions)):
         if p.dim() == 0:
-            raise ValueError(f"{name} positions must be [s] or [b, s], got a 0-d tensor ({p.item()!r}); "
-                             "wrap a single position as [p]")
+            raise ValueError(
+                f"{name} positions must be [s] or [b, s], got a 0-d tensor ({p.item()!r}); "
+                "wrap a single position as [p]"
+            )
     try:
         torch.broadcast_shapes(q_positions.shape[:-1], k_positions.shape[:-1])
     except RuntimeError:
-        raise ValueError(f"query positions {tuple(q_positions.shape)} and key positions {tuple(k_positions.shape)} "
-                         "must have matching leading (batch) dims") from None
+        raise ValueError(
+            f"query positions {tuple(q_positions.shape)} and key positions {tuple(k_positions.shape)} "
+            "must have matching leading (batch) dims"
+        ) from None
     if not q_positions.is_floating_point() and not k_positions.is_floating_point():
         q_positions, k_positions = q_positions.long(), k_positions.long()
     return k_positions[..., None, :] - q_positions[..., :, None]
@@ -65,7 +77,9 @@ def t5_relative_bucket(
     max_distance = check_positive_int("max_distance", max_distance)
     min_buckets = 4 if bidirectional else 2
     if num_buckets < min_buckets:
-        raise ValueError(f"num_buckets must be at least {min_buckets} when bidirectional={bidirectional}, got {num_buckets}")
+        raise ValueError(
+            f"num_buckets must be at least {min_buckets} when bidirectional={bidirectional}, got {num_buckets}"
+        )
     if not isinstance(relative_position, Tensor):
         relative_position = torch.as_tensor(relative_position)
     relative_position = check_integer_positions(relative_position, "t5_relative_bucket")
@@ -116,9 +130,7 @@ def alibi_slopes(num_heads: int, *, max_bias: float = 8.0) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float64).float()
 
 
-def alibi_bias(
-    slopes: Tensor, q_positions: Tensor, k_positions: Tensor, *, bidirectional: bool = False
-) -> Tensor:
+def alibi_bias(slopes: Tensor, q_positions: Tensor, k_positions: Tensor, *, bidirectional: bool = False) -> Tensor:
     """ALiBi bias ``[h, sq, sk]`` (or ``[b, h, sq, sk]`` for batched positions).
 
     Causal form (Press et al. 2022, eq. in section 3): ``-slope * (q - k)``, meant to be used with a
@@ -130,7 +142,9 @@ def alibi_bias(
     leading dims ``[..., s]`` give ``[..., h, sq, sk]``, as T5's bias does.
     """
     if not isinstance(slopes, Tensor) or slopes.dim() != 1:
-        raise ValueError(f"slopes must be a 1-D tensor [h], got {tuple(slopes.shape) if isinstance(slopes, Tensor) else type(slopes).__name__}")
+        raise ValueError(
+            f"slopes must be a 1-D tensor [h], got {tuple(slopes.shape) if isinstance(slopes, Tensor) else type(slopes).__name__}"
+        )
     q_positions, k_positions = (p if isinstance(p, Tensor) else torch.as_tensor(p) for p in (q_positions, k_positions))
     if q_positions.is_floating_point() or k_positions.is_floating_point():
         # int64 against float32 would subtract in float32, where 2**24 + 1 is 2**24: a distance of 1 read as 0
@@ -144,7 +158,13 @@ def alibi_bias(
 
 
 def alibi_bias_range(
-    slopes: Tensor, sq: int, sk: int, *, q_offset: int = 0, k_offset: int = 0, bidirectional: bool = False,
+    slopes: Tensor,
+    sq: int,
+    sk: int,
+    *,
+    q_offset: int = 0,
+    k_offset: int = 0,
+    bidirectional: bool = False,
     out: Tensor | None = None,
 ) -> Tensor:
     """ALiBi's bias ``[h, sq, sk]`` for contiguous positions; equals :func:`alibi_bias`.
@@ -153,8 +173,10 @@ def alibi_bias_range(
     on the ``w`` distances and expanded by :func:`~posenc.functional.toeplitz.toeplitz`.
     """
     if not isinstance(slopes, Tensor) or slopes.dim() != 1:
-        raise ValueError(f"slopes must be a 1-D tensor [h], got "
-                         f"{tuple(slopes.shape) if isinstance(slopes, Tensor) else type(slopes).__name__}")
+        raise ValueError(
+            f"slopes must be a 1-D tensor [h], got "
+            f"{tuple(slopes.shape) if isinstance(slopes, Tensor) else type(slopes).__name__}"
+        )
     rel = relative_range(sq, sk, q_offset=q_offset, k_offset=k_offset, device=slopes.device).to(slopes.dtype)  # [w]
     distance = rel.abs() if bidirectional else -rel
     values = -slopes[:, None] * distance  # [h, w]
@@ -162,8 +184,16 @@ def alibi_bias_range(
 
 
 def t5_bias_range(
-    weight: Tensor, sq: int, sk: int, *, q_offset: int = 0, k_offset: int = 0, bidirectional: bool = True,
-    num_buckets: int = 32, max_distance: int = 128, out: Tensor | None = None,
+    weight: Tensor,
+    sq: int,
+    sk: int,
+    *,
+    q_offset: int = 0,
+    k_offset: int = 0,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+    out: Tensor | None = None,
 ) -> Tensor:
     """T5's bias ``[h, sq, sk]`` from its table ``weight [num_buckets, h]`` for contiguous positions.
 
@@ -171,15 +201,19 @@ def t5_bias_range(
     ``T5Attention._relative_position_bucket``) of the ``w`` distinct distances.
     """
     if not isinstance(weight, Tensor) or weight.dim() != 2 or weight.shape[0] < num_buckets:
-        raise ValueError(f"weight must be the table [num_buckets, h] with num_buckets={num_buckets} rows, got "
-                         f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}")
+        raise ValueError(
+            f"weight must be the table [num_buckets, h] with num_buckets={num_buckets} rows, got "
+            f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}"
+        )
     rel = relative_range(sq, sk, q_offset=q_offset, k_offset=k_offset, device=weight.device)  # [w]
     buckets = t5_relative_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
     values = weight[buckets].t()  # [w, h] -> [h, w]
     return toeplitz(values, sq, sk, out=out)
 
 
-def clipped_relative_index(q_positions: Tensor, k_positions: Tensor, max_relative_position: int | tuple[int, int]) -> Tensor:
+def clipped_relative_index(
+    q_positions: Tensor, k_positions: Tensor, max_relative_position: int | tuple[int, int]
+) -> Tensor:
     """Shaw et al.'s embedding index ``clip(k - q, -K, K) + K`` in ``[0, 2K]``: ``[..., sq, sk]``.
 
     Shaw, Uszkoreit and Vaswani 2018, "Self-Attention with Relative Position Representations",
@@ -199,9 +233,13 @@ def relative_clip(max_relative_position: int | tuple[int, int]) -> tuple[int, in
     """``(left, right)`` clipping distances from Shaw's ``K`` (both ``K``) or a pair ``(left, right)``."""
     if isinstance(max_relative_position, (tuple, list)):
         if len(max_relative_position) != 2:
-            raise ValueError("max_relative_position must be K or a pair (left, right) of clipping distances, got "
-                             f"{max_relative_position!r}")
-        return (check_positive_int("max_relative_position left", max_relative_position[0]),
-                check_positive_int("max_relative_position right", max_relative_position[1]))
+            raise ValueError(
+                "max_relative_position must be K or a pair (left, right) of clipping distances, got "
+                f"{max_relative_position!r}"
+            )
+        return (
+            check_positive_int("max_relative_position left", max_relative_position[0]),
+            check_positive_int("max_relative_position right", max_relative_position[1]),
+        )
     k_max = check_positive_int("max_relative_position", max_relative_position)
     return k_max, k_max

@@ -61,11 +61,15 @@ def rope_inv_freq(
     kind, params = parse_scaling(scaling)
     theta = scaling.get("rope_theta") if isinstance(scaling, Mapping) else None
     if theta is not None and theta != base:  # transformers 5 keeps the base inside rope_parameters
-        raise ValueError(f"scaling holds rope_theta={theta!r}, but base={base!r}: the base is base= here "
-                         f"(HF's rope_theta); pass base={theta!r}, or leave rope_theta out of scaling")
+        raise ValueError(
+            f"scaling holds rope_theta={theta!r}, but base={base!r}: the base is base= here "
+            f"(HF's rope_theta); pass base={theta!r}, or leave rope_theta out of scaling"
+        )
     if dim % 2 and kind not in ODD_WIDTH_SCALINGS:
-        raise ValueError(f"rope scaling {kind!r} needs an even rotated width, got {dim} (transformers' {kind} code "
-                         f"fails at an odd one too); an odd width works with: {', '.join(ODD_WIDTH_SCALINGS)}")
+        raise ValueError(
+            f"rope scaling {kind!r} needs an even rotated width, got {dim} (transformers' {kind} code "
+            f"fails at an odd one too); an odd width works with: {', '.join(ODD_WIDTH_SCALINGS)}"
+        )
     inv_freq, attention_scale = ROPE_SCALINGS[kind](dim, float(base), params, seq_len)
     return inv_freq.to(torch.float64), float(attention_scale)
 
@@ -87,8 +91,10 @@ def rope_cos_sin(
     check_float_dtype(dtype)
     check_choice("layout", layout, ROPE_LAYOUTS)
     if not isinstance(inv_freq, Tensor) or inv_freq.dim() != 1:
-        raise TypeError(f"inv_freq must be a 1-D tensor of per-pair frequencies, got {type(inv_freq).__name__}"
-                        + (f" of shape {tuple(inv_freq.shape)}" if isinstance(inv_freq, Tensor) else ""))
+        raise TypeError(
+            f"inv_freq must be a 1-D tensor of per-pair frequencies, got {type(inv_freq).__name__}"
+            + (f" of shape {tuple(inv_freq.shape)}" if isinstance(inv_freq, Tensor) else "")
+        )
     positions = as_positions(positions, device=inv_freq.device)
     angles = two_pi_mod(positions.to(torch.float64)[..., None] * inv_freq.to(torch.float64))  # [*p, r/2]
     if layout == "half":
@@ -116,8 +122,10 @@ def rotate_pairs(x: Tensor, layout: str) -> Tensor:
 def _align_tables(x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
     """Check table shapes and give ``[b, s, r]`` tables a head axis for ``[b, h, s, hd]`` inputs."""
     if not isinstance(cos, Tensor) or not isinstance(sin, Tensor):
-        raise TypeError(f"cos and sin must be tensors [*p, r] (from rope_cos_sin), got {type(cos).__name__} and "
-                        f"{type(sin).__name__}")
+        raise TypeError(
+            f"cos and sin must be tensors [*p, r] (from rope_cos_sin), got {type(cos).__name__} and "
+            f"{type(sin).__name__}"
+        )
     if cos.shape != sin.shape:
         raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
     r = cos.shape[-1]

@@ -92,8 +92,10 @@ def _ntk(dim: int, base: float, params: Mapping[str, Any], seq_len: int | None) 
 
 def _check_ntk_dim(kind: str, dim: int) -> None:
     if dim <= 2:
-        raise ValueError(f"rope scaling {kind!r} raises the base to the power d / (d - 2) and needs a rotated "
-                         f"width of at least 4, got {dim}")
+        raise ValueError(
+            f"rope scaling {kind!r} raises the base to the power d / (d - 2) and needs a rotated "
+            f"width of at least 4, got {dim}"
+        )
 
 
 def dynamic_ntk_inv_freq(dim: int, base: float, factor: float, original: int, seq_len: int | Tensor) -> Tensor:
@@ -183,8 +185,14 @@ def _yarn(dim: int, base: float, params: Mapping[str, Any], seq_len: int | None)
             attention_factor = yarn_mscale(factor, float(mscale)) / yarn_mscale(factor, float(mscale_all_dim))
         else:
             attention_factor = yarn_mscale(factor)
-    ramp = _yarn_ramp(dim, base, original, float(params.get("beta_fast", 32)), float(params.get("beta_slow", 1)),
-                      bool(params.get("truncate", True)))
+    ramp = _yarn_ramp(
+        dim,
+        base,
+        original,
+        float(params.get("beta_fast", 32)),
+        float(params.get("beta_slow", 1)),
+        bool(params.get("truncate", True)),
+    )
     inv_freq = default_inv_freq(dim, base)  # [dim/2]
     return inv_freq / factor * ramp + inv_freq * (1 - ramp), float(attention_factor)
 
@@ -226,7 +234,9 @@ def _longrope_attention(params: Mapping[str, Any]) -> float:
 
 def _longrope_inv_freq(dim: int, base: float, factors: Sequence[float], which: str) -> Tensor:
     if len(factors) != dim // 2:
-        raise ValueError(f"rope scaling 'longrope': {which} must have dim // 2 = {dim // 2} entries, got {len(factors)}")
+        raise ValueError(
+            f"rope scaling 'longrope': {which} must have dim // 2 = {dim // 2} entries, got {len(factors)}"
+        )
     return default_inv_freq(dim, base) / torch.tensor([float(f) for f in factors], dtype=torch.float64)
 
 
@@ -253,12 +263,15 @@ def long_inv_freq(kind: str, dim: int, base: float, params: Mapping[str, Any], s
     with ``params["original_max_position_embeddings"]``.
     """
     if kind == "dynamic":
-        return dynamic_ntk_inv_freq(dim, base, float(params["factor"]),
-                                    int(params["original_max_position_embeddings"]), seq_len)
+        return dynamic_ntk_inv_freq(
+            dim, base, float(params["factor"]), int(params["original_max_position_embeddings"]), seq_len
+        )
     if kind == "longrope":
         return _longrope_inv_freq(dim, base, params["long_factor"], "long_factor")
-    raise ValueError(f"rope scaling {kind!r} does not depend on the sequence length; "
-                     f"only {', '.join(map(repr, LENGTH_DEPENDENT))} do")
+    raise ValueError(
+        f"rope scaling {kind!r} does not depend on the sequence length; "
+        f"only {', '.join(map(repr, LENGTH_DEPENDENT))} do"
+    )
 
 
 ROPE_SCALINGS: dict[str, ScalingRule] = {
@@ -287,10 +300,14 @@ SCALING_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"factor", "original_max_position_embeddings"}),
         frozenset({"attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"}),
     ),
-    "llama3": (frozenset({"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"}),
-               frozenset()),
-    "longrope": (frozenset({"short_factor", "long_factor", "original_max_position_embeddings"}),
-                 frozenset({"factor", "attention_factor"})),
+    "llama3": (
+        frozenset({"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"}),
+        frozenset(),
+    ),
+    "longrope": (
+        frozenset({"short_factor", "long_factor", "original_max_position_embeddings"}),
+        frozenset({"factor", "attention_factor"}),
+    ),
     "proportional": (frozenset(), frozenset({"factor", "partial_rotary_factor"})),
 }
 
@@ -327,8 +344,12 @@ def _positive_whole(value: object) -> bool:
 
 
 def _factor_list(value: object) -> bool:
-    return (isinstance(value, Sequence) and not isinstance(value, str) and len(value) > 0
-            and all(_positive(v) for v in value))
+    return (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and len(value) > 0
+        and all(_positive(v) for v in value)
+    )
 
 
 _VALUE_RULES: dict[str, tuple[Callable[[object], bool], str]] = {
@@ -362,17 +383,25 @@ def _check_values(kind: str, params: Mapping[str, Any]) -> None:
     for key, value in params.items():
         test, description = _VALUE_RULES[key]
         if not test(value):
-            raise ValueError(f"rope scaling {kind!r}: {key!r} must be {description}, got {value!r}; "
-                             f"{kind!r} accepts: {_describe(kind)}")
+            raise ValueError(
+                f"rope scaling {kind!r}: {key!r} must be {description}, got {value!r}; "
+                f"{kind!r} accepts: {_describe(kind)}"
+            )
     if kind == "llama3" and not params["high_freq_factor"] > params["low_freq_factor"]:
-        raise ValueError(f"rope scaling 'llama3': 'high_freq_factor' must be greater than 'low_freq_factor', "
-                         f"got high_freq_factor={params['high_freq_factor']!r}, low_freq_factor={params['low_freq_factor']!r}")
+        raise ValueError(
+            f"rope scaling 'llama3': 'high_freq_factor' must be greater than 'low_freq_factor', "
+            f"got high_freq_factor={params['high_freq_factor']!r}, low_freq_factor={params['low_freq_factor']!r}"
+        )
     if kind == "yarn" and not params.get("beta_fast", 32) > params.get("beta_slow", 1):
-        raise ValueError(f"rope scaling 'yarn': 'beta_fast' must be greater than 'beta_slow', "
-                         f"got beta_fast={params.get('beta_fast', 32)!r}, beta_slow={params.get('beta_slow', 1)!r}")
+        raise ValueError(
+            f"rope scaling 'yarn': 'beta_fast' must be greater than 'beta_slow', "
+            f"got beta_fast={params.get('beta_fast', 32)!r}, beta_slow={params.get('beta_slow', 1)!r}"
+        )
     if kind == "longrope" and len(params["short_factor"]) != len(params["long_factor"]):
-        raise ValueError(f"rope scaling 'longrope': 'short_factor' and 'long_factor' must have the same length, "
-                         f"got {len(params['short_factor'])} and {len(params['long_factor'])}")
+        raise ValueError(
+            f"rope scaling 'longrope': 'short_factor' and 'long_factor' must have the same length, "
+            f"got {len(params['short_factor'])} and {len(params['long_factor'])}"
+        )
 
 
 def parse_scaling(scaling: Mapping[str, Any] | str | None) -> tuple[str, dict[str, Any]]:
@@ -396,15 +425,23 @@ def parse_scaling(scaling: Mapping[str, Any] | str | None) -> tuple[str, dict[st
         raise ValueError(f"unknown rope scaling type {kind!r}; choose one of: {', '.join(map(repr, ROPE_SCALINGS))}")
     required, optional = SCALING_KEYS[kind]
     accepted = required | optional
-    for key, ok, what in (("partial_rotary_factor", _fraction, "a number in (0, 1]"),
-                          ("rope_theta", lambda v: _is_number(v) and v > 1, "a finite number greater than 1")):
+    for key, ok, what in (
+        ("partial_rotary_factor", _fraction, "a number in (0, 1]"),
+        ("rope_theta", lambda v: _is_number(v) and v > 1, "a finite number greater than 1"),
+    ):
         if params.get(key) is not None and not ok(params[key]):
             raise ValueError(f"rope scaling's {key} must be {what}, got {params[key]!r}")
     unknown = sorted(set(params) - accepted - _PASSTHROUGH_KEYS)
     if unknown:
         whole = {"rope_scaling", "rope_parameters", "model_type", "hidden_size"} & set(unknown)
-        hint = ("; this looks like a whole config.json: pass its rope_scaling object, or read the file with "
-                "posenc.rope_from_config") if whole else ""
+        hint = (
+            (
+                "; this looks like a whole config.json: pass its rope_scaling object, or read the file with "
+                "posenc.rope_from_config"
+            )
+            if whole
+            else ""
+        )
         raise ValueError(f"rope scaling {kind!r} does not take {unknown}; it accepts: {_describe(kind)}{hint}")
     missing = sorted(k for k in required if params.get(k) is None)
     if missing:

@@ -21,7 +21,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_base, check_choice, check_even_dim, check_float_dtype, check_positive_int, two_pi_mod
+from ._checks import (
+    as_positions,
+    check_base,
+    check_choice,
+    check_even_dim,
+    check_float_dtype,
+    check_positive_int,
+    two_pi_mod,
+)
 
 __all__ = ["sinusoidal", "sinusoidal_inv_freq", "sinusoidal_table", "LAYOUTS", "SINUSOID_FREQUENCIES"]
 

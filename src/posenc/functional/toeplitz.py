@@ -40,7 +40,9 @@ def _width(sq: int, sk: int) -> int:
     return sq + sk - 1 if sq and sk else 0
 
 
-def relative_range(sq: int, sk: int, *, q_offset: int = 0, k_offset: int = 0, device: torch.device | str | None = None) -> Tensor:
+def relative_range(
+    sq: int, sk: int, *, q_offset: int = 0, k_offset: int = 0, device: torch.device | str | None = None
+) -> Tensor:
     """Every ``k - q`` for queries ``q_offset + [0, sq)`` and keys ``k_offset + [0, sk)``, ascending: ``[w]``."""
     sq, sk = _lengths(sq, sk)
     low = k_offset - (q_offset + sq - 1)
@@ -56,15 +58,19 @@ def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> 
     """
     sq, sk = _lengths(sq, sk)
     if values.dim() != 2 or values.shape[-1] != _width(sq, sk):
-        raise ValueError(f"values must be [h, sq + sk - 1] = [h, {_width(sq, sk)}] (no columns when sq or sk is 0), "
-                         f"got {tuple(values.shape)}")
+        raise ValueError(
+            f"values must be [h, sq + sk - 1] = [h, {_width(sq, sk)}] (no columns when sq or sk is 0), "
+            f"got {tuple(values.shape)}"
+        )
     values = values.contiguous()
     h = values.shape[0]
     if out is None:
         out = values.new_empty(h, sq, sk)
     elif out.shape != (h, sq, sk) or out.dtype != values.dtype or out.device != values.device:
-        raise ValueError(f"out must be [{h}, {sq}, {sk}] of dtype {values.dtype} on {values.device}, "
-                         f"got {tuple(out.shape)} {out.dtype} {out.device}")
+        raise ValueError(
+            f"out must be [{h}, {sq}, {sk}] of dtype {values.dtype} on {values.device}, "
+            f"got {tuple(out.shape)} {out.dtype} {out.device}"
+        )
     if out.numel() == 0:
         return out
     rows = torch.arange(sq - 1, -1, -1, device=values.device)  # [sq] reversed

@@ -19,7 +19,26 @@ cached per module) and FlexAttention (:mod:`.flex`: the scheme's ``score_mod`` w
 built from block counts) are the bias schemes' fast paths.
 """
 
-from .rotary import BACKENDS, COMPILE_MIN_NUMEL, RopeFunction, backend_for, fast_apply_rope, fast_apply_rope_, rope, rope_, warmup
+from .rotary import (
+    BACKENDS,
+    COMPILE_MIN_NUMEL,
+    RopeFunction,
+    backend_for,
+    fast_apply_rope,
+    fast_apply_rope_,
+    rope,
+    rope_,
+    warmup,
+)
 
-__all__ = ["rope", "rope_", "backend_for", "warmup", "fast_apply_rope", "fast_apply_rope_", "RopeFunction", "BACKENDS",
-           "COMPILE_MIN_NUMEL"]
+__all__ = [
+    "rope",
+    "rope_",
+    "backend_for",
+    "warmup",
+    "fast_apply_rope",
+    "fast_apply_rope_",
+    "RopeFunction",
+    "BACKENDS",
+    "COMPILE_MIN_NUMEL",
+]

@@ -94,8 +94,13 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
     key = (sq, sk, q0, k0, module.config, [(t.device, t.dtype, tuple(t.shape)) for t in sources])
     hit = _biases.get(module)
     # a bias made under inference mode cannot enter autograd outside it
-    if hit is not None and hit[0] == key and all(map(same_params, hit[1], sources)) \
-            and not stale_inference(hit[2]) and version_of(hit[2]) == hit[3]:
+    if (
+        hit is not None
+        and hit[0] == key
+        and all(map(same_params, hit[1], sources))
+        and not stale_inference(hit[2])
+        and version_of(hit[2]) == hit[3]
+    ):
         return hit[2]
     device = sources[0].device if sources else q_positions.device
     with torch.no_grad():

@@ -121,8 +121,7 @@ def _views(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor) -> tuple[Tensor, ..
             pass
     lead = range(x.dim() - 1)  # every dim of x but the features
     tables = range(cos.dim() - 1)
-    return (_dynamic(x, lead), _dynamic(cos, tables), _dynamic(sin, tables),
-            _dynamic(out, lead))
+    return (_dynamic(x, lead), _dynamic(cos, tables), _dynamic(sin, tables), _dynamic(out, lead))
 
 
 def rotate_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, inverse: bool) -> bool:

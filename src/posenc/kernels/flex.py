@@ -120,8 +120,15 @@ def score_mod_for(encoding: Any, q_offset: int = 0) -> ScoreMod | None:
 # block masks from block counts
 
 
-def block_mask(sq: int, sk: int, *, causal: bool, q_offset: int = 0, device: torch.device | str = "cpu",
-               block_size: int = BLOCK_SIZE):
+def block_mask(
+    sq: int,
+    sk: int,
+    *,
+    causal: bool,
+    q_offset: int = 0,
+    device: torch.device | str = "cpu",
+    block_size: int = BLOCK_SIZE,
+):
     """A :class:`BlockMask` for ``[sq, sk]`` built from block counts, never from a dense mask.
 
     Causal: query ``i`` sees keys ``j <= i + q_offset`` (decoding after ``q_offset`` cached keys).
@@ -153,9 +160,13 @@ def block_mask(sq: int, sk: int, *, causal: bool, q_offset: int = 0, device: tor
         return q_idx + offset >= kv_idx
 
     return BlockMask.from_kv_blocks(
-        partial.sum(-1, dtype=torch.int32)[None, None], part_idx[None, None],  # [1, 1, nq], [1, 1, nq, nk]
-        full.sum(-1, dtype=torch.int32)[None, None], full_idx[None, None],
-        BLOCK_SIZE=block_size, mask_mod=causal_mask if causal else None, seq_lengths=(sq, sk),
+        partial.sum(-1, dtype=torch.int32)[None, None],
+        part_idx[None, None],  # [1, 1, nq], [1, 1, nq, nk]
+        full.sum(-1, dtype=torch.int32)[None, None],
+        full_idx[None, None],
+        BLOCK_SIZE=block_size,
+        mask_mod=causal_mask if causal else None,
+        seq_lengths=(sq, sk),
     )
 
 
@@ -172,14 +183,22 @@ def _get_compiled():
     return _compiled
 
 
-def flex_attention(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None, mask, scale: float | None = None,
-                   enable_gqa: bool = False) -> Tensor:
+def flex_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    score_mod: ScoreMod | None,
+    mask,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor:
     """Compiled FlexAttention ``[b, h, sq, hd]`` (eager flex builds the full score matrix: never used)."""
     with warnings.catch_warnings():
         # torch 2.11 warns while tracing flex_attention's own input check with q/k/v that need
         # gradients (it reads .grad of a non-leaf); the warning is about its code, not the caller's
-        warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf",
-                                category=UserWarning)
+        warnings.filterwarnings(
+            "ignore", message="The .grad attribute of a Tensor that is not a leaf", category=UserWarning
+        )
         return _get_compiled()(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=enable_gqa)
 
 
@@ -199,8 +218,18 @@ def _wanted(encoding: Any, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | N
 
 
 def attend(
-    encoding: Any, q: Tensor, k: Tensor, v: Tensor, q_positions: Tensor, k_positions: Tensor, *,
-    causal: bool, past: int = 0, key_mask: Tensor | None = None, dropout_p: float = 0.0, scale: float | None = None,
+    encoding: Any,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_positions: Tensor,
+    k_positions: Tensor,
+    *,
+    causal: bool,
+    past: int = 0,
+    key_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
     enable_gqa: bool = False,
 ) -> Tensor | None:
     """Attention ``[b, h, sq, hd]`` through FlexAttention when it applies (see module doc), else None."""
@@ -220,8 +249,15 @@ def attend(
         return None
 
 
-def warmup(encoding: Any, *, length: int = 256, head_dim: int = 64, causal: bool = True,
-           device: torch.device | str = "cpu", num_heads: int | None = None) -> float:
+def warmup(
+    encoding: Any,
+    *,
+    length: int = 256,
+    head_dim: int = 64,
+    causal: bool = True,
+    device: torch.device | str = "cpu",
+    num_heads: int | None = None,
+) -> float:
     """Compile FlexAttention for ``encoding`` (a bias scheme with a ``score_mod`` hook) on a small
     input; returns the seconds it took. ``num_heads`` defaults to the scheme's own.
 
@@ -230,14 +266,17 @@ def warmup(encoding: Any, *, length: int = 256, head_dim: int = 64, causal: bool
     """
     score_mod = score_mod_for(encoding)
     if score_mod is None:
-        raise ValueError(f"warmup compiles FlexAttention for a bias scheme (one whose score_mod hook gives a score "
-                         f"mod); {getattr(encoding, 'name', type(encoding).__name__)!r} has no score mod, and "
-                         "posenc.Attention runs it through SDPA")
+        raise ValueError(
+            f"warmup compiles FlexAttention for a bias scheme (one whose score_mod hook gives a score "
+            f"mod); {getattr(encoding, 'name', type(encoding).__name__)!r} has no score mod, and "
+            "posenc.Attention runs it through SDPA"
+        )
     h = num_heads if num_heads is not None else getattr(getattr(encoding, "config", None), "num_heads", None)
     if h is None:
         raise ValueError("this scheme's config has no num_heads: pass warmup(..., num_heads=)")
-    h, length, head_dim = (check_positive_int(n, v) for n, v in (("num_heads", h), ("length", length),
-                                                                 ("head_dim", head_dim)))
+    h, length, head_dim = (
+        check_positive_int(n, v) for n, v in (("num_heads", h), ("length", length), ("head_dim", head_dim))
+    )
     start = time.perf_counter()
     q = torch.zeros(1, h, length, head_dim, device=device)
     with torch.no_grad():

@@ -37,8 +37,13 @@ def known_range(positions: Tensor) -> int | None:
 def range_start(positions: Tensor) -> int | None:
     """``p0`` if ``positions`` is the 1-D integer range ``p0, p0 + 1, ...``, else None (read from
     the values unless :func:`mark_range` recorded it)."""
-    if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool or positions.numel() == 0 \
-            or positions.device.type == "meta":
+    if (
+        positions.dim() != 1
+        or positions.is_floating_point()
+        or positions.dtype == torch.bool
+        or positions.numel() == 0
+        or positions.device.type == "meta"
+    ):
         return None
     known = known_range(positions)
     if known is not None:

@@ -25,7 +25,16 @@ from ..functional._checks import check_choice, plain
 from ..functional.rope import ROPE_LAYOUTS, _align_tables, rope_cos_sin, rope_inv_freq
 from . import compiled, eager, reference, triton
 
-__all__ = ["rope", "rope_", "backend_for", "warmup", "fast_apply_rope", "fast_apply_rope_", "BACKENDS", "COMPILE_MIN_NUMEL"]
+__all__ = [
+    "rope",
+    "rope_",
+    "backend_for",
+    "warmup",
+    "fast_apply_rope",
+    "fast_apply_rope_",
+    "BACKENDS",
+    "COMPILE_MIN_NUMEL",
+]
 
 BACKENDS = ("reference", "eager", "complex", "compiled", "triton")
 
@@ -53,9 +62,15 @@ def _run(backend: str, x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout:
     complex pass that cannot take this input leaves the work to the eager backend."""
     if backend == "reference":
         reference.rotate_into(x, cos, sin, out, layout, inverse)
-    elif not (backend == "compiled" and compiled.rotate_into(x, cos, sin, out, layout, inverse)
-              or backend == "triton" and triton.rotate_into(x, cos, sin, out, layout, inverse)
-              or backend == "complex" and layout == "interleaved" and eager.complex_into(x, cos, sin, out, inverse)):
+    elif not (
+        backend == "compiled"
+        and compiled.rotate_into(x, cos, sin, out, layout, inverse)
+        or backend == "triton"
+        and triton.rotate_into(x, cos, sin, out, layout, inverse)
+        or backend == "complex"
+        and layout == "interleaved"
+        and eager.complex_into(x, cos, sin, out, inverse)
+    ):
         eager.rotate_into(x, cos, sin, out, layout, inverse)
 
 
@@ -105,16 +120,28 @@ def _span(t: Tensor) -> tuple[int, int]:
 def _writable(t: Tensor, what: str) -> None:
     """Refuse a target that autograd tracks or whose elements share memory (an ``expand``ed view)."""
     if t.requires_grad and torch.is_grad_enabled():
-        raise ValueError(f"{what} takes no part in autograd (as torch's own out= and in-place ops); call "
-                         "posenc.kernels.rope(x, cos, sin) without out= for a differentiable rotation")
+        raise ValueError(
+            f"{what} takes no part in autograd (as torch's own out= and in-place ops); call "
+            "posenc.kernels.rope(x, cos, sin) without out= for a differentiable rotation"
+        )
     if any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())):
-        raise ValueError(f"{what}: the tensor written to has elements that share memory (a stride of 0, from "
-                         f"expand or broadcasting: shape {tuple(t.shape)}, strides {t.stride()}); write into a "
-                         "tensor of its own (.contiguous())")
+        raise ValueError(
+            f"{what}: the tensor written to has elements that share memory (a stride of 0, from "
+            f"expand or broadcasting: shape {tuple(t.shape)}, strides {t.stride()}); write into a "
+            "tensor of its own (.contiguous())"
+        )
 
 
-def rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", inverse: bool = False,
-         out: Tensor | None = None, backend: str | None = None) -> Tensor:
+def rope(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    *,
+    layout: str = "half",
+    inverse: bool = False,
+    out: Tensor | None = None,
+    backend: str | None = None,
+) -> Tensor:
     """:func:`posenc.functional.apply_rope` through the fastest backend that serves ``x``.
 
     Same arguments and result as the reference (the first ``cos.shape[-1]`` features rotate, the
@@ -139,15 +166,18 @@ def rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", inverse: 
     if plain(x) and plain(out) and x.numel() and out.numel():
         (x0, x1), (o0, o1) = _span(x), _span(out)
         if x0 <= o1 and o0 <= x1:
-            raise ValueError("rope(..., out=): out shares memory with x without being x (a partial overlap, "
-                             "where each write would change inputs not yet read); pass x itself for in place, "
-                             "or a separate tensor")
+            raise ValueError(
+                "rope(..., out=): out shares memory with x without being x (a partial overlap, "
+                "where each write would change inputs not yet read); pass x itself for in place, "
+                "or a separate tensor"
+            )
     _run(name, x, cos, sin, out, layout, inverse)
     return out
 
 
-def rope_(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", inverse: bool = False,
-          backend: str | None = None) -> Tensor:
+def rope_(
+    x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", inverse: bool = False, backend: str | None = None
+) -> Tensor:
     """In-place :func:`rope`: rotates ``x`` itself and returns it (outside autograd)."""
     cos, sin = _check(x, cos, sin, layout, backend)
     _writable(x, "rope_ (in place)")
@@ -155,8 +185,14 @@ def rope_(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", inverse:
     return x
 
 
-def warmup(head_dim: int = 128, *, num_heads: int = 32, dtypes: Iterable[torch.dtype] = (torch.float32, torch.bfloat16),
-           layouts: Iterable[str] = ROPE_LAYOUTS, device: torch.device | str = "cpu") -> float:
+def warmup(
+    head_dim: int = 128,
+    *,
+    num_heads: int = 32,
+    dtypes: Iterable[torch.dtype] = (torch.float32, torch.bfloat16),
+    layouts: Iterable[str] = ROPE_LAYOUTS,
+    device: torch.device | str = "cpu",
+) -> float:
     """Compile the compiled backend's passes ahead of time (one per layout, dtype, out= or in
     place; each serves every length); returns the seconds it took. Moves the first call's compile
     (about a second each, several more for the first in a process) out of a timed loop."""
@@ -177,8 +213,15 @@ def _compile_backend(compile: bool | str) -> str | None:
     return None if compile == "auto" else "compiled" if compile else "eager"
 
 
-def fast_apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", out: Tensor | None = None,
-                    compile: bool | str = "auto") -> Tensor:
+def fast_apply_rope(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    *,
+    layout: str = "half",
+    out: Tensor | None = None,
+    compile: bool | str = "auto",
+) -> Tensor:
     """The name of earlier releases for :func:`rope` (``compile=True``: the compiled backend,
     ``False``: the eager one, ``"auto"``: :func:`backend_for`)."""
     backend = _compile_backend(compile)
@@ -187,7 +230,9 @@ def fast_apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half"
     return rope(x, cos, sin, layout=layout, out=out, backend=backend)
 
 
-def fast_apply_rope_(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", compile: bool | str = "auto") -> Tensor:
+def fast_apply_rope_(
+    x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", compile: bool | str = "auto"
+) -> Tensor:
     """The name of earlier releases for :func:`rope_` (``compile`` as in :func:`fast_apply_rope`)."""
     backend = _compile_backend(compile)
     return rope_(x, cos, sin, layout=layout, backend=None if backend and not plain(x) else backend)

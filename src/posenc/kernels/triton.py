@@ -40,8 +40,30 @@ def _kernel():
     # rows and length change with every input: not specialised on (a new length would otherwise
     # compile anew whenever its divisibility by 16 changes)
     @triton.jit(do_not_specialize=["rows", "seq"])
-    def rope_kernel(X, O, C, S, rows, seq, heads, sxb, sxh, sxs, sob, soh, sos, scb, sch, scs, scn,
-                    n: tl.constexpr, HALF: tl.constexpr, SIGN: tl.constexpr, R: tl.constexpr, N: tl.constexpr):
+    def rope_kernel(
+        X,
+        OUT,
+        C,
+        S,
+        rows,
+        seq,
+        heads,
+        sxb,
+        sxh,
+        sxs,
+        sob,
+        soh,
+        sos,
+        scb,
+        sch,
+        scs,
+        scn,
+        n: tl.constexpr,
+        HALF: tl.constexpr,
+        SIGN: tl.constexpr,
+        R: tl.constexpr,
+        N: tl.constexpr,
+    ):
         row = tl.program_id(0).to(tl.int64) * R + tl.arange(0, R)  # [R] row index over (b, h, s)
         bi, hi, si = row // (heads * seq), (row // seq) % heads, row % seq
         j = tl.arange(0, N)  # [N] pair index
@@ -54,15 +76,15 @@ def _kernel():
         if HALF:  # x[..., j] pairs with x[..., j + n]
             x0 = tl.load(X + x_row + j[None, :], mask=mask).to(tl.float32)
             x1 = tl.load(X + x_row + j[None, :] + n, mask=mask).to(tl.float32)
-            tl.store(O + o_row + j[None, :], (x0 * c - x1 * s).to(O.dtype.element_ty), mask=mask)
-            tl.store(O + o_row + j[None, :] + n, (x1 * c + x0 * s).to(O.dtype.element_ty), mask=mask)
+            tl.store(OUT + o_row + j[None, :], (x0 * c - x1 * s).to(OUT.dtype.element_ty), mask=mask)
+            tl.store(OUT + o_row + j[None, :] + n, (x1 * c + x0 * s).to(OUT.dtype.element_ty), mask=mask)
         else:  # x[..., 2j] pairs with x[..., 2j + 1]: whole rows loaded, split in registers
             k = tl.arange(0, 2 * N)  # [2N] feature index
             mask2 = (row < rows)[:, None] & (k < 2 * n)[None, :]  # [R, 2N]
             xx = tl.load(X + x_row + k[None, :], mask=mask2).to(tl.float32)
             x0, x1 = tl.split(tl.reshape(xx, (R, N, 2)))  # [R, N] each
             y = tl.join(x0 * c - x1 * s, x1 * c + x0 * s)  # [R, N, 2]
-            tl.store(O + o_row + k[None, :], tl.reshape(y, (R, 2 * N)).to(O.dtype.element_ty), mask=mask2)
+            tl.store(OUT + o_row + k[None, :], tl.reshape(y, (R, 2 * N)).to(OUT.dtype.element_ty), mask=mask2)
 
     return rope_kernel
 
@@ -91,8 +113,13 @@ def _as_4d(t: Tensor) -> Tensor | None:
 def serves(x: Tensor, cos: Tensor) -> bool:
     """Whether this kernel takes ``x``: CUDA (or the interpreter), Triton importable, a 16- or
     32-bit float ``x`` with unit feature stride, float32 tables."""
-    return ((x.is_cuda or _INTERPRET) and x.dtype in _DTYPES and cos.dtype == torch.float32
-            and x.stride(-1) == 1 and _triton_imports())
+    return (
+        (x.is_cuda or _INTERPRET)
+        and x.dtype in _DTYPES
+        and cos.dtype == torch.float32
+        and x.stride(-1) == 1
+        and _triton_imports()
+    )
 
 
 def rotate_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, inverse: bool) -> bool:
@@ -114,9 +141,25 @@ def rotate_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, i
     if rows:
         N = max(16, 1 << (n - 1).bit_length())
         R = max(1, 2048 // N)  # about 2048 pairs per program
-        _kernel()[(-(-rows // R),)](x4, o4, c4, s4, rows, s, h, *x4.stride()[:3], *o4.stride()[:3], *c4.stride(),
-                                    n=n, HALF=layout == "half", SIGN=-1.0 if inverse else 1.0, R=R, N=N,
-                                    num_warps=4, enable_fp_fusion=False)
+        _kernel()[(-(-rows // R),)](
+            x4,
+            o4,
+            c4,
+            s4,
+            rows,
+            s,
+            h,
+            *x4.stride()[:3],
+            *o4.stride()[:3],
+            *c4.stride(),
+            n=n,
+            HALF=layout == "half",
+            SIGN=-1.0 if inverse else 1.0,
+            R=R,
+            N=N,
+            num_warps=4,
+            enable_fp_fusion=False,
+        )
     if 2 * n < hd and out is not x:
-        out[..., 2 * n:].copy_(x[..., 2 * n:])  # partial rotary: the rest passes unchanged
+        out[..., 2 * n :].copy_(x[..., 2 * n :])  # partial rotary: the rest passes unchanged
     return True

@@ -1,16 +1,16 @@
 """Every positional-encoding scheme, one per file, registered by name."""
 
-from .base import PositionalEncoding, available, create, register, scheme_class
-from .none import NoPositionalEncoding
-from .sinusoidal import Sinusoidal
-from .learned import Learned
-from .shaw import Shaw
-from .t5 import T5Bias
 from .alibi import ALiBi
+from .base import PositionalEncoding, available, create, register, scheme_class
+from .learned import Learned
+from .none import NoPositionalEncoding
 from .rope import Rope
-from .xpos import XPos
-from .sinusoidal_nd import SinusoidalND
 from .rope_axial import RopeAxial
+from .shaw import Shaw
+from .sinusoidal import Sinusoidal
+from .sinusoidal_nd import SinusoidalND
+from .t5 import T5Bias
+from .xpos import XPos
 
 __all__ = [
     "PositionalEncoding",

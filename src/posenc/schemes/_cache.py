@@ -89,8 +89,14 @@ def cached_rows(
     low, high = int(positions.min()), int(positions.max())
     if low < 0:
         return build(positions)
-    if table is None or high >= table.shape[0] or table.device != positions.device or table.dtype != dtype \
-            or stale_inference(table) or _stale_source(module, name, table):
+    if (
+        table is None
+        or high >= table.shape[0]
+        or table.device != positions.device
+        or table.dtype != dtype
+        or stale_inference(table)
+        or _stale_source(module, name, table)
+    ):
         rows = _grown_rows(high + 1, positions.numel())
         if rows is None:
             return build(positions)
@@ -100,7 +106,14 @@ def cached_rows(
 
 
 def cached_range(
-    module: nn.Module, name: str, start: int, length: int, build: Callable[[Tensor], Tensor], *, dtype: torch.dtype, device: torch.device
+    module: nn.Module,
+    name: str,
+    start: int,
+    length: int,
+    build: Callable[[Tensor], Tensor],
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
 ) -> Tensor:
     """Rows ``start .. start + length - 1`` as a slice of the cache (no gather, no host sync)."""
     table = getattr(module, name, None)
@@ -109,8 +122,14 @@ def cached_range(
         if table is not None and table.shape[0] >= end and table.device == device and table.dtype == dtype:
             return table[start:end]
         return build(torch.arange(start, end, device=device))
-    if table is None or end > table.shape[0] or table.device != device or table.dtype != dtype \
-            or stale_inference(table) or _stale_source(module, name, table):
+    if (
+        table is None
+        or end > table.shape[0]
+        or table.device != device
+        or table.dtype != dtype
+        or stale_inference(table)
+        or _stale_source(module, name, table)
+    ):
         rows = _grown_rows(end, length)
         if rows is None:
             return build(torch.arange(start, end, device=device))

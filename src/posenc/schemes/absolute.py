@@ -41,15 +41,19 @@ class AbsoluteEncoding(PositionalEncoding):
         b, s, d = x.shape
         code = self._code(positions, s, x).to(x.dtype)  # [s, dim] or [b, s, dim]
         if code.dim() < 2:  # a single position (0-d): one code, no sequence axis
-            raise ValueError(f"positions must have a sequence axis: [s], [1, s] or [b, s] = [{b}, {s}], got a single "
-                             f"position of shape {tuple(positions.shape) if isinstance(positions, Tensor) else ()}")
+            raise ValueError(
+                f"positions must have a sequence axis: [s], [1, s] or [b, s] = [{b}, {s}], got a single "
+                f"position of shape {tuple(positions.shape) if isinstance(positions, Tensor) else ()}"
+            )
         if code.shape[-2] != s:
             raise ValueError(f"positions give {code.shape[-2]} positions for a sequence of length {s}")
         if code.dim() > 3 or (code.dim() == 3 and code.shape[0] not in (1, b)):
             shape = tuple(positions.shape) if isinstance(positions, Tensor) else None
-            raise ValueError(f"positions of shape {shape} do not fit embeddings of shape {tuple(x.shape)}: pass [s] "
-                             f"(shared by the batch), [1, s] or [b, s] = [{b}, {s}]"
-                             + (" (coordinates: [s, n_axes] or [b, s, n_axes])" if self.n_axes > 1 else ""))
+            raise ValueError(
+                f"positions of shape {shape} do not fit embeddings of shape {tuple(x.shape)}: pass [s] "
+                f"(shared by the batch), [1, s] or [b, s] = [{b}, {s}]"
+                + (" (coordinates: [s, n_axes] or [b, s, n_axes])" if self.n_axes > 1 else "")
+            )
         if self.config.combine == "add":
             if d != self.dim:
                 raise ValueError(
@@ -69,8 +73,10 @@ class AbsoluteEncoding(PositionalEncoding):
     def check_attention(self, *, dim: int, num_heads: int, head_dim: int, causal: bool) -> None:
         """:class:`posenc.Attention` adds the code to its input: ``combine="add"`` at the layer's width."""
         if getattr(self.config, "combine", "add") != "add":
-            raise ValueError("Attention adds absolute encodings to its input; combine='concat' changes the width: "
-                             "apply encoding.embed before a wider Attention instead")
+            raise ValueError(
+                "Attention adds absolute encodings to its input; combine='concat' changes the width: "
+                "apply encoding.embed before a wider Attention instead"
+            )
         if self.dim != dim:
             raise ValueError(f"absolute encoding has dim={self.dim} but Attention's width is {dim}")
 

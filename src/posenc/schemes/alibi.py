@@ -45,17 +45,22 @@ def alibi_score_mod(slopes: Tensor, *, q_offset: int | Tensor = 0, bidirectional
         try:
             slopes = torch.tensor(slopes, dtype=torch.float32)
         except (TypeError, ValueError, RuntimeError):
-            raise TypeError(f"slopes must be a 1-D tensor or a sequence of numbers, got {type(slopes).__name__}") from None
+            raise TypeError(
+                f"slopes must be a 1-D tensor or a sequence of numbers, got {type(slopes).__name__}"
+            ) from None
     if slopes.dim() != 1 or slopes.numel() == 0:
         raise ValueError(f"slopes must be 1-D, one per head, got shape {tuple(slopes.shape)}")
     offset = torch.as_tensor(q_offset, device=slopes.device)  # a tensor: a new offset does not recompile
 
     if bidirectional:
+
         def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
             return score - slopes[h] * (q_idx + offset - kv_idx).abs()
     else:
+
         def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
             return score - slopes[h] * (q_idx + offset - kv_idx)
+
     return alibi
 
 
@@ -70,8 +75,9 @@ class ALiBi(PositionalEncoding):
     def __init__(self, config: ALiBiConfig) -> None:
         super().__init__(config)
         # float64 so that module-wide casts keep it exact (see PositionalEncoding._apply); the bias is float32
-        self.register_buffer("slopes", F.alibi_slopes(config.num_heads, max_bias=config.max_bias).double(),
-                             persistent=False)  # [h]
+        self.register_buffer(
+            "slopes", F.alibi_slopes(config.num_heads, max_bias=config.max_bias).double(), persistent=False
+        )  # [h]
 
     @classmethod
     def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict:
@@ -96,5 +102,7 @@ class ALiBi(PositionalEncoding):
     def check_attention(self, *, dim: int, num_heads: int, head_dim: int, causal: bool) -> None:
         super().check_attention(dim=dim, num_heads=num_heads, head_dim=head_dim, causal=causal)
         if not causal and not self.config.bidirectional:
-            raise ValueError("causal ALiBi (bidirectional=False) penalises only past keys and needs causal=True; "
-                             "use bidirectional=True for an encoder")
+            raise ValueError(
+                "causal ALiBi (bidirectional=False) penalises only past keys and needs causal=True; "
+                "use bidirectional=True for an encoder"
+            )

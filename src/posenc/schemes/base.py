@@ -46,8 +46,17 @@ from ..kernels.ranges import mark_range
 if TYPE_CHECKING:
     from ..kernels.flex import ScoreMod
 
-__all__ = ["PositionalEncoding", "register", "unregister", "available", "create", "scheme_class", "no_encoding",
-           "default_positions", "check_head_width"]
+__all__ = [
+    "PositionalEncoding",
+    "register",
+    "unregister",
+    "available",
+    "create",
+    "scheme_class",
+    "no_encoding",
+    "default_positions",
+    "check_head_width",
+]
 
 FAMILIES = ("none", "absolute", "rotary", "bias", "relative")
 
@@ -61,8 +70,10 @@ def check_head_width(scheme: str, dim: int, *heads: Tensor) -> None:
         if not isinstance(x, Tensor):
             raise TypeError(f"{scheme}: queries and keys must be tensors [b, h, s, hd], got {type(x).__name__}")
         if x.dim() == 0 or x.shape[-1] != dim:
-            raise ValueError(f"{scheme} was built for heads of width dim={dim}, got queries/keys of shape "
-                             f"{tuple(x.shape)}; build it with dim equal to the head width")
+            raise ValueError(
+                f"{scheme} was built for heads of width dim={dim}, got queries/keys of shape "
+                f"{tuple(x.shape)}; build it with dim equal to the head width"
+            )
         if not x.is_floating_point():  # the rotated or scaled values would be truncated to integers
             raise TypeError(f"{scheme}: queries and keys must be floating-point tensors, got dtype {x.dtype}")
 
@@ -82,10 +93,16 @@ def check_positions_fit(positions: Tensor, x: Tensor, what: str) -> None:
     error would otherwise speak of tables the caller never made)."""
     p, want = tuple(positions.shape), tuple(x.shape[:-1])
     lead = want[:1] if x.dim() == 4 and len(p) == 2 else want[:-1]  # [b, s] tables get a head axis
-    if len(p) > len(want) or not p or p[-1] != want[-1] or any(
-            a != b and a != 1 for a, b in zip(reversed(p[:-1]), reversed(lead))):
-        raise ValueError(f"{what} positions of shape {p} do not fit {'queries' if what == 'query' else what + 's'} of shape {tuple(x.shape)}: "
-                         f"expected [s], [b, s] or [b, h, s] with s = {x.shape[-2]}")
+    if (
+        len(p) > len(want)
+        or not p
+        or p[-1] != want[-1]
+        or any(a != b and a != 1 for a, b in zip(reversed(p[:-1]), reversed(lead)))
+    ):
+        raise ValueError(
+            f"{what} positions of shape {p} do not fit {'queries' if what == 'query' else what + 's'} of shape {tuple(x.shape)}: "
+            f"expected [s], [b, s] or [b, h, s] with s = {x.shape[-2]}"
+        )
 
 
 class PositionalEncoding(nn.Module):
@@ -208,9 +225,11 @@ class PositionalEncoding(nn.Module):
         for name, param in self.named_parameters():
             saved = state_dict.get(prefix + name)
             if isinstance(saved, Tensor) and saved.shape != param.shape:
-                error_msgs.append(f"{prefix + name}: the checkpoint's {tuple(saved.shape)} does not fit this {self.name} "
-                                  f"scheme's {tuple(param.shape)}; it was saved from another configuration (this one: "
-                                  f"{self.config})")
+                error_msgs.append(
+                    f"{prefix + name}: the checkpoint's {tuple(saved.shape)} does not fit this {self.name} "
+                    f"scheme's {tuple(param.shape)}; it was saved from another configuration (this one: "
+                    f"{self.config})"
+                )
         super()._load_from_state_dict(state_dict, prefix, *args)
 
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> PositionalEncoding:
@@ -321,11 +340,12 @@ def create(name: str, **config: Any) -> PositionalEncoding:
     unknown = sorted(set(config) - set(fields))
     if unknown:
         raise ValueError(f"scheme {name!r} does not take {unknown}; it accepts: {', '.join(fields)}")
-    required = [f.name for f in dataclasses.fields(cls.Config)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    required = [
+        f.name
+        for f in dataclasses.fields(cls.Config)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
     missing = [k for k in required if k not in config]
     if missing:
         raise ValueError(f"scheme {name!r} needs {missing}; it accepts: {', '.join(fields)}")
     return cls(cls.Config(**config))
-
-

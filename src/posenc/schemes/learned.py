@@ -53,11 +53,17 @@ class Learned(AbsoluteEncoding):
         max_len = self.config.max_len
         if has_values(positions) and positions.numel():
             start = known_range(positions)  # a range made by default_positions: its ends without a read-back
-            low, high = (int(positions.min()), int(positions.max())) if start is None else (start, start + positions.numel() - 1)
+            low, high = (
+                (int(positions.min()), int(positions.max()))
+                if start is None
+                else (start, start + positions.numel() - 1)
+            )
             if low < 0 or high >= max_len:
                 bad = high if high >= max_len else low
-                raise ValueError(f"position {bad} is outside the learned table (max_len={max_len}: positions "
-                                 f"0..{max_len - 1}); build it with a larger max_len")
+                raise ValueError(
+                    f"position {bad} is outside the learned table (max_len={max_len}: positions "
+                    f"0..{max_len - 1}); build it with a larger max_len"
+                )
         elif torch.compiler.is_compiling() and positions.numel():  # no host read in a graph: an op that checks
             positions = _positions_in_table(positions, max_len)
         return self.table(positions)  # [*p, dim]
@@ -72,8 +78,10 @@ def _positions_in_table(positions: Tensor, max_len: int) -> Tensor:
     Without it, the compiled lookup would fail with Inductor's "index out of bounds", naming no table.
     """
     if not bool(((positions >= 0) & (positions < max_len)).all()):
-        raise RuntimeError(f"a position is outside the learned table (max_len={max_len}: positions 0..{max_len - 1}); "
-                           "build it with a larger max_len")
+        raise RuntimeError(
+            f"a position is outside the learned table (max_len={max_len}: positions 0..{max_len - 1}); "
+            "build it with a larger max_len"
+        )
     return positions.clone()
 
 

@@ -29,9 +29,9 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim, check_positive_int, plain
+from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ..kernels import rope
 from ..kernels.ranges import known_range
-from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ._cache import cached_range, cached_rows
 from .base import PositionalEncoding, check_head_width, check_positions_fit, default_positions, register
 
@@ -57,20 +57,26 @@ class RopeConfig:
         if self.rotary_dim is not None:
             object.__setattr__(self, "rotary_dim", check_positive_int("rotary_dim", self.rotary_dim))
             if self.rotary_width > self.dim:
-                raise ValueError(f"rotary_dim must be at most dim={self.dim} (rounded up to even when odd: "
-                                 f"features rotate in pairs), got {self.rotary_dim}")
+                raise ValueError(
+                    f"rotary_dim must be at most dim={self.dim} (rounded up to even when odd: "
+                    f"features rotate in pairs), got {self.rotary_dim}"
+                )
         F.rope_inv_freq(self.frequency_dim, base=self.base, scaling=self.scaling)  # validates base and scaling
         kind = parse_scaling(self.scaling)[0]
         factor = self.scaling.get("partial_rotary_factor") if isinstance(self.scaling, Mapping) else None
         implied = None if factor is None or kind == "proportional" else int(self.dim * factor)
         if implied is not None and implied != self.frequency_dim:
             # transformers 5 keeps the rotated share inside rope_parameters: it must agree with rotary_dim
-            raise ValueError(f"scaling holds partial_rotary_factor={factor!r}, which rotates int({self.dim} * {factor!r})"
-                             f" = {implied} features of dim={self.dim}, but rotary_dim is {self.frequency_dim}; "
-                             f"pass rotary_dim={implied} (posenc.rope_from_config reads both from a config.json)")
+            raise ValueError(
+                f"scaling holds partial_rotary_factor={factor!r}, which rotates int({self.dim} * {factor!r})"
+                f" = {implied} features of dim={self.dim}, but rotary_dim is {self.frequency_dim}; "
+                f"pass rotary_dim={implied} (posenc.rope_from_config reads both from a config.json)"
+            )
         if self.rotary_dim is not None and kind == "proportional":
-            raise ValueError("rope scaling 'proportional' spans the whole head (its partial_rotary_factor zeroes "
-                             f"frequencies instead); leave rotary_dim out, got rotary_dim={self.rotary_dim}")
+            raise ValueError(
+                "rope scaling 'proportional' spans the whole head (its partial_rotary_factor zeroes "
+                f"frequencies instead); leave rotary_dim out, got rotary_dim={self.rotary_dim}"
+            )
 
     @property
     def frequency_dim(self) -> int:
@@ -91,8 +97,13 @@ def _same_positions(a: Tensor | None, b: Tensor | None) -> bool:
         return True
     if a is None or b is None or not (plain(a) and plain(b)):
         return False
-    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
-            and a.dtype == b.dtype and a.device == b.device)
+    return (
+        a.data_ptr() == b.data_ptr()
+        and a.shape == b.shape
+        and a.stride() == b.stride()
+        and a.dtype == b.dtype
+        and a.device == b.device
+    )
 
 
 @register
@@ -115,9 +126,11 @@ class Rope(PositionalEncoding):
         if self._scaling_kind in LENGTH_DEPENDENT:
             self.original_length = int(self._scaling_params.get("original_max_position_embeddings", 0)) or None
             if self.original_length is None:
-                raise ValueError(f"rope scaling {self._scaling_kind!r} needs 'original_max_position_embeddings' "
-                                 "(the length past which it rescales), e.g. {\"rope_type\": "
-                                 f"\"{self._scaling_kind}\", \"factor\": 2.0, \"original_max_position_embeddings\": 2048}}")
+                raise ValueError(
+                    f"rope scaling {self._scaling_kind!r} needs 'original_max_position_embeddings' "
+                    '(the length past which it rescales), e.g. {"rope_type": '
+                    f'"{self._scaling_kind}", "factor": 2.0, "original_max_position_embeddings": 2048}}'
+                )
         long = None
         if self._scaling_kind == "longrope":  # fixed long frequencies: a buffer, never reassigned
             long = long_inv_freq("longrope", config.frequency_dim, float(config.base), self._scaling_params, 0)
@@ -145,8 +158,9 @@ class Rope(PositionalEncoding):
     def _long_frequencies(self, seq_len: int | Tensor) -> Tensor:
         if self._long_inv_freq is not None:
             return self._long_inv_freq
-        return long_inv_freq(self._scaling_kind, self.config.frequency_dim, float(self.config.base),
-                             self._scaling_params, seq_len).to(self.inv_freq.device)
+        return long_inv_freq(
+            self._scaling_kind, self.config.frequency_dim, float(self.config.base), self._scaling_params, seq_len
+        ).to(self.inv_freq.device)
 
     def _is_long(self, seq_len: int | Tensor | None) -> bool:
         """Whether tables for ``seq_len`` may differ from the cached short ones (always, when compiling)."""
@@ -156,7 +170,9 @@ class Rope(PositionalEncoding):
             return True
         return float(seq_len) > self.original_length  # float: fractional positions compare as in torch.where
 
-    def seq_len_of(self, q_positions: Tensor | None, k_positions: Tensor | None, sq: int, sk: int) -> int | Tensor | None:
+    def seq_len_of(
+        self, q_positions: Tensor | None, k_positions: Tensor | None, sq: int, sk: int
+    ) -> int | Tensor | None:
         """``1 +`` the largest position of a call (None when the frequencies do not depend on it).
 
         Default positions are ``0..sk-1`` for keys and the last ``sq`` of those for queries.
@@ -167,8 +183,11 @@ class Rope(PositionalEncoding):
         for positions in (q_positions, k_positions):
             start = None if positions is None else known_range(positions)
             if start is not None:  # a range made by default_positions: its end, without a read from the device
-                longest = max(longest, start + positions.numel()) if isinstance(longest, int) else \
-                    longest.clamp(min=start + positions.numel())
+                longest = (
+                    max(longest, start + positions.numel())
+                    if isinstance(longest, int)
+                    else longest.clamp(min=start + positions.numel())
+                )
             elif positions is not None and positions.numel():
                 top = positions.max() + 1  # 0-d
                 if isinstance(longest, Tensor):
@@ -208,7 +227,12 @@ class Rope(PositionalEncoding):
         return table.unbind(-2)
 
     def _tables(
-        self, positions: Tensor | None, length: int, offset: int, x: Tensor, seq_len: int | Tensor | None = None,
+        self,
+        positions: Tensor | None,
+        length: int,
+        offset: int,
+        x: Tensor,
+        seq_len: int | Tensor | None = None,
         what: str = "key",
     ) -> tuple[Tensor, Tensor]:
         """Tables ``[s, r]`` (or ``[*p, r]``) for ``x``'s positions; ``seq_len`` picks length-dependent frequencies."""

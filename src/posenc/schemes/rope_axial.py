@@ -54,8 +54,9 @@ class RopeAxialConfig:
             object.__setattr__(self, "rotary_dim", check_even_dim("rotary_dim", self.rotary_dim))
             if self.rotary_dim > self.dim:
                 raise ValueError(f"rotary_dim must be at most dim={self.dim}, got {self.rotary_dim}")
-        F.axial_rope_inv_freq(self.rotary_width, self.n_axes, base=self.base, frequencies=self.frequencies,
-                              max_freq=self.max_freq)  # validates the rest
+        F.axial_rope_inv_freq(
+            self.rotary_width, self.n_axes, base=self.base, frequencies=self.frequencies, max_freq=self.max_freq
+        )  # validates the rest
 
     @property
     def rotary_width(self) -> int:
@@ -74,16 +75,23 @@ class RopeAxial(PositionalEncoding):
     def __init__(self, config: RopeAxialConfig) -> None:
         super().__init__(config)
         self.n_axes = config.n_axes  # type: ignore[misc]  # per instance: the config decides
-        inv_freq = F.axial_rope_inv_freq(config.rotary_width, config.n_axes, base=config.base,
-                                         frequencies=config.frequencies, max_freq=config.max_freq)
+        inv_freq = F.axial_rope_inv_freq(
+            config.rotary_width,
+            config.n_axes,
+            base=config.base,
+            frequencies=config.frequencies,
+            max_freq=config.max_freq,
+        )
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # [n, r / 2n] float64
 
     @classmethod
     def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict[str, Any]:
         """By name, rotate the largest multiple of ``2 · n_axes = 4`` features of the head."""
         if head_dim < 4:
-            raise ValueError(f"rope_axial turns one pair per axis and needs a head width of at least 4 (2 axes), got "
-                             f"head width {head_dim} (dim={dim}, num_heads={num_heads}); use fewer heads")
+            raise ValueError(
+                f"rope_axial turns one pair per axis and needs a head width of at least 4 (2 axes), got "
+                f"head width {head_dim} (dim={dim}, num_heads={num_heads}); use fewer heads"
+            )
         return {"dim": head_dim} if head_dim % 4 == 0 else {"dim": head_dim, "rotary_dim": head_dim - head_dim % 4}
 
     def cos_sin(self, coords: Tensor | int, *, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
@@ -91,7 +99,9 @@ class RopeAxial(PositionalEncoding):
         coords = F.as_coordinates(coords, self.config.n_axes)
         return F.axial_rope_cos_sin(coords, self.inv_freq, layout=self.config.layout, dtype=dtype)
 
-    def _tables(self, positions: Tensor | None, length: int, offset: int, x: Tensor, what: str) -> tuple[Tensor, Tensor]:
+    def _tables(
+        self, positions: Tensor | None, length: int, offset: int, x: Tensor, what: str
+    ) -> tuple[Tensor, Tensor]:
         dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
         if positions is None:
             positions = torch.arange(offset, offset + length, device=x.device)

@@ -36,8 +36,11 @@ class ShawConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "dim", check_positive_int("dim", self.dim))  # 8.0 -> 8
         left, right = F.relative_clip(self.max_relative_position)
-        object.__setattr__(self, "max_relative_position", left if left == right and not isinstance(
-            self.max_relative_position, (tuple, list)) else (left, right))
+        object.__setattr__(
+            self,
+            "max_relative_position",
+            left if left == right and not isinstance(self.max_relative_position, (tuple, list)) else (left, right),
+        )
         check_bool("values", self.values)
         check_number("init_std", self.init_std, low=0.0)
 
@@ -68,8 +71,9 @@ class Shaw(PositionalEncoding):
 
     def index(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         """Embedding index of every pair ``[..., sq, sk]`` in ``[0, 2K]`` (``[0, left + right]``)."""
-        return F.clipped_relative_index(F.as_positions(q_positions), F.as_positions(k_positions),
-                                        self.config.max_relative_position)
+        return F.clipped_relative_index(
+            F.as_positions(q_positions), F.as_positions(k_positions), self.config.max_relative_position
+        )
 
     @staticmethod
     def _expand(index: Tensor, b: int, h: int) -> Tensor:

@@ -38,12 +38,20 @@ class T5Config:
         object.__setattr__(self, "max_distance", check_positive_int("max_distance", self.max_distance))
         check_bool("bidirectional", self.bidirectional)
         check_number("init_std", self.init_std, low=0.0)
-        F.t5_relative_bucket(torch.zeros(1, dtype=torch.long), bidirectional=self.bidirectional,
-                             num_buckets=self.num_buckets, max_distance=self.max_distance)  # validates
+        F.t5_relative_bucket(
+            torch.zeros(1, dtype=torch.long),
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )  # validates
 
 
 def t5_score_mod(
-    table: Tensor, *, q_offset: int | Tensor = 0, bidirectional: bool = True, num_buckets: int = 32,
+    table: Tensor,
+    *,
+    q_offset: int | Tensor = 0,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
     max_distance: int = 128,
 ) -> ScoreMod:
     """T5's bias as a FlexAttention score mod: ``table [num_buckets, h]`` looked up at
@@ -53,14 +61,18 @@ def t5_score_mod(
     at index 0."""
     if not isinstance(table, Tensor) or table.dim() != 2 or table.shape[0] != num_buckets:
         got = f"shape {tuple(table.shape)}" if isinstance(table, Tensor) else type(table).__name__
-        raise ValueError(f"table must be a tensor [num_buckets={num_buckets}, heads] (T5's relative_attention_bias "
-                         f"weight), got {got}")
+        raise ValueError(
+            f"table must be a tensor [num_buckets={num_buckets}, heads] (T5's relative_attention_bias "
+            f"weight), got {got}"
+        )
     offset = torch.as_tensor(q_offset, device=table.device)
 
     def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        bucket = F.t5_relative_bucket(kv_idx - (q_idx + offset), bidirectional=bidirectional,
-                                      num_buckets=num_buckets, max_distance=max_distance)
+        bucket = F.t5_relative_bucket(
+            kv_idx - (q_idx + offset), bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+        )
         return score + table[bucket, h]
+
     return t5
 
 
@@ -88,7 +100,9 @@ class T5Bias(PositionalEncoding):
         c = self.config
         return F.t5_relative_bucket(
             F.relative_positions(q_positions, k_positions),
-            bidirectional=c.bidirectional, num_buckets=c.num_buckets, max_distance=c.max_distance,
+            bidirectional=c.bidirectional,
+            num_buckets=c.num_buckets,
+            max_distance=c.max_distance,
         )
 
     def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
@@ -99,15 +113,18 @@ class T5Bias(PositionalEncoding):
             return fast
         buckets = cached_index(self, q_positions, k_positions, device)  # contiguous ranges: [sq, sk], cached
         if buckets is None:
-            buckets = self.buckets(F.as_positions(q_positions, device=device), F.as_positions(k_positions, device=device))
+            buckets = self.buckets(
+                F.as_positions(q_positions, device=device), F.as_positions(k_positions, device=device)
+            )
         values = self.relative_attention_bias(buckets)  # [..., sq, sk, h]
         return values.movedim(-1, -3)  # [..., h, sq, sk]
 
     def relative_index(self, rel: Tensor) -> Tensor:
         """The bucket of each distance: ``[w]``."""
         c = self.config
-        return F.t5_relative_bucket(rel, bidirectional=c.bidirectional, num_buckets=c.num_buckets,
-                                    max_distance=c.max_distance)
+        return F.t5_relative_bucket(
+            rel, bidirectional=c.bidirectional, num_buckets=c.num_buckets, max_distance=c.max_distance
+        )
 
     def relative_bias_values(self, rel: Tensor) -> Tensor:
         """``[h, w]``: the table at each distance's bucket."""
@@ -115,5 +132,10 @@ class T5Bias(PositionalEncoding):
 
     def score_mod(self, q_offset: int | Tensor) -> ScoreMod:
         c = self.config
-        return t5_score_mod(self.relative_attention_bias.weight.detach(), q_offset=q_offset,
-                            bidirectional=c.bidirectional, num_buckets=c.num_buckets, max_distance=c.max_distance)
+        return t5_score_mod(
+            self.relative_attention_bias.weight.detach(),
+            q_offset=q_offset,
+            bidirectional=c.bidirectional,
+            num_buckets=c.num_buckets,
+            max_distance=c.max_distance,
+        )

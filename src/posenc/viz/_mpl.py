@@ -49,8 +49,14 @@ MIN_CELL_PIXELS = 3
 
 
 def show_matrix(
-    ax: Any, values: Any, *, cmap: Any, vmin: float | None = None, vmax: float | None = None,
-    extent: tuple[float, float, float, float] | None = None, aspect: str = "auto",
+    ax: Any,
+    values: Any,
+    *,
+    cmap: Any,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    extent: tuple[float, float, float, float] | None = None,
+    aspect: str = "auto",
 ) -> Any:
     """``ax.imshow(values, interpolation="nearest")`` that stays faithful at any size; returns the image.
 
@@ -113,8 +119,9 @@ def _mean_colours(image: Any, data: Any, rows: int, cols: int) -> Any:
     image.norm.autoscale_None(data)
     n, m = data.shape
     step = max(1, (1 << 20) // m)  # about a million cells coloured at a time (a 8192² matrix is 67 M)
-    binned = np.concatenate([_pixel_mean(image.to_rgba(data[start:start + step]), cols, axis=1)
-                             for start in range(0, n, step)])  # [n, cols, 4]
+    binned = np.concatenate(
+        [_pixel_mean(image.to_rgba(data[start : start + step]), cols, axis=1) for start in range(0, n, step)]
+    )  # [n, cols, 4]
     return _pixel_mean(binned, rows, axis=0)
 
 

@@ -25,7 +25,11 @@ def _symmetric_limit(values: Any) -> float:
 
 
 def encoding_heatmap(
-    code: Any, *, title: str = "Position code", first_position: int = 0, columns: str = "dims",
+    code: Any,
+    *,
+    title: str = "Position code",
+    first_position: int = 0,
+    columns: str = "dims",
 ) -> Any:
     """Heatmap of a code ``[p, d]``: one row per position, one column per feature.
 
@@ -49,7 +53,11 @@ def encoding_heatmap(
     elif finite.size and finite.max() <= 0 > finite.min():
         high, cmap = 0.0, "Blues_r"
     image = show_matrix(  # 8192 positions in 400 pixels: mean colours, not moiré
-        ax, code, cmap=cmap, vmin=low, vmax=high,
+        ax,
+        code,
+        cmap=cmap,
+        vmin=low,
+        vmax=high,
         extent=(-0.5, d - 0.5, first_position + p - 0.5, first_position - 0.5),
     )
     integer_ticks(ax)
@@ -61,8 +69,13 @@ def encoding_heatmap(
 
 
 def clock_view(
-    sin: Any, cos: Any, positions: Sequence[int], pairs: Sequence[int], *,
-    wavelengths: Sequence[float] | None = None, title: str = "Each sin/cos pair is a clock hand",
+    sin: Any,
+    cos: Any,
+    positions: Sequence[int],
+    pairs: Sequence[int],
+    *,
+    wavelengths: Sequence[float] | None = None,
+    title: str = "Each sin/cos pair is a clock hand",
 ) -> Any:
     """One clock face per position; pair ``i`` is a hand pointing at ``(sin, cos)``.
 
@@ -87,8 +100,12 @@ def clock_view(
         ax.plot(np.sin(circle), np.cos(circle), color="0.75", lw=1)
         for j, pair in enumerate(pairs):
             label = f"pair {pair}" + (f" (λ={wavelengths[j]:.3g})" if wavelengths is not None else "")
-            ax.annotate("", xy=(sin[row, j], cos[row, j]), xytext=(0, 0),
-                        arrowprops={"arrowstyle": "-|>", "color": colours[j], "lw": 2.0})
+            ax.annotate(
+                "",
+                xy=(sin[row, j], cos[row, j]),
+                xytext=(0, 0),
+                arrowprops={"arrowstyle": "-|>", "color": colours[j], "lw": 2.0},
+            )
             ax.plot([], [], color=colours[j], lw=2, label=label)  # legend handle for the arrow
         ax.set_xlim(-1.15, 1.15)
         ax.set_ylim(-1.15, 1.15)
@@ -122,16 +139,23 @@ def bits_vs_bands(bits: Any, code: Any, *, title: str = "Binary counter vs sinus
     p = bits.shape[0]
     figure = new_figure(10.0, 4.2)
     left, right = figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2]})
-    image = show_matrix(left, bits, cmap="Greys", vmin=0, vmax=1,  # bit 0 of 8192 positions: mid grey
-                        extent=(-0.5, bits.shape[1] - 0.5, p - 0.5, -0.5))
+    image = show_matrix(
+        left,
+        bits,
+        cmap="Greys",
+        vmin=0,
+        vmax=1,  # bit 0 of 8192 positions: mid grey
+        extent=(-0.5, bits.shape[1] - 0.5, p - 0.5, -0.5),
+    )
     integer_ticks(left)
     left.set_xlabel("bit (0 = lowest, flips every position)")
     left.set_ylabel("position")
     left.set_title(f"binary digits of the position ({bits.shape[1]} bits)")
     figure.colorbar(image, ax=left, label="bit value", ticks=[0, 1])
     limit = _symmetric_limit(code)
-    image = show_matrix(right, code, cmap="RdBu_r", vmin=-limit, vmax=limit,
-                        extent=(-0.5, code.shape[1] - 0.5, p - 0.5, -0.5))
+    image = show_matrix(
+        right, code, cmap="RdBu_r", vmin=-limit, vmax=limit, extent=(-0.5, code.shape[1] - 0.5, p - 0.5, -0.5)
+    )
     integer_ticks(right)
     right.set_xlabel("feature (fast waves on the left)")
     right.set_ylabel("position")
@@ -160,9 +184,7 @@ def word_plus_position(
     points = as_array(points, "points", ndim=3)  # [w, p, 2]
     w = words.shape[0]
     if words.shape[1] != 2 or points.shape != (w, len(positions), 2):
-        raise ValueError(
-            f"need words [w, 2] and points [w, {len(positions)}, 2], got {words.shape} and {points.shape}"
-        )
+        raise ValueError(f"need words [w, 2] and points [w, {len(positions)}, 2], got {words.shape} and {points.shape}")
     figure = new_figure(6.4, 4.6)
     ax = figure.add_subplot()
     circle = np.linspace(0, 2 * np.pi, 200)
@@ -170,16 +192,32 @@ def word_plus_position(
     labelled = len(positions) <= _WORD_LABELS
     for i in range(w):
         radius = float(np.linalg.norm(points[i] - words[i], axis=1).mean()) if len(positions) else 1.0
-        ax.plot(words[i, 0] + radius * np.cos(circle), words[i, 1] + radius * np.sin(circle),
-                color="0.8", ls="--", lw=1)
+        ax.plot(
+            words[i, 0] + radius * np.cos(circle), words[i, 1] + radius * np.sin(circle), color="0.8", ls="--", lw=1
+        )
         for (x, y), position in list(zip(points[i], positions))[:_WORD_LABELS]:
             ax.plot([words[i, 0], x], [words[i, 1], y], color="0.85", lw=0.8, zorder=1)
             ax.annotate(f"{position}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
         # the last position drawn first, so that the labelled first ones stay on top
-        scatter = ax.scatter(points[i, ::-1, 0], points[i, ::-1, 1], c=list(positions)[::-1], cmap="viridis",
-                             s=40 if labelled else 18, zorder=3, vmin=min(positions), vmax=max(positions))
-        ax.scatter([words[i, 0]], [words[i, 1]], marker="*", s=220, color="crimson", zorder=4,
-                   label="word embeddings" if i == 0 else None)
+        scatter = ax.scatter(
+            points[i, ::-1, 0],
+            points[i, ::-1, 1],
+            c=list(positions)[::-1],
+            cmap="viridis",
+            s=40 if labelled else 18,
+            zorder=3,
+            vmin=min(positions),
+            vmax=max(positions),
+        )
+        ax.scatter(
+            [words[i, 0]],
+            [words[i, 1]],
+            marker="*",
+            s=220,
+            color="crimson",
+            zorder=4,
+            label="word embeddings" if i == 0 else None,
+        )
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xlabel("feature 0")
     ax.set_ylabel("feature 1")
@@ -187,6 +225,7 @@ def word_plus_position(
     ax.legend(loc="best", fontsize=8)
     if scatter is not None:
         first = f"the first {_WORD_LABELS} labelled"
-        figure.colorbar(scatter, ax=ax, label=f"position ({'labels beside the points' if labelled else first})",
-                        shrink=0.85)
+        figure.colorbar(
+            scatter, ax=ax, label=f"position ({'labels beside the points' if labelled else first})", shrink=0.85
+        )
     return figure

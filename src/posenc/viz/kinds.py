@@ -51,8 +51,11 @@ def _heatmap(scheme: str, options: PlotOptions) -> Any:
 
     code = code_matrix(scheme, options.positions or 50, options)  # [n, d] ([n, h] for biases)
     family = family_of(scheme)
-    return encoding_heatmap(code, title=f"{_label(scheme, options)}: {_ROWS.get(family, 'code')}",
-                            columns="heads" if family == "bias" else "dims")
+    return encoding_heatmap(
+        code,
+        title=f"{_label(scheme, options)}: {_ROWS.get(family, 'code')}",
+        columns="heads" if family == "bias" else "dims",
+    )
 
 
 def _clock(scheme: str, options: PlotOptions) -> Any:
@@ -78,8 +81,14 @@ def _clock(scheme: str, options: PlotOptions) -> Any:
     sin = code[:, [sin_cols[i] for i in pairs]]  # [len(shown), k]
     cos = code[:, [cos_cols[i] for i in pairs]]  # [len(shown), k]
     wavelengths = [2 * math.pi / float(inv_freq[i]) for i in pairs]
-    return clock_view(sin, cos, shown, pairs, wavelengths=wavelengths,
-                      title=f"{_label(scheme, options)} (d = {code.shape[1]}): each pair is a clock hand")
+    return clock_view(
+        sin,
+        cos,
+        shown,
+        pairs,
+        wavelengths=wavelengths,
+        title=f"{_label(scheme, options)} (d = {code.shape[1]}): each pair is a clock hand",
+    )
 
 
 def _pair_columns(layout: str, n_pairs: int) -> tuple[list[int], list[int]]:
@@ -96,8 +105,12 @@ def _dot(scheme: str, options: PlotOptions) -> Any:
     from .similarity import position_matrix
 
     n = options.positions or 100
-    return position_matrix(dot_matrix(code_matrix(scheme, n, options)), title=f"{scheme}: PE(i) · PE(j)",
-                           colorbar_label="dot product", cmap="magma")
+    return position_matrix(
+        dot_matrix(code_matrix(scheme, n, options)),
+        title=f"{scheme}: PE(i) · PE(j)",
+        colorbar_label="dot product",
+        cmap="magma",
+    )
 
 
 #: The largest side of the grid figure (its positions are side x side coordinates).
@@ -110,8 +123,10 @@ def _grid(scheme: str, options: PlotOptions) -> Any:
 
     side = options.positions or 16
     if side > _GRID_SIDE:  # side² coordinates, each a code and a distance: 512² is already 262144
-        raise ValueError(f"the grid figure takes --positions as the side of its grid (side² positions); "
-                         f"it must be at most {_GRID_SIDE}, got {side}")
+        raise ValueError(
+            f"the grid figure takes --positions as the side of its grid (side² positions); "
+            f"it must be at most {_GRID_SIDE}, got {side}"
+        )
     module = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options))
     rows, cols = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")  # [side, side] each
     coords = torch.zeros(side * side, module.n_axes, dtype=torch.long)  # [side², n_axes]; later axes at 0
@@ -140,8 +155,12 @@ def _cosine(scheme: str, options: PlotOptions) -> Any:
 
     n = options.positions or 251
     code = code_matrix(scheme, n, options, dim=_seed_004_dim(scheme))  # [n, d]
-    return distance_from_position(torch.arange(n), distance_from(code, 1), reference=1,
-                                  title=f"{scheme} (d = {code.shape[1]}): cosine distance from position 1")
+    return distance_from_position(
+        torch.arange(n),
+        distance_from(code, 1),
+        reference=1,
+        title=f"{scheme} (d = {code.shape[1]}): cosine distance from position 1",
+    )
 
 
 def _distance(scheme: str, options: PlotOptions) -> Any:
@@ -149,8 +168,12 @@ def _distance(scheme: str, options: PlotOptions) -> Any:
     from .similarity import position_matrix
 
     code = code_matrix(scheme, options.positions or 250, options, dim=_seed_004_dim(scheme))  # [n, d]
-    return position_matrix(cosine_distance_matrix(code), colorbar_label="cosine distance", vmin=0.0,
-                           title=f"{scheme} (d = {code.shape[1]}): cosine distance between positions")
+    return position_matrix(
+        cosine_distance_matrix(code),
+        colorbar_label="cosine distance",
+        vmin=0.0,
+        title=f"{scheme} (d = {code.shape[1]}): cosine distance between positions",
+    )
 
 
 def _projection(scheme: str, options: PlotOptions) -> Any:
@@ -178,8 +201,12 @@ def _word(scheme: str, options: PlotOptions) -> Any:
 
     data = word_plus_position(options.positions or 8, base=options.base or 10000.0)
     positions = [int(p) for p in data["positions"]]
-    return draw(data["words"], data["points"], positions,
-                title="Two words plus a 2-wide sinusoid: each word's copies lie on a circle")
+    return draw(
+        data["words"],
+        data["points"],
+        positions,
+        title="Two words plus a 2-wide sinusoid: each word's copies lie on a circle",
+    )
 
 
 def _slopes(scheme: str, options: PlotOptions) -> Any:
@@ -199,18 +226,32 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
     data = logits_vs_distance(scheme, max_distance=options.positions or 256, seed=options.seed, **config)
     distances = data["distances"]
     if data["family"] == "rotary":
-        return rotary_decay(distances, data["mean"], data.get("std"), data.get("bound"),
-                            title=f"{_label(scheme, options)}: the logit of the same content, on average, falls with distance")
+        return rotary_decay(
+            distances,
+            data["mean"],
+            data.get("std"),
+            data.get("bound"),
+            title=f"{_label(scheme, options)}: the logit of the same content, on average, falls with distance",
+        )
     labels = list(data["labels"])
     if "slopes" in data:  # ALiBi: name each line by its slope
         labels = [f"{label} (m = {float(m):.3g})" for label, m in zip(labels, data["slopes"])]
     curves = dict(zip(labels, data["logits"]))
     if scheme == "t5":
-        return draw_lines(distances, curves, steps=True, ylabel="bias added to the logit",
-                          title="t5: a learned value per bucket and head (random init)")
+        return draw_lines(
+            distances,
+            curves,
+            steps=True,
+            ylabel="bias added to the logit",
+            title="t5: a learned value per bucket and head (random init)",
+        )
     if data["family"] == "bias":
-        return draw_lines(distances, curves, ylabel="bias added to the logit",
-                          title=f"{scheme}: bias against distance, one line per head")
+        return draw_lines(
+            distances,
+            curves,
+            ylabel="bias added to the logit",
+            title=f"{scheme}: bias against distance, one line per head",
+        )
     from ..analysis import build_scheme
 
     clip = getattr(build_scheme(scheme, seed=options.seed, **config).config, "max_relative_position", None)
@@ -218,8 +259,14 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
         clip, label = clip[0], f"clipping distance left = {clip[0]} (right = {clip[1]})"
     else:
         label = f"clipping distance K = {clip}" if clip is not None else ""
-    return draw_lines(distances, curves, ylabel="logit term  q · a^K", mark=clip, mark_label=label,
-                      title=f"{scheme}: query term against distance (random queries), flat past K")
+    return draw_lines(
+        distances,
+        curves,
+        ylabel="logit term  q · a^K",
+        mark=clip,
+        mark_label=label,
+        title=f"{scheme}: query term against distance (random queries), flat past K",
+    )
 
 
 def _buckets(scheme: str, options: PlotOptions) -> Any:
@@ -228,9 +275,15 @@ def _buckets(scheme: str, options: PlotOptions) -> Any:
 
     c = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options)).config
     data = t5_bucket_map(num_buckets=c.num_buckets, max_distance=c.max_distance, bidirectional=c.bidirectional)
-    return draw(data["relative_positions"], data["buckets"], num_buckets=data["num_buckets"],
-                max_exact=data["max_exact"], max_distance=data["max_distance"], grid=options.positions or 64,
-                title=f"t5 buckets ({'bidirectional' if c.bidirectional else 'causal'})")
+    return draw(
+        data["relative_positions"],
+        data["buckets"],
+        num_buckets=data["num_buckets"],
+        max_exact=data["max_exact"],
+        max_distance=data["max_distance"],
+        grid=options.positions or 64,
+        title=f"t5 buckets ({'bidirectional' if c.bidirectional else 'causal'})",
+    )
 
 
 def _any(*families: str) -> Callable[[str, str], bool]:
@@ -247,27 +300,72 @@ _CODES = ("absolute", "reference")
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        Kind("heatmap", "encoding matrix, positions × features", _any(*_ALL_CODES), _heatmap,
-             "any scheme with a code (not 'none')"),
-        Kind("clock", "each sin/cos pair as a clock hand", _named("sinusoidal", "rope", "xpos"), _clock,
-             "sinusoidal, rope, xpos"),
-        Kind("dot", "dot product between the codes of two positions", _any(*_CODES), _dot,
-             "absolute schemes and the references"),
-        Kind("cosine", "cosine distance from position 1 (d = 1024, positions up to 250)", _any(*_CODES), _cosine,
-             "absolute schemes and the references"),
-        Kind("distance", "cosine-distance matrix between positions", _any(*_CODES), _distance,
-             "absolute schemes and the references"),
-        Kind("projection", "2D projection of 1000 positions, coloured by position", _any(*_CODES), _projection,
-             "absolute schemes and the references"),
-        Kind("bits", "binary digits beside the sinusoid's bands", _named("sinusoidal", "binary"), _bits,
-             "sinusoidal, binary"),
+        Kind(
+            "heatmap",
+            "encoding matrix, positions × features",
+            _any(*_ALL_CODES),
+            _heatmap,
+            "any scheme with a code (not 'none')",
+        ),
+        Kind(
+            "clock",
+            "each sin/cos pair as a clock hand",
+            _named("sinusoidal", "rope", "xpos"),
+            _clock,
+            "sinusoidal, rope, xpos",
+        ),
+        Kind(
+            "dot",
+            "dot product between the codes of two positions",
+            _any(*_CODES),
+            _dot,
+            "absolute schemes and the references",
+        ),
+        Kind(
+            "cosine",
+            "cosine distance from position 1 (d = 1024, positions up to 250)",
+            _any(*_CODES),
+            _cosine,
+            "absolute schemes and the references",
+        ),
+        Kind(
+            "distance",
+            "cosine-distance matrix between positions",
+            _any(*_CODES),
+            _distance,
+            "absolute schemes and the references",
+        ),
+        Kind(
+            "projection",
+            "2D projection of 1000 positions, coloured by position",
+            _any(*_CODES),
+            _projection,
+            "absolute schemes and the references",
+        ),
+        Kind(
+            "bits",
+            "binary digits beside the sinusoid's bands",
+            _named("sinusoidal", "binary"),
+            _bits,
+            "sinusoidal, binary",
+        ),
         Kind("word", "a word embedding plus its 2D position code", _named("sinusoidal"), _word, "sinusoidal"),
-        Kind("logits", "attention logit against distance (decay, lines per head, buckets)",
-             _any("rotary", "bias", "relative"), _logits, "rotary, bias and relative schemes"),
+        Kind(
+            "logits",
+            "attention logit against distance (decay, lines per head, buckets)",
+            _any("rotary", "bias", "relative"),
+            _logits,
+            "rotary, bias and relative schemes",
+        ),
         Kind("buckets", "T5's bucket map", _named("t5"), _buckets, "t5"),
         Kind("slopes", "ALiBi's slope per head", _named("alibi"), _slopes, "alibi"),
-        Kind("grid", "cosine distance between 2-D positions on a grid", _multi_axis, _grid,
-             "absolute schemes over several axes (sinusoidal_nd)"),
+        Kind(
+            "grid",
+            "cosine distance between 2-D positions on a grid",
+            _multi_axis,
+            _grid,
+            "absolute schemes over several axes (sinusoidal_nd)",
+        ),
     )
 }
 
@@ -297,11 +395,14 @@ def plot(scheme: str, kind: str, options: PlotOptions | None = None) -> Any:
             f"kinds for {scheme!r}: {', '.join(kinds_for(scheme)) or '(none)'}"
         )
     if options.method != "pca" and kind != "projection":  # options the figure would silently ignore
-        raise ValueError(f"method={options.method!r} chooses the 2D projection of --kind projection; "
-                         f"figure kind {kind!r} draws none")
+        raise ValueError(
+            f"method={options.method!r} chooses the 2D projection of --kind projection; figure kind {kind!r} draws none"
+        )
     if options.seed != 0 and not _randomly_initialised(scheme, options):
-        raise ValueError(f"seed={options.seed} sets the random initialisation of learned tables (learned, t5, "
-                         f"shaw); {scheme!r} has none, so every seed draws the same figure")
+        raise ValueError(
+            f"seed={options.seed} sets the random initialisation of learned tables (learned, t5, "
+            f"shaw); {scheme!r} has none, so every seed draws the same figure"
+        )
     return entry.draw(scheme, options)
 
 
@@ -309,4 +410,5 @@ def _randomly_initialised(scheme: str, options: PlotOptions) -> bool:
     from ..analysis import build_scheme, is_reference
 
     return not is_reference(scheme) and any(
-        p.requires_grad for p in build_scheme(scheme, **scheme_config(scheme, options)).parameters())
+        p.requires_grad for p in build_scheme(scheme, **scheme_config(scheme, options)).parameters()
+    )

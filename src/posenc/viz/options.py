@@ -37,14 +37,18 @@ class PlotOptions:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
             if value is not None and value > _LIMITS[name]:  # n x n float64 matrices: 512 MiB each at 8192 (~5 GB peak)
-                raise ValueError(f"{name} must be at most {_LIMITS[name]} for the atlas's figures and checks, got {value}")
+                raise ValueError(
+                    f"{name} must be at most {_LIMITS[name]} for the atlas's figures and checks, got {value}"
+                )
         if self.positions == 1:
             raise ValueError("positions must be at least 2: a figure compares positions")
         if self.base is not None and not (isinstance(self.base, (int, float)) and self.base > 1):
             raise ValueError(f"base must be a number greater than 1, got {self.base!r}")
         if self.scaling is not None and not isinstance(self.scaling, Mapping):
-            raise ValueError("scaling must be a mapping like Hugging Face's rope_scaling, e.g. "
-                             f"{{'rope_type': 'linear', 'factor': 4.0}}, got {type(self.scaling).__name__}")
+            raise ValueError(
+                "scaling must be a mapping like Hugging Face's rope_scaling, e.g. "
+                f"{{'rope_type': 'linear', 'factor': 4.0}}, got {type(self.scaling).__name__}"
+            )
 
     def label(self, scheme: str) -> str:
         """``scheme`` as figure and table titles name it: with its RoPE scaling when one is given

@@ -19,8 +19,14 @@ __all__ = ["logits_vs_distance", "rotary_decay", "t5_bucket_map", "alibi_slopes"
 
 
 def logits_vs_distance(
-    distances: Any, curves: Mapping[str, Any], *, title: str, ylabel: str = "attention logit",
-    xlabel: str = "distance t (query at t, key at 0)", steps: bool = False, mark: float | None = None,
+    distances: Any,
+    curves: Mapping[str, Any],
+    *,
+    title: str,
+    ylabel: str = "attention logit",
+    xlabel: str = "distance t (query at t, key at 0)",
+    steps: bool = False,
+    mark: float | None = None,
     mark_label: str = "",
 ) -> Any:
     """One line per entry of ``curves`` (label → values ``[r]``) against ``distances [r]``.
@@ -44,8 +50,14 @@ def logits_vs_distance(
             raise ValueError(f"curve {label!r} has {values.shape[0]} values for {distances.shape[0]} distances")
         colour = cmap(0.9 * j / max(n - 1, 1)) if n > 1 else "C0"
         shown = j % every == 0 or j == n - 1
-        ax.plot(distances, values, label=label if shown else "_nolegend_", color=colour, lw=1.6,
-                drawstyle="steps-mid" if steps else "default")
+        ax.plot(
+            distances,
+            values,
+            label=label if shown else "_nolegend_",
+            color=colour,
+            lw=1.6,
+            drawstyle="steps-mid" if steps else "default",
+        )
     ax.axhline(0, color="0.6", lw=0.8)
     if mark is not None:
         ax.axvline(mark, color="crimson", ls=":", lw=1.2, label=mark_label or None)
@@ -58,7 +70,12 @@ def logits_vs_distance(
 
 
 def rotary_decay(
-    distances: Any, mean: Any, std: Any | None = None, bound: Any | None = None, *, title: str,
+    distances: Any,
+    mean: Any,
+    std: Any | None = None,
+    bound: Any | None = None,
+    *,
+    title: str,
     xlabel: str = "distance t (query at t, key at 0)",
 ) -> Any:
     """RoPE's decay with distance: the mean logit ``[r]`` over random q = k (± one std as a band)
@@ -91,8 +108,14 @@ def rotary_decay(
 
 
 def t5_bucket_map(
-    relative_positions: Any, buckets: Any, *, num_buckets: int, max_exact: int, max_distance: int,
-    grid: int = 64, title: str = "T5 relative-position buckets",
+    relative_positions: Any,
+    buckets: Any,
+    *,
+    num_buckets: int,
+    max_exact: int,
+    max_distance: int,
+    grid: int = 64,
+    title: str = "T5 relative-position buckets",
 ) -> Any:
     """T5's bucket against relative position ``[R]`` (steps), beside the ``[grid, grid]`` map of
     bucket(key − query) for the first ``grid`` positions (Raffel et al. 2020, §2.1)."""

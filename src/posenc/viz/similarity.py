@@ -17,7 +17,12 @@ __all__ = ["position_matrix", "distance_from_position", "projection_2d", "grid_d
 
 
 def position_matrix(
-    matrix: Any, *, title: str, colorbar_label: str, first_position: int = 0, cmap: str = "viridis",
+    matrix: Any,
+    *,
+    title: str,
+    colorbar_label: str,
+    first_position: int = 0,
+    cmap: str = "viridis",
     vmin: float | None = None,
 ) -> Any:
     """Heatmap of a ``[p, p]`` matrix between positions (rows: position i, columns: position j);
@@ -34,9 +39,15 @@ def position_matrix(
         finite = matrix[np.isfinite(matrix)]
         top = float(finite.max()) if finite.size else vmin
         vmax = top if top > vmin else vmin + 1.0  # all at vmin: a scale above it
-    image = show_matrix(ax, matrix, cmap=cmap, aspect="equal", vmin=vmin, vmax=vmax,
-                        extent=(first_position - 0.5, first_position + q - 0.5,
-                                first_position + p - 0.5, first_position - 0.5))
+    image = show_matrix(
+        ax,
+        matrix,
+        cmap=cmap,
+        aspect="equal",
+        vmin=vmin,
+        vmax=vmax,
+        extent=(first_position - 0.5, first_position + q - 0.5, first_position + p - 0.5, first_position - 0.5),
+    )
     integer_ticks(ax)
     ax.set_xlabel("position j")
     ax.set_ylabel("position i")
@@ -94,7 +105,9 @@ def projection_2d(points: Any, positions: Any, *, method: str = "PCA", title: st
     return figure
 
 
-def grid_distance(maps: Any, cells: list[tuple[int, int]], *, title: str, colorbar_label: str = "cosine distance") -> Any:
+def grid_distance(
+    maps: Any, cells: list[tuple[int, int]], *, title: str, colorbar_label: str = "cosine distance"
+) -> Any:
     """One panel per reference cell: ``maps [m, rows, cols]`` holds the distance from ``cells[m]``
     (row, column) to every cell of a grid of 2-D positions (image patches)."""
     maps = as_array(maps, "maps", ndim=3)  # [m, rows, cols]

@@ -11,8 +11,8 @@ Same formula as :func:`posenc.functional.apply_rope` (Su et al. 2021, RoFormer, 
   takes ``-=`` the second's product and the second ``+=`` the first's: four whole-width ops that
   round exactly as the reference (product, product, sum), so bit for bit equal to it whatever the
   memory layout (a fused ``addcmul`` rounds once less, and differently in its vector and scalar
-  loops). Other dtype mixes (16-bit ``x`` with float32 tables, whose ``out=`` ops would round each
-  step to 16 bits) go to the reference.
+  loops). 16-bit ``x`` with float32 tables is widened to float32 first and rounded once at the
+  end, as the reference rounds; other dtype mixes go to the reference.
 * :func:`complex_into` (the ``complex`` backend; interleaved pairs, float32/float64): one complex
   multiply of ``x`` viewed as complex numbers by ``cos + i sin`` (Meta's Llama
   ``apply_rotary_emb``), straight into ``out``: one pass. ATen's complex product may round a
@@ -42,13 +42,15 @@ def _as_complex(t: Tensor, r: int) -> Tensor:
 
 def serves(x: Tensor, cos: Tensor) -> bool:
     """Whether the four-op form rotates ``x`` itself (True) or hands it to the reference (False):
-    ``x`` and the tables of one dtype, float32 or float64."""
-    return x.dtype == cos.dtype and x.dtype in (torch.float32, torch.float64)
+    tables of ``x``'s dtype (float32 or float64), or 16-bit ``x`` with float32 tables."""
+    if x.dtype in (torch.float32, torch.float64):
+        return cos.dtype == x.dtype
+    return x.dtype in (torch.bfloat16, torch.float16) and cos.dtype == torch.float32
 
 
 def complex_serves(x: Tensor, cos: Tensor) -> bool:
     """Whether the complex multiply takes interleaved pairs of ``x``."""
-    return serves(x, cos) and _complex_ok(x)
+    return x.dtype in (torch.float32, torch.float64) and cos.dtype == x.dtype and _complex_ok(x)
 
 
 def _copy_rest(x: Tensor, out: Tensor, r: int) -> None:
@@ -64,11 +66,18 @@ def rotate_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, i
         return
     r = cos.shape[-1]
     first, second = (slice(0, r // 2), slice(r // 2, r)) if layout == "half" else (slice(0, r, 2), slice(1, r, 2))
-    xr, o = x[..., :r], out[..., :r]
-    kept = xr * (-sin if inverse else sin)  # [..., s, r]: each pair member times its pair's sin
-    torch.mul(xr, cos, out=o)  # each member times cos (in place: every element is read before it is written)
+    xr = x[..., :r]
+    # 16-bit x: widened once, rotated in float32 and rounded once on the copy into out, as the
+    # reference's promoted arithmetic rounds (its mixed-dtype ops are several times slower)
+    wide = xr.float() if xr.dtype != cos.dtype else None
+    src = xr if wide is None else wide
+    o = out[..., :r] if wide is None else torch.empty_like(wide)
+    kept = src * (-sin if inverse else sin)  # [..., s, r]: each pair member times its pair's sin
+    torch.mul(src, cos, out=o)  # each member times cos (in place: every element is read before it is written)
     o[..., first].sub_(kept[..., second])  # x0 cos - x1 sin
     o[..., second].add_(kept[..., first])  # x1 cos + x0 sin
+    if wide is not None:
+        out[..., :r].copy_(o)
     _copy_rest(x, out, r)
 
 

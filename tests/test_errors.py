@@ -475,3 +475,12 @@ def test_counts_accept_numpy_and_0d_integers() -> None:
     assert F.randomized_positions(torch.tensor(2), np.int64(5), 10).shape == (2, 5)
     with _raises(TypeError, "seq_len must be a non-negative integer", "2.5"):
         F.randomized_positions(2, 2.5, 10)
+
+
+def test_rope_axial_rotary_dim_not_a_multiple_of_the_axes_is_named() -> None:
+    """Was a bug: ``create("rope_axial", dim=16, rotary_dim=6)`` complained about ``dim=6``."""
+    with _raises(ValueError, "rotary_dim must be a multiple of 2 * n_axes = 4", "got rotary_dim=6", "dim=16"):
+        posenc.create("rope_axial", dim=16, rotary_dim=6)
+    with _raises(ValueError, "dim must be a multiple of 2 * n_axes = 6, got dim=16"):
+        posenc.create("rope_axial", dim=16, n_axes=3)
+    assert posenc.create("rope_axial", dim=16, rotary_dim=8).config.rotary_width == 8

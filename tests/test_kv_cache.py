@@ -118,3 +118,65 @@ def test_narrow_integer_positions_continue_past_their_dtype() -> None:
         want = attn(x, torch.arange(252, 260))
     assert cache.positions.tolist() == list(range(252, 260))
     torch.testing.assert_close(torch.cat((first, rest), 1), want, rtol=0, atol=1e-6)
+
+
+def test_append_refuses_positions_that_do_not_match_the_keys() -> None:
+    """Was a bug: ``append(k, v, arange(5))`` with 3 keys was taken, and the next attention call
+    failed inside torch (``The size of tensor a (4) must match the size of tensor b (6)``). The
+    cache is left as it was."""
+    cache, k = posenc.KVCache(), torch.randn(1, 2, 3, 8)
+    with pytest.raises(ValueError, match=r"positions of shape \[5\] give 5 positions for 3 new keys"):
+        cache.append(k, k, torch.arange(5))
+    assert cache.k is None and cache.length == 0
+    cache.append(k, k, torch.arange(3))
+    with pytest.raises(ValueError, match=r"give 2 positions for 1 new keys.*\[s\], \[1, s\] or \[b, s\]"):
+        cache.append(k[:, :, :1], k[:, :, :1], torch.arange(3, 5))
+    with pytest.raises(ValueError, match=r"k and v must be \[b, h, s, hd\] with the same b, h and s"):
+        cache.append(k, k[:, :, :2], torch.arange(3, 6))
+    assert cache.length == 3 and cache.k.shape == (1, 2, 3, 8)
+
+
+def test_one_cache_serves_one_layer() -> None:
+    """Was a bug: one KVCache passed to two layers was accepted, and the second layer attended to
+    the first one's keys (outputs off by 0.4). The second layer now refuses it; one cache per layer
+    decodes as the full forward."""
+    torch.manual_seed(0)
+    layers = [posenc.Attention(32, 4, encoding="rope", causal=True).eval() for _ in range(2)]
+    x = torch.randn(1, 5, 32)
+    with torch.no_grad():
+        shared = posenc.KVCache()
+        layers[0](x[:, :3], cache=shared)
+        with pytest.raises(ValueError, match=r"another attention layer.*one KVCache per layer.*for _ in layers"):
+            layers[1](x[:, :3], cache=shared)
+        assert shared.length == 3
+        caches = [posenc.KVCache() for _ in layers]
+        for a, b in [(0, 3), (3, 4), (4, 5)]:
+            h = x[:, a:b]
+            for layer, cache in zip(layers, caches):
+                h = layer(h, cache=cache)
+            if a == 0:
+                steps = [h]
+            else:
+                steps.append(h)
+        full = layers[1](layers[0](x))
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-6)
+
+
+def test_a_cache_copies_and_pickles_without_its_layer() -> None:
+    """The layer is held by a weak reference: a pickled cache (a checkpoint of a decoding state)
+    drops it and serves any layer, a deep copy keeps it."""
+    import copy
+    import pickle
+
+    attn = posenc.Attention(32, 4, encoding="rope", causal=True).eval()
+    x = torch.randn(1, 3, 32)
+    with torch.no_grad():
+        cache = posenc.KVCache()
+        attn(x, cache=cache)
+        restored = pickle.loads(pickle.dumps(cache))
+        assert restored.length == 3 and torch.equal(restored.k, cache.k)
+        posenc.Attention(32, 4, encoding="rope", causal=True)(x[:, :1], cache=restored)  # no owner: taken
+        twin = copy.deepcopy(cache)
+        attn(x[:, :1], cache=twin)
+        with pytest.raises(ValueError, match="one KVCache per layer"):
+            posenc.Attention(32, 4, encoding="rope", causal=True)(x[:, :1], cache=twin)

@@ -918,3 +918,19 @@ def test_per_layer_type_ropes_ignore_a_top_level_original_length(model_type):
     _same_frequencies(rope, hf, "full_attention")
     flat = posenc.rope_from_config({**cfg, "model_type": "llama"})  # one RoPE dict: the top level wins
     assert flat.config.scaling["original_max_position_embeddings"] == 1024
+
+
+def test_an_odd_head_width_names_the_fields_it_comes_from() -> None:
+    """Was a bug: reported as RopeConfig's "dim must be a positive even number", naming neither
+    ``head_dim`` nor the fields it was derived from."""
+    with pytest.raises(ValueError, match=r"head width from config field 'head_dim' is 65, odd.*even head_dim"):
+        posenc.rope_from_config({"model_type": "llama", "head_dim": 65, "hidden_size": 4096, "num_attention_heads": 32})
+    with pytest.raises(ValueError, match=r"'hidden_size' // 'num_attention_heads' \(head_dim = 130 // 2\) is 65, odd"):
+        posenc.rope_from_config({"model_type": "llama", "hidden_size": 130, "num_attention_heads": 2})
+
+
+def test_a_text_config_that_is_not_an_object_is_refused() -> None:
+    """Was a bug: ``{"model_type": "gemma3", "text_config": 5}`` silently read Gemma 3's defaults."""
+    for text_config in (5, "gemma3_text", [1, 2]):
+        with pytest.raises(ValueError, match=r"config field 'text_config' must be an object \(a dict\).*got"):
+            posenc.rope_from_config({"model_type": "gemma3", "text_config": text_config}, layer_type="full_attention")

@@ -19,8 +19,13 @@ What a scheme requires of the layer (head count, head width, causality) it check
 that range, and take the same path as positions given explicitly: the schemes serve the range
 from their caches without reading it.
 
-Decoding: pass a :class:`KVCache`; the new tokens' positions default to continuing after the
-cached ones, keys are cached after rotation, and the causal mask is by index in the stream.
+Decoding: pass a :class:`KVCache` (one per layer: a cache refuses a second layer); the new
+tokens' positions default to continuing after the cached ones, keys are cached after rotation, and
+the causal mask is by index in the stream.
+
+Where scores, a mask or a bias ``[b, h, sq, sk]`` are materialised, one larger than the memory
+available is refused before it is allocated (:class:`~posenc._memory.TooLargeError`, a
+ValueError naming its size and the ways around it).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import torch.nn.functional as nnf
 from torch import Tensor, nn
 
 from . import flex
+from ._memory import check_fits
 from .functional._checks import check_bool, check_number, check_positive_int, has_tangent, plain, tracing
 from .functional.multidim import as_coordinates
 from .kernels.ranges import known_range
@@ -40,6 +46,15 @@ from .kv_cache import KVCache
 from .schemes.base import PositionalEncoding, create, default_positions, no_encoding, scheme_class
 
 __all__ = ["Attention", "KVCache"]
+
+#: The ways around scores or a mask ``[b, h, sq, sk]`` too large to materialise.
+SCORES_HINT = (
+    "Attention materialises them with a key_mask, dropout, a scheme with query terms (shaw), or a bias "
+    "that needs gradients on the CPU; a bias scheme's scores are computed per block through FlexAttention "
+    "for inference without a key_mask or dropout (posenc.flex.set_mode('always') makes it the path "
+    "whenever it applies); otherwise use a shorter sequence, or for inference feed the sequence in chunks "
+    "of tokens through a posenc.KVCache"
+)
 
 
 def _build_encoding(
@@ -109,14 +124,16 @@ def _check_dropout(dropout: object) -> float:
     return float(dropout)
 
 
-def _check_inputs(x: object, dim: int, cache: object, key_mask: object) -> None:
-    """Raise on an ``x`` that is not ``[b, s, dim]`` floats, a cache of another kind or batch, or a
-    key mask that is not boolean."""
+def _check_inputs(x: object, dim: int, device: torch.device, cache: object, key_mask: object) -> None:
+    """Raise on an ``x`` that is not ``[b, s, dim]`` floats on the weights' ``device``, a cache of
+    another kind or batch, or a key mask that is not boolean or not on ``x``'s device."""
     if not isinstance(x, Tensor) or not x.is_floating_point():
         what = f"a tensor of dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
         raise TypeError(f"Attention expects floating-point embeddings x [b, s, {dim}], got {what}")
     if x.dim() != 3 or x.shape[-1] != dim:
         raise ValueError(f"Attention expects x of shape [b, s, {dim}], got {tuple(x.shape)}")
+    if x.device != device:
+        raise ValueError(f"x is on {x.device} but this Attention's weights are on {device}: move one to the other")
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a posenc.KVCache or None, got {type(cache).__name__}")
     if key_mask is not None and (
@@ -128,6 +145,8 @@ def _check_inputs(x: object, dim: int, cache: object, key_mask: object) -> None:
             f"attended, got {what}; an additive float mask (0 attend, -inf masked) converts with "
             "key_mask = mask == 0, a 1/0 float mask with key_mask = mask.bool()"
         )
+    if key_mask is not None and key_mask.device != x.device:
+        raise ValueError(f"key_mask is on {key_mask.device} but x is on {x.device}: move it to x's device")
     if cache is not None and cache.k is not None and cache.k.shape[0] != x.shape[0]:
         raise ValueError(
             f"this KVCache holds keys [b, h, sk, hd] = {list(cache.k.shape)}; x {list(x.shape)} has "
@@ -216,7 +235,7 @@ class Attention(nn.Module):
 
         ``key_mask [b, sk]`` (bool, True = attend) masks padding keys, cached ones included.
         """
-        _check_inputs(x, self.dim, cache, key_mask)
+        _check_inputs(x, self.dim, self.qkv.weight.device, cache, key_mask)
         enc = self.encoding
         past = cache.length if cache is not None else 0
         positions = self._positions(x, positions, cache)  # [s] or [b, s]; coordinates [.., s, n_axes]
@@ -225,7 +244,7 @@ class Attention(nn.Module):
         q, k = enc.rotate(q, k, positions, positions)
         k_positions = positions
         if cache is not None:  # [b, kv, sk, hd] x 2, [.., sk(, n_axes)]
-            k, v, k_positions = cache.append(k, v, positions, seq_dim=-2 if enc.n_axes > 1 else -1)
+            k, v, k_positions = cache.append(k, v, positions, seq_dim=-2 if enc.n_axes > 1 else -1, owner=self)
         out = self._attend(q, k, v, positions, k_positions, past, key_mask)  # [b, h, s, hd]
         out = out.transpose(1, 2).flatten(2)  # [b, h, s, hd] -> [b, s, h hd]
         return self.proj(out)
@@ -343,6 +362,12 @@ class Attention(nn.Module):
         self, q: Tensor, sk: int, bias: Tensor | None, past: int, key_mask: Tensor | None, explicit_causal: bool
     ) -> Tensor:
         sq = q.shape[-2]
+        if key_mask is not None:
+            b = q.shape[0]
+        else:
+            b = bias.shape[0] if bias is not None and bias.dim() == 4 else 1
+        heads = bias.shape[-3] if bias is not None else 1
+        check_fits("the attention mask", (b, heads, sq, sk), q.dtype, q.device, hint=SCORES_HINT)
         mask = bias.to(q.dtype) if bias is not None else q.new_zeros(1, sq, sk)
         forbid = None
         if explicit_causal:
@@ -369,6 +394,8 @@ class Attention(nn.Module):
         (``[h, sq, sk]``, not ``[b, h, sq, sk]``). The experiments' training step with T5, one
         thread: +20-21% -> +9-15% over no encoding (``bench_training``, three runs each)."""
         enc = self.encoding
+        b, h, sq, _ = q.shape
+        check_fits("the attention scores", (b, h, sq, k.shape[-2]), q.dtype, q.device, hint=SCORES_HINT)
         if k.shape[1] != q.shape[1]:  # grouped-query attention: each key/value head serves a group of queries
             k, v = _repeat_kv(k, v, q.shape[1])
         extra = enc.query_scores(q, q_positions, k_positions)

@@ -340,13 +340,14 @@ def _number(name: str, value: object) -> float:
     return float(value)
 
 
-def _head_dim(config: Mapping[str, Any]) -> int:
+def _head_dim(config: Mapping[str, Any]) -> tuple[int, str]:
+    """The head width and the config fields it comes from (for errors)."""
     rope_width = config.get("qk_rope_head_dim")  # DeepSeek MLA: the rotated slice of each head
     if rope_width is not None:
-        return _whole("qk_rope_head_dim", rope_width)
+        return _whole("qk_rope_head_dim", rope_width), "config field 'qk_rope_head_dim'"
     head_dim = config.get("head_dim")
     if head_dim:
-        return _whole("head_dim", head_dim)
+        return _whole("head_dim", head_dim), "config field 'head_dim'"
     names = [n for n in ("hidden_size", "n_embd", "d_model") if config.get(n) is not None][:1]
     names += [n for n in ("num_attention_heads", "n_head") if config.get(n) is not None][:1]
     if len(names) < 2:
@@ -354,7 +355,22 @@ def _head_dim(config: Mapping[str, Any]) -> int:
             "config needs 'head_dim', or 'hidden_size' and 'num_attention_heads', to give the head width; "
             f"got keys {sorted(config)}"
         )
-    return _whole(names[0], config[names[0]]) // _whole(names[1], config[names[1]])
+    width, heads = _whole(names[0], config[names[0]]), _whole(names[1], config[names[1]])
+    if width < heads:
+        raise ValueError(
+            f"config fields {names[0]!r}={width} and {names[1]!r}={heads} give heads of width "
+            f"{width} // {heads} = 0; pass 'head_dim'"
+        )
+    return width // heads, f"config fields {names[0]!r} // {names[1]!r} (head_dim = {width} // {heads})"
+
+
+def _check_even_head(head_dim: int, source: str) -> int:
+    if head_dim % 2:
+        raise ValueError(
+            f"the head width from {source} is {head_dim}, odd: RoPE rotates pairs of features and needs an "
+            "even head_dim"
+        )
+    return head_dim
 
 
 #: Model types whose transformers code reads ``partial_rotary_factor`` (their rotary module's
@@ -516,27 +532,28 @@ def _layout(config: Mapping[str, Any], layout: str | None) -> str:
     return MODEL_LAYOUTS[model_type]
 
 
-def _layer_head_dim(config: Mapping[str, Any], layer_type: str | None, head_dim: int) -> int:
+def _layer_head_dim(config: Mapping[str, Any], layer_type: str | None, head: tuple[int, str]) -> tuple[int, str]:
     """Gemma 4's full-attention layers have heads of their own width: ``global_head_dim`` in its
     config.json (512 when absent, HF ``Gemma4TextConfig``), which transformers' own dicts keep as a
     ``per_layer_config`` override of those layers' ``head_dim``."""
     if layer_type is None:
-        return head_dim
+        return head
     per_layer = config.get("per_layer_config")
     if isinstance(per_layer, Mapping):  # transformers' own dict: overrides keyed by layer index ("05" in JSON)
         for index, kind in enumerate(config.get("layer_types") or ()):
             if kind == layer_type:
                 override = next((v for k, v in per_layer.items() if str(k).isdigit() and int(k) == index), None)
                 if isinstance(override, Mapping) and override.get("head_dim"):
-                    return _whole(f"per_layer_config[{index}].head_dim", override["head_dim"])
-                return head_dim  # no override (transformers drops one equal to head_dim)
-        return head_dim
+                    name = f"per_layer_config[{index}].head_dim"
+                    return _whole(name, override["head_dim"]), f"config field {name!r}"
+                return head  # no override (transformers drops one equal to head_dim)
+        return head
     if layer_type == "full_attention":
         if config.get("global_head_dim"):
-            return _whole("global_head_dim", config["global_head_dim"])
+            return _whole("global_head_dim", config["global_head_dim"]), "config field 'global_head_dim'"
         if config.get("model_type") in _GEMMA4:
-            return 512
-    return head_dim
+            return 512, "Gemma 4's default global_head_dim"
+    return head
 
 
 def _nested(params: object) -> bool:
@@ -598,8 +615,14 @@ def rope_from_config(
     (128, 500000.0, 'half')
     """
     config = _load(config)
-    if isinstance(config.get("text_config"), Mapping) and "num_attention_heads" not in config:
-        config = {"model_type": config.get("model_type"), **config["text_config"]}
+    text_config = config.get("text_config")
+    if text_config is not None and not isinstance(text_config, Mapping):
+        raise ValueError(
+            f"config field 'text_config' must be an object (a dict) of the text model's fields, as in a "
+            f"multimodal config.json, got {text_config!r}"
+        )
+    if text_config is not None and "num_attention_heads" not in config:
+        config = {"model_type": config.get("model_type"), **text_config}
     config = {**_HF_DEFAULTS.get(config.get("model_type"), {}), **config}
     params = _rope_params(config, layer_type)
     base = _field(params, "rope_theta")
@@ -609,7 +632,9 @@ def rope_from_config(
         )
     if base is not None:
         base = _number("rope_theta", base)
-    head_dim = _layer_head_dim(config, layer_type, _head_dim(config))
+        if not base > 1:
+            raise ValueError(f"config field 'rope_theta' (the RoPE base) must be greater than 1, got {base!r}")
+    head_dim = _check_even_head(*_layer_head_dim(config, layer_type, _head_dim(config)))
     rotary_dim = _rotary_dim(config, params, head_dim)
     nested = config.get("model_type") in _LAYER_TYPED or _nested(
         config.get("rope_scaling") or config.get("rope_parameters")

@@ -499,3 +499,27 @@ def _plot_default(tmp_path, args):
     out = tmp_path / "default.png"
     assert _run(*args, "--scaling", '{"rope_type": "linear", "factor": 2.0}', "--out", str(out)).exit_code == 0
     return out
+
+
+def test_out_under_a_file_names_the_file(tmp_path, monkeypatch):
+    """``--out afile/x`` with ``afile`` a file: one line naming ``afile``, exit 2, before anything is
+    drawn (report said "cannot create the folder ... (File exists)")."""
+    import posenc.report
+    import posenc.viz
+
+    drawn = []
+    monkeypatch.setattr(posenc.report, "build_report", lambda *a, **k: drawn.append(a))
+    monkeypatch.setattr(posenc.viz, "plot", lambda *a, **k: drawn.append(a))
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for args, out in (
+        (("report", "--scheme", "alibi"), afile / "atlas"),
+        (("plot", "sinusoidal", "--kind", "heatmap"), afile / "heat.png"),
+        (("plot", "sinusoidal", "--kind", "heatmap"), afile / "deeper" / "heat.png"),
+    ):
+        result = _run(*args, "--out", str(out))
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2 and lines == [
+            f"error: --out: cannot write {str(out)!r}: {str(afile)!r} is a file, not a folder"
+        ]
+    assert not drawn and afile.read_text() == ""

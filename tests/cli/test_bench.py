@@ -424,3 +424,17 @@ def test_training_rows_report_the_first_step_apart():
     assert all(r["first_step_ms"] > 0 and r["median_ms"] > 0 for r in rows)
     table = markdown({"meta": {}, "training": rows})
     assert "| first step ms (one-time costs) |" in table and "| rope |" in table
+
+
+def test_output_paths_under_a_file_name_the_file(tmp_path, capsys, monkeypatch):
+    """``--markdown afile/p.md`` with ``afile`` a file: the error says that ``afile`` is a file
+    (it said "File exists", or "Not a directory" one folder deeper), one line, exit 2."""
+    calls = []
+    monkeypatch.setattr(report, "run", lambda **kw: calls.append(kw) or {"meta": {}, "rope": []})
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for option, path in (("--markdown", afile / "p.md"), ("--json", afile / "sub" / "p.json")):
+        assert main(["bench", "--sections", "rope", option, str(path)]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines == [f"error: {option}: cannot write {path}: {afile} is a file, not a folder"], lines
+    assert calls == [] and afile.read_text() == ""

@@ -194,7 +194,7 @@ def test_write_failures_during_a_run_are_one_line_errors_and_lose_nothing(tmp_pa
     one line naming the path and why, exit 1; the run's checkpoint stays, so the rerun goes on."""
     import os
 
-    checkpoint_tmp = tmp_path / "a" / "checkpoints" / f"length__copy__none__seed0.pt.tmp{os.getpid()}"
+    checkpoint_tmp = tmp_path / "a" / "checkpoints" / f".length__copy__none__seed0.pt.tmp{os.getpid()}"
     checkpoint_tmp.mkdir(parents=True)
     _failed(_run(*TINY, "--out", str(tmp_path / "a")), 1, "error: the run failed: ", str(checkpoint_tmp))
     b = tmp_path / "b"
@@ -359,3 +359,30 @@ def test_more_threads_than_cpus_is_a_warning(tmp_path, monkeypatch):
         "warning: --threads 2 is more than the CPUs here (1): the extra threads only compete for "
         "them (slower, not faster)"
     ]
+
+
+def test_out_under_a_file_names_the_file(tmp_path):
+    """``--out afile/run`` with ``afile`` a file: one line naming ``afile`` (it named afile/run,
+    "Not a directory"), before anything trains."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    out = afile / "run"
+    _failed(_run(*TINY, "--out", str(out)), 1, f"cannot write results to {out}: {afile} is a file, not a folder")
+    _failed(_run("length", "--plot-only", "--out", str(out)), 1, f"{afile} is a file, not a folder")
+    assert afile.read_text() == ""
+
+
+def test_a_full_disk_at_the_first_checkpoint_says_so(tmp_path, monkeypatch):
+    """A full disk at the first checkpoint said "cannot save a checkpoint (RuntimeError: [enforce
+    fail at inline_container.cc:672] .)": torch's zip writer hides the OSError. One line, exit 1,
+    naming the checkpoint and "No space left on device", and no temporary left."""
+    from ..experiments.test_train import full_disk_open, train
+
+    monkeypatch.setattr(train, "open", full_disk_open, raising=False)
+    checkpoint = tmp_path / "checkpoints" / "length__copy__none__seed0.pt"
+    _failed(
+        _run(*TINY, "--out", str(tmp_path)),
+        1,
+        f"error: the run failed: {checkpoint}: No space left on device",
+    )
+    assert list((tmp_path / "checkpoints").iterdir()) == [] and not (tmp_path / "results.json").exists()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,41 @@ def test_checkpoint_is_deleted_once_records_are_stored(tmp_path: Path) -> None:
     records = runner.run_experiment("length", tmp_path, settings)
     assert records and load_results(tmp_path)
     assert list((tmp_path / "checkpoints").glob("*.pt")) == []
+
+
+def _dead_pid() -> int:
+    """The id of a process that has ended."""
+    process = subprocess.Popen([sys.executable, "-c", ""])
+    process.wait()
+    return process.pid
+
+
+def test_temporaries_of_killed_runs_are_cleared_at_the_next_start(tmp_path: Path) -> None:
+    """A kill while results.json, a checkpoint or a figure is written leaves ``.NAME.tmp<pid>``
+    beside it; the next run on the folder deletes those of processes that are gone (the results'
+    ones stayed for good). A running process's temporaries and other files are left alone."""
+    dead, running = _dead_pid(), os.getppid()
+    left = [
+        tmp_path / f".results.json.tmp{dead}",
+        tmp_path / "checkpoints" / f".length__copy__none__seed0.pt.tmp{dead}",
+        tmp_path / "checkpoints" / f"length__copy__none__seed0.pt.tmp{dead}",  # as older versions named them
+        tmp_path / "figures" / f".length_copy.png.tmp{dead}",
+    ]
+    kept = [tmp_path / f".results.json.tmp{running}", tmp_path / f"notes.tmp{dead}"]
+    for path in left + kept:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("{")
+    settings = Settings(steps=1, tasks=("copy",), schemes=("none",), quick=True)
+    assert len(runner.run_experiment("length", tmp_path, settings)) == 1
+    assert not any(path.exists() for path in left) and all(path.exists() for path in kept)
+
+
+def test_a_checkpoint_left_beside_stored_records_is_deleted(tmp_path: Path) -> None:
+    """A run killed after it stored a job's records and before it deleted the job's checkpoint left
+    the checkpoint for good (the job is skipped from then on); the next run deletes it."""
+    settings = Settings(steps=1, tasks=("copy",), schemes=("none",), quick=True)
+    runner.run_experiment("length", tmp_path, settings)
+    checkpoint = runner.checkpoint_path(plan("length", settings)[0], tmp_path)
+    checkpoint.write_bytes(b"left by a killed run")
+    assert runner.run_experiment("length", tmp_path, settings) == []  # the job is skipped
+    assert list(checkpoint.parent.iterdir()) == []

@@ -163,9 +163,14 @@ def check_output_path(path: str | os.PathLike) -> None:
     import tempfile
     from pathlib import Path
 
+    from .._files import file_in_the_way
+
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path} is a directory; give a file name, e.g. {path / 'bench.json'}")
+    blocking = file_in_the_way(path)
+    if blocking is not None:  # mkdir would say "File exists" or "Not a directory" of another path
+        raise ValueError(f"cannot write {path}: {blocking} is a file, not a folder")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=True):

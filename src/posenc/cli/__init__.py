@@ -3,15 +3,32 @@
 Each group of commands lives in its own module and registers itself on the root app; every module
 imports its heavy dependencies (matplotlib, the experiments, the peers) inside the command body,
 so ``posenc --help`` stays fast.
+
+Ctrl-C and SIGTERM end every command with one line and exit 130 or 143. :func:`main` takes both
+signals over before anything heavy is imported (this module needs the standard library alone, and
+``import posenc`` loads torch only when a name of it is used): until a command starts, a signal
+ends the process at once, since an exception raised inside the imports of torch, numpy or typer
+can leave them half built (a traceback, a RecursionError, a C++ abort at exit). While the command
+runs, Ctrl-C raises KeyboardInterrupt and SIGTERM its subclass ``Interrupted``, so that the command
+can save its work or remove what it half wrote; one it does not catch is reported by the root
+command.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["main", "build_app", "fail", "stopped", "stoppable"]
+
+#: The signals that end a command, and the handlers :func:`main` found for them while it holds them.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_found: dict[int, Any] = {}
 
 
 def fail(message: str, code: int = 2):  # -> NoReturn
@@ -29,10 +46,58 @@ def stopped(err: BaseException) -> tuple[str, int]:
     """How a command stopped by ``err`` says so, and its exit code: ``("interrupted", 130)`` for
     Ctrl-C, ``("stopped by SIGTERM", 143)`` for posenc's SIGTERM interrupt (128 + the signal, as a
     shell reports a process that a signal ended)."""
-    import signal
-
     signum = int(getattr(err, "signum", signal.SIGINT))
-    return ("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"), 128 + signum
+    return _how(signum), 128 + signum
+
+
+def _how(signum: int) -> str:
+    return "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+
+
+@contextlib.contextmanager
+def _signals_end_the_process() -> Iterator[None]:
+    """For the duration, Ctrl-C or SIGTERM writes ``interrupted`` (``stopped by SIGTERM``) on stderr
+    and ends the process at once with 130 (143); the handlers found are restored after. A signal
+    that is ignored stays ignored; off the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    found = {signum: signal.getsignal(signum) for signum in _SIGNALS}
+
+    def end(signum: int, frame: Any) -> None:
+        os.write(2, f"{_how(signum)}\n".encode())
+        os._exit(128 + signum)  # no clean-up to run: nothing is written while this handler is set
+
+    taken = [signum for signum, was in found.items() if was is not None and was is not signal.SIG_IGN]
+    for signum in taken:
+        signal.signal(signum, end)
+    _found.update({signum: found[signum] for signum in taken})
+    try:
+        yield
+    finally:
+        for signum in taken:
+            signal.signal(signum, found[signum])
+            _found.pop(signum, None)
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """For the duration (a command), the handlers :func:`main` found are back, and SIGTERM raises
+    ``Interrupted`` as Ctrl-C raises KeyboardInterrupt; :func:`main`'s after."""
+    if not _found or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from ..experiments.train import terminate_as_interrupt
+
+    held = {signum: signal.getsignal(signum) for signum in _found}
+    for signum, was in _found.items():
+        signal.signal(signum, was)
+    try:
+        with terminate_as_interrupt():
+            yield
+    finally:
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager
@@ -63,8 +128,24 @@ def build_app():  # -> typer.Typer
         raise SystemExit("the posenc command line needs its extra: pip install 'posenc[cli]'") from err
     import importlib
 
+    from typer.core import TyperGroup
+
+    class Root(TyperGroup):
+        """The root command: a command runs with the signals raising exceptions; one that it lets
+        through ends it with one line, 130 or 143."""
+
+        def invoke(self, ctx: Any) -> Any:
+            try:
+                with _signals_interrupt():
+                    return super().invoke(ctx)
+            except KeyboardInterrupt as err:
+                how, code = stopped(err)
+                typer.echo(how, err=True)
+                raise typer.Exit(code) from None
+
     app = typer.Typer(
         name="posenc",
+        cls=Root,
         help="posenc: positional encodings for transformers, drawn, checked, trained and timed.",
         no_args_is_help=True,
         add_completion=False,
@@ -101,11 +182,26 @@ def build_app():  # -> typer.Typer
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``posenc`` script; returns the exit code."""
-    app = build_app()
+    """Entry point of the ``posenc`` script (``argv`` None: the command line's); returns the exit code."""
+    with _signals_end_the_process():
+        code = _run(argv)
+    if argv is None and threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+        # the command is done and the interpreter's exit follows (long with torch loaded, and
+        # mostly after Python stops handling signals): a signal now would only turn that exit into
+        # a silent death by the signal, so it waits, and is dropped with the process
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    return code
+
+
+def _run(argv: list[str] | None) -> int:
     try:
+        app = build_app()
         app(args=argv if argv is not None else sys.argv[1:], prog_name="posenc", standalone_mode=True)
     except SystemExit as exit_:
         code = exit_.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except KeyboardInterrupt as err:  # off the main thread, where the signals are not taken over
+        how, code = stopped(err)
+        print(how, file=sys.stderr)
+        return code
     return 0

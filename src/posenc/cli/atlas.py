@@ -102,6 +102,16 @@ def _check_writable(folder: Path) -> None:
         _fail(f"--out: cannot write into the folder {str(folder)!r} ({err.strerror or err})")
 
 
+def _check_parents(out: Path) -> None:
+    """Fail when a file stands where a folder above ``out`` goes (``--out afile/x``): creating the
+    folders would say "File exists" or "Not a directory" of another path."""
+    from .._files import file_in_the_way
+
+    blocking = file_in_the_way(out)
+    if blocking is not None:
+        _fail(f"--out: cannot write {str(out)!r}: {str(blocking)!r} is a file, not a folder")
+
+
 def _toml_reader() -> Any:
     """The standard library's ``tomllib`` (Python 3.11+), else ``tomli`` (the ``cli`` extra
     installs it on 3.10), else a clear error."""
@@ -184,6 +194,7 @@ def register(app: Any) -> None:
         if kind == "list":
             typer.echo(f"kinds for {scheme}: {', '.join(kinds_for(scheme)) or '(none)'}")
             return
+        _check_parents(out)  # before the figure is drawn, not after
         try:
             check_suffix(out)
             if kind not in KINDS:
@@ -292,6 +303,7 @@ def register(app: Any) -> None:
             _check_scheme(name)
         if out.exists() and not out.is_dir():
             _fail(f"--out {str(out)!r} is a file; give a folder (index.html is written into it)")
+        _check_parents(out)
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as err:

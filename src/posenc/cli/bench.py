@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import fail
+from . import fail, stopped
 
 __all__ = ["register"]
 
@@ -115,17 +115,18 @@ def register(app) -> None:  # app: typer.Typer
             fail(str(err))
         except RuntimeError as err:  # a fast path that does not match the reference: nothing was timed
             fail(str(err), code=1)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (the root command makes it an interrupt)
+            how, code = stopped(err)
             kept = [str(p) for p in (json_file, markdown_file) if p is not None and p.exists()]
             console.print(
-                "interrupted: "
+                f"{how}: "
                 + (
                     f"the sections finished are in {' and '.join(kept)}"
                     if kept
                     else "no section had finished, nothing written"
                 )
             )
-            raise typer.Exit(130) from None
+            raise typer.Exit(code) from None
         for section in section_list:
             rows = result.get(section, [])
             table = Table(title=f"posenc bench: {section}")

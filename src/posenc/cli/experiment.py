@@ -225,6 +225,7 @@ def experiment(
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from .._files import file_in_the_way
     from ..bench.timing import resolve_device
     from ..experiments.results import RESULTS_FILE, load_results
     from ..experiments.runner import _os_reason, run_experiment
@@ -261,6 +262,9 @@ def experiment(
     except ValueError as err:
         fail(str(err))
     if plot_only:
+        blocking = file_in_the_way(results)
+        if blocking is not None:
+            fail(f"cannot read results from {folder}: {blocking} is a file, not a folder; give --out a folder", code=1)
         if not results.exists():
             fail(
                 f"no results.json in {folder}: run the experiment without --plot-only first, or give --out the "

@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .._files import replaced_whole
 from .results import load_results, unavailable_reason
 
 __all__ = ["summary_rows", "plot_results"]
@@ -93,7 +94,8 @@ def plot_results(results: Path | str, out: Path | str | None = None) -> list[Pat
     for (experiment, task), rs in sorted(groups.items()):
         fig = _group_figure(experiment, task, rs)
         path = folder / f"{experiment}_{task}.png"
-        fig.savefig(path)
+        with replaced_whole(path) as tmp:  # a kill while saving leaves the earlier figure whole
+            fig.savefig(tmp, format="png")
         written.append(path)
     return written
 

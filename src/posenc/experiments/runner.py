@@ -2,7 +2,8 @@
 
 A run killed at any point and started again with the same command loses nothing: finished jobs are
 in ``results.json`` and are skipped; the job in progress resumes from ``DIR/checkpoints/<job>.pt``
-(deleted once its records are stored). SIGTERM stops a run as Ctrl-C does, with the same checkpoint.
+(deleted once its records are stored); the temporaries a kill leaves mid-write are deleted by the
+next run. SIGTERM stops a run as Ctrl-C does, with the same checkpoint.
 Under ``torchrun`` every rank trains, rank 0 alone writes. One run at a time holds ``DIR/.lock``: a
 second one on the same folder stops at once rather than train the same jobs into the same checkpoints.
 """
@@ -13,7 +14,8 @@ import contextlib
 import dataclasses
 import errno
 import json
-import os
+import re
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from typing import Any, Protocol
 
 import torch
 
+from .._files import file_in_the_way, remove_stale_temporaries
 from .results import RESULTS_FILE, add_record, load_results, record_key
 from .suite import Job, Settings, plan
 from .train import (
@@ -159,30 +162,33 @@ def _check_checkpoints(jobs: list[Job], out: Path) -> None:
 
 def _check_writable(out: Path) -> None:
     """A ValueError now, not after the first run trains, when ``out`` cannot hold results and
-    checkpoints (a file where a folder goes, a folder where ``results.json`` goes, no permission);
-    also clears checkpoint temporaries that killed runs left behind."""
+    checkpoints (a file where a folder goes, a folder where ``results.json`` goes, no permission)."""
     fix = "give --out a folder you can write to"
-    for folder in (out, out / "checkpoints"):
-        if folder.exists() and not folder.is_dir():
-            raise ValueError(f"cannot write results to {out}: {folder} is a file, not a folder; {fix}")
+    checkpoints = out / "checkpoints"
+    # a file named like out, checkpoints or a folder above them (out = afile/run: "afile")
+    blocking = checkpoints if checkpoints.exists() and not checkpoints.is_dir() else file_in_the_way(checkpoints)
+    if blocking is not None:
+        raise ValueError(f"cannot write results to {out}: {blocking} is a file, not a folder; {fix}")
     if (out / RESULTS_FILE).is_dir():
         raise ValueError(
             f"cannot write results to {out}: {out / RESULTS_FILE} is a folder, where the results "
             f"file goes; move it away or {fix}"
         )
     try:
-        (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-        for folder in (out, out / "checkpoints"):  # the results file and the checkpoints are written here
-            probe = folder / f".write-test{os.getpid()}"
-            probe.write_bytes(b"")
-            probe.unlink()
+        checkpoints.mkdir(parents=True, exist_ok=True)
+        for folder in (out, checkpoints):  # the results file and the checkpoints are written here
+            with tempfile.TemporaryFile(dir=folder):  # nameless where the system allows: a kill leaves nothing
+                pass
     except OSError as err:
         raise ValueError(f"cannot write results to {out}: {_os_reason(err)}; {fix}") from None
-    for tmp in (out / "checkpoints").glob("*.pt.tmp*"):  # save_checkpoint's name + ".tmp<pid>"
-        pid = tmp.name.rpartition(".tmp")[2]
-        if pid.isdigit() and not _alive(int(pid)):
-            with contextlib.suppress(OSError):  # not ours to explain (a folder of that name): left as it is
-                tmp.unlink()
+
+
+def _clear_leftovers(out: Path) -> None:
+    """Delete the temporaries that killed runs left in ``out`` (``.results.json.tmp<pid>``), in its
+    checkpoints folder and among its figures; called by the run that holds ``out``."""
+    remove_stale_temporaries(out, rf"\.{re.escape(RESULTS_FILE)}")
+    remove_stale_temporaries(out / "figures", r"\..+\.png")
+    remove_stale_temporaries(out / "checkpoints", r".+\.pt")  # also the names of older versions, NAME.pt.tmp<pid>
 
 
 def _os_reason(err: OSError) -> str:
@@ -228,16 +234,6 @@ def _exclusive(out: Path) -> Iterator[None]:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # someone else's process: alive
-        return True
-    return True
-
-
 def _jsonable(value: Any) -> Any:
     if hasattr(value, "items"):
         return {str(k): _jsonable(v) for k, v in value.items()}
@@ -264,10 +260,11 @@ def run_experiment(
         if rank == 0:  # the rank that writes checks the folder and locks it, before reading what it holds
             _check_writable(out)
             held.enter_context(_exclusive(out))
-        return _run_jobs(jobs, out, hooks or _Silent())
+            _clear_leftovers(out)
+        return _run_jobs(jobs, out, hooks or _Silent(), writer=rank == 0)
 
 
-def _run_jobs(jobs: list[Job], out: Path, hooks: Hooks) -> list[dict[str, Any]]:
+def _run_jobs(jobs: list[Job], out: Path, hooks: Hooks, writer: bool) -> list[dict[str, Any]]:
     records_before = load_results(out)
     _check_stored(jobs, records_before, out)
     done = {record_key(r) for r in records_before}
@@ -275,6 +272,9 @@ def _run_jobs(jobs: list[Job], out: Path, hooks: Hooks) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     for index, job in enumerate(jobs):
         if all(key in done for key in _keys(job)):
+            if writer:  # a run killed between storing the records and deleting the checkpoint left it
+                with contextlib.suppress(OSError):
+                    checkpoint_path(job, out).unlink(missing_ok=True)
             hooks.job_finished(job, [], True)
             continue
         hooks.job_started(job, index, len(jobs))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import io
 import math
 import os
 import re
@@ -32,6 +33,7 @@ import torch.nn.functional as nnf
 from torch import Tensor, nn
 
 from .. import functional as F
+from .._files import replaced_whole
 from .model import ModelConfig, TinyTransformer
 from .tasks import IGNORE, Batch, Task
 
@@ -211,23 +213,20 @@ def _plain(value: Any) -> Any:
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """``torch.save`` to a temporary file, then an atomic rename: a kill never leaves half a checkpoint.
+    """``torch.save`` into memory, then the bytes to a temporary file, flushed to the disk and renamed
+    into place (:func:`posenc._files.replaced_whole`): a kill or a power cut never leaves half a
+    checkpoint. Writing the bytes with a plain ``write`` makes a full disk the OSError it is (ENOSPC,
+    "No space left on device"): torch's own writer reports it as a RuntimeError of its zip code.
 
-    Any failure is an OSError naming the file (torch reports its own write errors as RuntimeError,
-    with C++ source locations in them)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    Any failure is an OSError naming the file."""
+    buffer = io.BytesIO()
     try:
-        with open(tmp, "wb") as handle:  # opened here: a folder or a missing parent is an OSError with the path
-            torch.save(state, handle)
-    except (OSError, RuntimeError) as err:
-        with contextlib.suppress(OSError):
-            if tmp.is_file():
-                tmp.unlink()
-        if isinstance(err, OSError):
-            raise
-        raise OSError(errno.EIO, f"cannot save a checkpoint ({_short_reason(err)})", str(tmp)) from None
-    os.replace(tmp, path)
+        torch.save(state, buffer)
+    except RuntimeError as err:  # not a write: something in ``state`` torch cannot store
+        raise OSError(errno.EIO, f"cannot save a checkpoint ({_short_reason(err)})", str(path)) from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replaced_whole(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(buffer.getbuffer())
 
 
 def _short_reason(err: BaseException) -> str:

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
+from .. import _memory
+
 __all__ = [
     "check_base",
     "check_bool",
@@ -25,6 +27,9 @@ __all__ = [
     "check_integer_positions",
     "as_positions",
     "has_values",
+    "check_fits",
+    "check_table_fits",
+    "broadcast_shape",
 ]
 
 
@@ -49,6 +54,48 @@ def check_positive_int(name: str, value: object) -> int:
     if number > _LARGEST:  # sizes and counts: torch could not allocate or index past this
         raise ValueError(f"{name} must be at most 2**31 - 1, got {value!r}")
     return number
+
+
+#: The ways around a table of positions too large to build.
+TABLE_HINT = (
+    "build the rows for fewer positions at a time (a shorter length, the positions in use as a tensor, "
+    "or chunks of them)"
+)
+
+
+def check_fits(
+    what: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str | None, *, hint: str | None = None
+) -> None:
+    """Raise :class:`posenc._memory.TooLargeError` (a ValueError and a MemoryError) before a tensor
+    larger than the memory available on ``device`` is built (:func:`posenc._memory.check_fits`)."""
+    if torch.compiler.is_compiling():  # sizes may be symbolic; nothing is read in a graph
+        return
+    _memory.check_fits(what, shape, dtype, device, **({} if hint is None else {"hint": hint}))
+
+
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The shape ``a`` and ``b`` broadcast to, or None where they do not (a plain loop:
+    ``torch.broadcast_shapes`` costs ~15 us, as much as a cached bias lookup)."""
+    if len(a) < len(b):
+        a, b = b, a
+    b = (1,) * (len(a) - len(b)) + tuple(b)
+    out = []
+    for m, n in zip(a, b):
+        if m != n and m != 1 and n != 1:
+            return None
+        out.append(n if m == 1 else m)
+    return tuple(out)
+
+
+def check_table_fits(what: str, positions: object, width: int, device: torch.device | str | None) -> None:
+    """:func:`check_fits` for a table ``[*p, width]`` formed in float64 at ``positions`` (an int
+    ``n``: ``[n]``); other positions are left to :func:`as_positions` to check."""
+    if isinstance(positions, int) and not isinstance(positions, bool):
+        shape = (positions,) if positions >= 0 else None
+    else:
+        shape = tuple(positions.shape) if isinstance(positions, Tensor) else None
+    if shape is not None:
+        check_fits(what, (*shape, width), torch.float64, device, hint=TABLE_HINT)
 
 
 def check_float_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
@@ -205,6 +252,7 @@ def as_positions(positions: int | Tensor | Iterable[float], *, device: torch.dev
     if isinstance(positions, int):
         if positions < 0:
             raise ValueError(f"positions as an int is a length and must be >= 0, got {positions}")
+        check_fits(f"positions 0..{positions - 1}", (positions,), torch.int64, device, hint=TABLE_HINT)
         return torch.arange(positions, device=device)
     if isinstance(positions, float):
         raise TypeError(f"positions must be an int (a length) or a tensor, got the float {positions!r}")

@@ -28,7 +28,7 @@ import operator
 import torch
 from torch import Tensor
 
-from ._checks import check_positive_int
+from ._checks import check_fits, check_positive_int
 
 __all__ = ["randomized_positions"]
 
@@ -75,6 +75,13 @@ def randomized_positions(
         draw_device = generator.device
     else:
         draw_device = torch.device(device) if device is not None else torch.device("cpu")
+    check_fits(
+        "the random keys of randomized_positions",
+        (batch, max_position),
+        torch.float32,
+        draw_device,
+        hint="draw from a smaller max_position (one random key is made per candidate position)",
+    )
     keys = torch.rand(batch, max_position, generator=generator, device=draw_device)  # [b, max_position]
     chosen = keys.topk(seq_len, dim=-1, sorted=False).indices  # [b, s], a uniform random subset per row
     positions = chosen.sort(dim=-1).values  # [b, s]

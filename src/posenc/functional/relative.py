@@ -15,7 +15,15 @@ import math
 import torch
 from torch import Tensor
 
-from ._checks import check_integer_positions, check_number, check_positive_int
+from ._checks import (
+    as_positions,
+    broadcast_shape,
+    check_fits,
+    check_integer_positions,
+    check_number,
+    check_positive_int,
+    has_values,
+)
 from .toeplitz import relative_range, toeplitz
 
 __all__ = [
@@ -30,28 +38,43 @@ __all__ = [
 ]
 
 
+def _lead(q_positions: Tensor, k_positions: Tensor) -> tuple[int, ...] | None:
+    """The leading (batch) dims of a relative-position matrix; None for 0-d positions or leading
+    dims that do not broadcast."""
+    if q_positions.dim() == 0 or k_positions.dim() == 0:
+        return None
+    return broadcast_shape(tuple(q_positions.shape[:-1]), tuple(k_positions.shape[:-1]))
+
+
 def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
     """``k - q`` for every (query, key) pair: ``[..., sq]`` and ``[..., sk]`` give ``[..., sq, sk]``.
 
     Integer positions are subtracted in int64: uint8 would wrap ``3 - 5`` to 254 and int16 overflow.
-    Lists and other sequences are taken as tensors.
+    Positions are read as :func:`~posenc.functional.as_positions` reads them (an int ``n`` is
+    ``0..n-1``, lists are taken as tensors; NaN, boolean and half-precision positions are refused).
     """
-    q_positions, k_positions = (p if isinstance(p, Tensor) else torch.as_tensor(p) for p in (q_positions, k_positions))
+    q_positions, k_positions = as_positions(q_positions), as_positions(k_positions)
+    if q_positions.device != k_positions.device:
+        raise ValueError(
+            f"query positions (on {q_positions.device}) and key positions (on {k_positions.device}) must be "
+            "on one device"
+        )
     for name, p in (("query", q_positions), ("key", k_positions)):
         if p.dim() == 0:
             raise ValueError(
-                f"{name} positions must be [s] or [b, s], got a 0-d tensor ({p.item()!r}); "
+                f"{name} positions must be [s] or [b, s], got a 0-d tensor ({p.item() if has_values(p) else p!r}); "
                 "wrap a single position as [p]"
             )
-    try:
-        torch.broadcast_shapes(q_positions.shape[:-1], k_positions.shape[:-1])
-    except RuntimeError:
+    lead = _lead(q_positions, k_positions)
+    if lead is None:
         raise ValueError(
             f"query positions {tuple(q_positions.shape)} and key positions {tuple(k_positions.shape)} "
             "must have matching leading (batch) dims"
-        ) from None
+        )
     if not q_positions.is_floating_point() and not k_positions.is_floating_point():
         q_positions, k_positions = q_positions.long(), k_positions.long()
+    dtype = torch.promote_types(q_positions.dtype, k_positions.dtype)
+    check_fits("relative positions", (*lead, q_positions.shape[-1], k_positions.shape[-1]), dtype, q_positions.device)
     return k_positions[..., None, :] - q_positions[..., :, None]
 
 
@@ -139,7 +162,9 @@ def alibi_bias(slopes: Tensor, q_positions: Tensor, k_positions: Tensor, *, bidi
     bidirectional ALiBi of e.g. MosaicBERT). Computed in float32 or wider (the promoted dtype of
     ``slopes`` and float32), never in half precision; the distances themselves are exact: int64
     for integer positions, float64 when either side is a float tensor. Positions with more
-    leading dims ``[..., s]`` give ``[..., h, sq, sk]``, as T5's bias does.
+    leading dims ``[..., s]`` give ``[..., h, sq, sk]``, as T5's bias does. A bias larger than the
+    memory available is refused before it is built (:class:`~posenc._memory.TooLargeError`,
+    a ValueError).
     """
     if not isinstance(slopes, Tensor) or slopes.dim() != 1:
         raise ValueError(
@@ -151,6 +176,10 @@ def alibi_bias(slopes: Tensor, q_positions: Tensor, k_positions: Tensor, *, bidi
         q_positions, k_positions = q_positions.double(), k_positions.double()
     # at least float32: bf16 would round distances past 256 (and slopes) before the product
     dtype = torch.promote_types(slopes.dtype, torch.float32)
+    lead = _lead(q_positions, k_positions)  # None: relative_positions says what is wrong
+    if lead is not None:
+        shape = (*lead, slopes.shape[0], q_positions.shape[-1], k_positions.shape[-1])  # [..., h, sq, sk]
+        check_fits("an ALiBi bias", shape, dtype, slopes.device)
     rel = relative_positions(q_positions, k_positions).to(dtype)  # [..., sq, sk]
     distance = rel.abs() if bidirectional else -rel
     slopes = slopes.to(dtype).view(-1, 1, 1)  # [h, 1, 1]

@@ -26,7 +26,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_base, check_choice, check_float_dtype, check_positive_int, two_pi_mod
+from ._checks import (
+    as_positions,
+    check_base,
+    check_choice,
+    check_float_dtype,
+    check_number,
+    check_positive_int,
+    check_table_fits,
+    two_pi_mod,
+)
 from .rope_scaling import ODD_WIDTH_SCALINGS, ROPE_SCALINGS, parse_scaling
 
 __all__ = ["rope_inv_freq", "rope_cos_sin", "apply_rope", "rotate_pairs", "ROPE_LAYOUTS"]
@@ -90,11 +99,14 @@ def rope_cos_sin(
     """
     check_float_dtype(dtype)
     check_choice("layout", layout, ROPE_LAYOUTS)
+    if not torch.compiler.is_compiling():  # under dynamic=True a float is symbolic (see check_base)
+        check_number("attention_scale", attention_scale, positive=True)
     if not isinstance(inv_freq, Tensor) or inv_freq.dim() != 1:
         raise TypeError(
             f"inv_freq must be a 1-D tensor of per-pair frequencies, got {type(inv_freq).__name__}"
             + (f" of shape {tuple(inv_freq.shape)}" if isinstance(inv_freq, Tensor) else "")
         )
+    check_table_fits("RoPE tables", positions, 2 * inv_freq.shape[-1], inv_freq.device)  # formed in float64
     positions = as_positions(positions, device=inv_freq.device)
     angles = two_pi_mod(positions.to(torch.float64)[..., None] * inv_freq.to(torch.float64))  # [*p, r/2]
     if layout == "half":
@@ -128,6 +140,8 @@ def _align_tables(x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
         )
     if cos.shape != sin.shape:
         raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
+    if cos.device != x.device or sin.device != x.device:
+        raise ValueError(f"cos and sin (on {cos.device}, {sin.device}) must be on x's device, {x.device}")
     r = cos.shape[-1]
     if r % 2 or r == 0:
         raise ValueError(f"the rotated width cos.shape[-1] must be a positive even number, got {r}")
@@ -156,8 +170,9 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half") -> 
     ``rotary_dim``) is simply a table narrower than ``hd``.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
-    if not x.is_floating_point():  # the rotated values would be truncated to integers
-        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+    if not isinstance(x, Tensor) or not x.is_floating_point():  # the rotated values would be truncated to integers
+        what = f"dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+        raise TypeError(f"x must be a floating-point tensor, got {what}")
     cos, sin = _align_tables(x, cos, sin)
     r = cos.shape[-1]
     x_rot = x[..., :r]

@@ -28,6 +28,7 @@ from ._checks import (
     check_even_dim,
     check_float_dtype,
     check_positive_int,
+    check_table_fits,
     two_pi_mod,
 )
 
@@ -90,6 +91,10 @@ def sinusoidal_table(
     """
     check_float_dtype(dtype)
     check_choice("layout", layout, LAYOUTS)
+    if not isinstance(inv_freq, Tensor) or inv_freq.dim() != 1:
+        got = f"shape {tuple(inv_freq.shape)}" if isinstance(inv_freq, Tensor) else type(inv_freq).__name__
+        raise TypeError(f"inv_freq must be a 1-D tensor of frequencies (sinusoidal_inv_freq), got {got}")
+    check_table_fits("a sinusoidal table", positions, 2 * inv_freq.shape[-1], inv_freq.device)  # formed in float64
     positions = as_positions(positions, device=inv_freq.device)
     angles = two_pi_mod(positions.to(torch.float64)[..., None] * inv_freq.to(torch.float64))  # [*p, d/2]
     sin, cos = angles.sin(), angles.cos()

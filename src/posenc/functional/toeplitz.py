@@ -19,6 +19,8 @@ import operator
 import torch
 from torch import Tensor
 
+from ._checks import check_fits
+
 __all__ = ["relative_range", "toeplitz"]
 
 
@@ -57,20 +59,24 @@ def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> 
     ``index_select`` over all heads. ``out`` may be preallocated.
     """
     sq, sk = _lengths(sq, sk)
-    if values.dim() != 2 or values.shape[-1] != _width(sq, sk):
+    if not isinstance(values, Tensor) or values.dim() != 2 or values.shape[-1] != _width(sq, sk):
         raise ValueError(
-            f"values must be [h, sq + sk - 1] = [h, {_width(sq, sk)}] (no columns when sq or sk is 0), "
-            f"got {tuple(values.shape)}"
+            f"values must be [h, sq + sk - 1] = [h, {_width(sq, sk)}], a tensor (no columns when sq or sk is 0), "
+            f"got {tuple(values.shape) if isinstance(values, Tensor) else type(values).__name__}"
         )
     values = values.contiguous()
     h = values.shape[0]
     if out is None:
+        check_fits("a relative-position bias", (h, sq, sk), values.dtype, values.device)
         out = values.new_empty(h, sq, sk)
-    elif out.shape != (h, sq, sk) or out.dtype != values.dtype or out.device != values.device:
-        raise ValueError(
-            f"out must be [{h}, {sq}, {sk}] of dtype {values.dtype} on {values.device}, "
-            f"got {tuple(out.shape)} {out.dtype} {out.device}"
-        )
+    elif (
+        not isinstance(out, Tensor)
+        or out.shape != (h, sq, sk)
+        or out.dtype != values.dtype
+        or out.device != values.device
+    ):
+        got = f"{tuple(out.shape)} {out.dtype} {out.device}" if isinstance(out, Tensor) else type(out).__name__
+        raise ValueError(f"out must be [{h}, {sq}, {sk}] of dtype {values.dtype} on {values.device}, got {got}")
     if out.numel() == 0:
         return out
     rows = torch.arange(sq - 1, -1, -1, device=values.device)  # [sq] reversed

@@ -1,16 +1,17 @@
 """Every positional-encoding scheme, one per file, registered by name."""
 
-from .alibi import ALiBi
+# ruff: noqa: I001 -- the import order is the registration order, which posenc.available() and the atlas follow
 from .base import PositionalEncoding, available, create, register, scheme_class
-from .learned import Learned
 from .none import NoPositionalEncoding
-from .rope import Rope
-from .rope_axial import RopeAxial
-from .shaw import Shaw
 from .sinusoidal import Sinusoidal
-from .sinusoidal_nd import SinusoidalND
+from .learned import Learned
+from .shaw import Shaw
 from .t5 import T5Bias
+from .alibi import ALiBi
+from .rope import Rope
 from .xpos import XPos
+from .sinusoidal_nd import SinusoidalND
+from .rope_axial import RopeAxial
 
 __all__ = [
     "PositionalEncoding",

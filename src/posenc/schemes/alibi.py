@@ -18,7 +18,7 @@ from .. import functional as F
 from ..functional._checks import check_bool, check_number, check_positive_int
 from ..kernels.bias import cached_bias
 from ..kernels.flex import ScoreMod
-from .base import PositionalEncoding, register
+from .base import PositionalEncoding, check_bias_fits, register
 
 __all__ = ["ALiBi", "ALiBiConfig", "alibi_score_mod"]
 
@@ -87,6 +87,7 @@ class ALiBi(PositionalEncoding):
         """``[h, sq, sk]`` for positions ``[s]``; ``[b, h, sq, sk]`` for positions ``[b, s]``."""
         q_positions = F.as_positions(q_positions, device=self.slopes.device)
         k_positions = F.as_positions(k_positions, device=self.slopes.device)
+        check_bias_fits(q_positions, k_positions, self.config.num_heads, torch.float32, self.slopes.device)
         fast = cached_bias(self, q_positions, k_positions)  # contiguous ranges: Toeplitz build + cache
         if fast is not None:
             return fast

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 
-from ..functional._checks import as_positions
+from .._memory import check_fits
+from ..functional._checks import as_positions, broadcast_shape
 from ..functional.relative import relative_positions
 from ..kernels.bias import cached_bias
 from ..kernels.ranges import mark_range
@@ -56,6 +57,7 @@ __all__ = [
     "no_encoding",
     "default_positions",
     "check_head_width",
+    "check_bias_fits",
 ]
 
 FAMILIES = ("none", "absolute", "rotary", "bias", "relative")
@@ -85,6 +87,26 @@ def default_positions(positions: Tensor | int | None, length: int, device: torch
     if positions is None:
         return mark_range(torch.arange(offset, offset + length, device=device), offset)
     return as_positions(positions, device=device)
+
+
+def check_bias_fits(
+    q_positions: object, k_positions: object, heads: int, dtype: torch.dtype, device: torch.device | None
+) -> None:
+    """Raise :class:`~posenc._memory.TooLargeError` (a ValueError and a MemoryError) before a
+    bias ``[..., heads, sq, sk]`` for these positions (tensors, or ints meaning ``0..n-1``) is built
+    that the memory available on ``device`` cannot hold, naming its size and the ways around it."""
+    shapes = []
+    for p in (q_positions, k_positions):
+        if isinstance(p, int) and not isinstance(p, bool) and p >= 0:
+            shapes.append((p,))
+        elif isinstance(p, Tensor) and p.dim() > 0:
+            shapes.append(tuple(p.shape))
+        else:
+            return  # lists, 0-d or negative: the positions' own checks speak
+    (q, k) = shapes
+    lead = broadcast_shape(q[:-1], k[:-1])
+    if lead is not None:  # else the bias's own checks say what is wrong
+        check_fits("a bias", (*lead, heads, q[-1], k[-1]), dtype, device)
 
 
 def check_positions_fit(positions: Tensor, x: Tensor, what: str) -> None:
@@ -141,14 +163,17 @@ class PositionalEncoding(nn.Module):
 
         Here: from :meth:`relative_bias_values` where the scheme defines it (contiguous ranges of
         positions from the cache of :func:`~posenc.kernels.bias.cached_bias`, other positions by
-        evaluating it at every pair's ``k - q``); None otherwise.
+        evaluating it at every pair's ``k - q``); None otherwise. A bias larger than the memory
+        available is refused before it is built (:func:`check_bias_fits`; the schemes that override
+        this hook call it too).
         """
         if type(self).relative_bias_values is PositionalEncoding.relative_bias_values:
             return None
+        device = next((t.device for t in (*self.parameters(), *self.buffers())), None)
+        check_bias_fits(q_positions, k_positions, getattr(self.config, "num_heads", 1), torch.float32, device)
         cached = cached_bias(self, q_positions, k_positions)  # contiguous ranges: Toeplitz build + cache
         if cached is not None:
             return cached
-        device = next((t.device for t in (*self.parameters(), *self.buffers())), None)
         rel = relative_positions(as_positions(q_positions, device=device), as_positions(k_positions, device=device))
         values = self.relative_bias_values(rel.flatten())  # [h, (...) sq sk]: every pair
         return values.unflatten(-1, rel.shape).movedim(0, -3)  # [h, ..., sq, sk] -> [..., h, sq, sk]

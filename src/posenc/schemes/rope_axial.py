@@ -54,6 +54,14 @@ class RopeAxialConfig:
             object.__setattr__(self, "rotary_dim", check_even_dim("rotary_dim", self.rotary_dim))
             if self.rotary_dim > self.dim:
                 raise ValueError(f"rotary_dim must be at most dim={self.dim}, got {self.rotary_dim}")
+        step = 2 * self.n_axes  # one block of pairs per axis
+        if self.rotary_width % step:
+            name = "rotary_dim" if self.rotary_dim is not None else "dim"
+            raise ValueError(
+                f"rope_axial splits its rotated features into n_axes={self.n_axes} blocks of pairs: {name} "
+                f"must be a multiple of 2 * n_axes = {step}, got {name}={self.rotary_width}"
+                + (f" (dim={self.dim} is the head width)" if self.rotary_dim is not None else "")
+            )
         F.axial_rope_inv_freq(
             self.rotary_width, self.n_axes, base=self.base, frequencies=self.frequencies, max_freq=self.max_freq
         )  # validates the rest

@@ -19,7 +19,7 @@ from .. import functional as F
 from ..functional._checks import check_bool, check_integer_positions, check_number, check_positive_int
 from ..kernels.bias import cached_bias, cached_index
 from ..kernels.flex import ScoreMod
-from .base import PositionalEncoding, register
+from .base import PositionalEncoding, check_bias_fits, register
 
 __all__ = ["T5Bias", "T5Config", "t5_score_mod"]
 
@@ -107,7 +107,9 @@ class T5Bias(PositionalEncoding):
 
     def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         """``[h, sq, sk]`` for positions ``[s]``; ``[b, h, sq, sk]`` for positions ``[b, s]``."""
-        device = self.relative_attention_bias.weight.device
+        weight = self.relative_attention_bias.weight
+        device = weight.device
+        check_bias_fits(q_positions, k_positions, self.config.num_heads, weight.dtype, device)
         fast = cached_bias(self, q_positions, k_positions)  # contiguous ranges, no grad: Toeplitz build + cache
         if fast is not None:
             return fast

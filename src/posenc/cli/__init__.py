@@ -24,7 +24,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["main", "build_app", "fail", "stopped", "stoppable"]
+__all__ = ["main", "build_app", "fail", "usable_path", "stopped", "stoppable", "MAX_THREADS"]
+
+#: Most ``--threads`` a command takes: more than any machine has CPUs, and far below the values
+#: torch cannot take at all (2**63 and up stopped with "Overflow when unpacking long long").
+MAX_THREADS = 1024
 
 #: The signals that end a command, and the handlers :func:`main` found for them while it holds them.
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -40,6 +44,22 @@ def fail(message: str, code: int = 2):  # -> NoReturn
 
     Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=code)
+
+
+def usable_path(option: str, path: str | os.PathLike) -> None:
+    """Exit 2 with one line naming ``option`` when ``path`` cannot even be looked up: a name longer
+    than the file system allows, a folder above it that may not be searched. pathlib's ``exists()``
+    and ``is_dir()`` raise those as an OSError, which surfaced as a traceback. A path that does not
+    exist yet, or has a file where a folder goes, is left to the command's own checks."""
+    import errno
+
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno not in (errno.ENOENT, errno.ENOTDIR):
+            fail(f"{option}: cannot use {str(path)!r} ({err.strerror or err})")
+    except ValueError as err:  # an embedded NUL byte
+        fail(f"{option}: cannot use {str(path)!r} ({err})")
 
 
 def stopped(err: BaseException) -> tuple[str, int]:

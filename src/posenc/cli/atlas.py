@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import fail as _fail
-from . import stoppable
+from . import stoppable, usable_path
 
 __all__ = ["register"]
 
@@ -36,15 +36,23 @@ def _parse_scaling(text: str | None) -> dict | None:
     """``--scaling``: a JSON object, or a .json/.toml file holding one (read as data, never run)."""
     if text is None:
         return None
+    if not text.strip():  # Path("") is the current folder: "'' is a folder" would be the message
+        raise ValueError(
+            '--scaling is empty; give a JSON object like {"rope_type": "linear", "factor": 4} or a .json/.toml file'
+        )
     path = Path(text)
-    if path.is_dir():
+    try:
+        is_dir, is_file = path.is_dir(), path.is_file()
+    except (OSError, ValueError):  # no file can have this name (a JSON object longer than NAME_MAX): a value
+        is_dir = is_file = False
+    if is_dir:
         raise ValueError(f"--scaling: {text!r} is a folder; give a JSON object or a .json/.toml file")
-    if path.is_file() and path.suffix.lower() not in (".json", ".toml"):
+    if is_file and path.suffix.lower() not in (".json", ".toml"):
         raise ValueError(
             f"--scaling: {text!r} is a file, but not a .json or .toml one; rename it, or pass its contents as the value"
         )
     if path.suffix.lower() in (".json", ".toml"):
-        if not path.is_file():
+        if not is_file:
             raise ValueError(f"--scaling: no file {text!r}")
         try:
             raw = path.read_text(encoding="utf-8")
@@ -54,7 +62,9 @@ def _parse_scaling(text: str | None) -> dict | None:
             toml = _toml_reader()
             try:
                 value: Any = toml.loads(raw)
-            except toml.TOMLDecodeError as err:
+            except RecursionError:
+                raise ValueError(f"--scaling: {text!r} is nested too deeply for a rope_scaling table") from None
+            except ValueError as err:  # TOMLDecodeError, or an integer too long to convert
                 raise ValueError(f"--scaling: {text!r} is not valid TOML ({err})") from None
         else:
             value = _json(raw, repr(text))
@@ -131,13 +141,18 @@ def _toml_reader() -> Any:
 def _json(text: str, what: str) -> Any:
     import json
 
+    example = '{"rope_type": "linear", "factor": 4}'
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(
             f"--scaling: {what} is not valid JSON ({err.msg} at character {err.pos}); give an object "
-            f'like {{"rope_type": "linear", "factor": 4}} or a .json/.toml file'
+            f"like {example} or a .json/.toml file"
         ) from None
+    except RecursionError:
+        raise ValueError(f"--scaling: {what} is nested too deeply for a rope_scaling object like {example}") from None
+    except ValueError as err:  # an integer too long to convert (sys.get_int_max_str_digits)
+        raise ValueError(f"--scaling: {what} is not usable JSON ({err}); give an object like {example}") from None
 
 
 def _check_scheme(scheme: str) -> None:
@@ -188,15 +203,20 @@ def register(app: Any) -> None:
     ) -> None:
         """Draw one figure of one scheme and save it (PNG, SVG or PDF by the suffix of --out)."""
         from ..viz import KINDS, PlotOptions, kinds_for, plot, save_figure
-        from ..viz._mpl import check_suffix
+        from ..viz._mpl import MAX_DPI, check_suffix
 
         _check_scheme(scheme)
         if kind == "list":
             typer.echo(f"kinds for {scheme}: {', '.join(kinds_for(scheme)) or '(none)'}")
             return
+        usable_path("--out", out)
         _check_parents(out)  # before the figure is drawn, not after
         try:
             check_suffix(out)
+            if out.is_dir():
+                raise ValueError(f"--out: {str(out)!r} is a folder; give a file name, e.g. {str(out / 'figure.png')!r}")
+            if isinstance(dpi, bool) or not 1 <= dpi <= MAX_DPI:  # save_figure's check, before the drawing
+                raise ValueError(f"--dpi must be a whole number from 1 to {MAX_DPI}, got {dpi!r}")
             if kind not in KINDS:
                 raise ValueError(f"unknown kind of figure {kind!r}; choose one of: {', '.join(KINDS)}")
             if method not in ("pca", "umap"):
@@ -296,6 +316,9 @@ def register(app: Any) -> None:
 
         from ..report import build_report
 
+        usable_path("--out", out)
+        if results is not None:
+            usable_path("--results", results)
         if results is not None and not results.is_dir():
             _fail(f"--results {str(results)!r} is not a folder; give the runs folder of `posenc experiment`")
         scheme = list(dict.fromkeys(scheme or []))  # each section once

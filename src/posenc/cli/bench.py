@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import fail, stopped
+from . import MAX_THREADS, fail, stopped, usable_path
 
 __all__ = ["register"]
 
@@ -30,7 +30,9 @@ def register(app) -> None:  # app: typer.Typer
             metavar="LIST",
             help="Comma-separated: rope, bias, attention, flex, training.",
         ),
-        threads: int = typer.Option(1, "--threads", min=1, metavar="N", help="Threads for torch and for every timing."),
+        threads: int = typer.Option(
+            1, "--threads", min=1, max=MAX_THREADS, metavar="N", help="Threads for torch and for every timing."
+        ),
         lengths: str | None = typer.Option(
             None, "--lengths", metavar="LIST", help=f"RoPE sequence lengths, e.g. 2048,8192 (1 to {MAX_LENGTH})."
         ),
@@ -52,6 +54,7 @@ def register(app) -> None:  # app: typer.Typer
         from rich.table import Table
 
         from ..bench.report import (
+            SECTIONS,
             check_output_path,
             format_rows,
             markdown,
@@ -71,6 +74,8 @@ def register(app) -> None:  # app: typer.Typer
                 raise AttributeError
         except AttributeError:
             fail(f"--dtypes takes torch dtype names such as float32,bfloat16; got {dtypes!r}")
+        if not dtype_list:  # run() would say "RoPE dtypes must be floating point ...; got none"
+            fail("--dtypes is empty; give comma-separated dtypes such as float32,bfloat16 or leave the option out")
         try:
             length_list = [int(v) for v in lengths.split(",") if v.strip()] if lengths is not None else None
         except ValueError:
@@ -83,6 +88,16 @@ def register(app) -> None:  # app: typer.Typer
                 f"~{MAX_LENGTH * 32 * 128 * 4 * 12 / 2**30:.0f} GiB at L = {MAX_LENGTH} in float32), got {lengths!r}"
             )
         section_list = list(dict.fromkeys(s.strip() for s in sections.split(",") if s.strip()))  # each once
+        unknown = [s for s in section_list if s not in SECTIONS]  # run()'s words, with the option's name
+        if unknown or not section_list:
+            fail(
+                f"--sections: unknown bench sections {unknown}; choose from: {', '.join(SECTIONS)}"
+                if unknown
+                else f"--sections: no bench section given; choose from: {', '.join(SECTIONS)}"
+            )
+        for option, path in (("--json", json_file), ("--markdown", markdown_file)):
+            if path is not None:
+                usable_path(option, path)
         if json_file is not None and markdown_file is not None and json_file.resolve() == markdown_file.resolve():
             fail(f"--json and --markdown name the same file ({json_file}); give two paths")
         for option, path in (("--json", json_file), ("--markdown", markdown_file)):

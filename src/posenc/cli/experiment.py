@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from . import fail, stopped
+from . import MAX_THREADS, fail, stopped, usable_path
 
 __all__ = ["register", "print_summary"]
 
@@ -206,7 +206,7 @@ def experiment(
         None, metavar="DIR", help="results folder (default runs/NAME); rerun to resume; one run at a time per folder"
     ),
     threads: int = typer.Option(
-        1, min=1, metavar="T", help="torch threads (1: repeatable and kind to shared machines)"
+        1, min=1, max=MAX_THREADS, metavar="T", help="torch threads (1: repeatable and kind to shared machines)"
     ),
     device: str = typer.Option("cpu", metavar="DEVICE", help="torch device, e.g. cpu or cuda"),
     plot_only: bool = typer.Option(
@@ -239,6 +239,7 @@ def experiment(
         fail(f"unknown experiment {name!r}; choose one of: {', '.join(EXPERIMENTS)}")
     folder = out if out is not None else Path("runs") / name
     results = folder / RESULTS_FILE
+    usable_path("--out", results)  # a name too long for the file system: one line, not a traceback
     if plot_only:
         given = [
             option

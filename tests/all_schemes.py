@@ -8,7 +8,24 @@ from __future__ import annotations
 
 import posenc
 
-SCHEMES = ["none", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "xpos", "sinusoidal_nd", "rope_axial"]
+SCHEMES = [
+    "none",
+    "sinusoidal",
+    "learned",
+    "shaw",
+    "t5",
+    "alibi",
+    "rope",
+    "xpos",
+    "sinusoidal_nd",
+    "rope_axial",
+    "fire",
+    "dpb",
+    "cope",
+    "forgetting",
+    "kerple",
+    "sandwich",
+]
 ROTARY = ["rope", "xpos", "rope_axial"]
 DIM, HEADS = 12, 3  # head width 4: the smallest that every scheme (rope_axial: 2 axes) accepts
 
@@ -28,4 +45,10 @@ LEARNED_PARAMETERS = {
     "learned": {"table.weight"},
     "t5": {"relative_attention_bias.weight"},
     "shaw": {"key_embeddings.weight", "value_embeddings.weight"},
+    "fire": {"mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias", "c", "L_multiplier"},
+    "dpb": {"mlp.0.0.weight", "mlp.0.0.bias", "mlp.1.0.weight", "mlp.1.0.bias", "mlp.2.weight", "mlp.2.bias"},
+    "cope": {"pos_emb"},
+    "forgetting": {"forget_gates.weight", "forget_gates.bias"},
+    "kerple": {"bias_p", "bias_a"},
+    "sandwich": set(),
 }

@@ -51,13 +51,16 @@ def reference(
     if extra is not None:
         scores = scores + extra
     scores = scores / math.sqrt(HD)
-    bias = enc.bias(positions, positions)
+    bias = enc.input_bias(enc.input_terms(x), s) if enc.uses_input_terms else enc.bias(positions, positions)
     if bias is not None:
         scores = scores + (bias if bias.dim() == 4 else bias[None])
     if attn.causal:
         scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
     if key_mask is not None:
         scores = scores.masked_fill(~key_mask[:, None, None, :], float("-inf"))
+    term = enc.logit_term(q, scores, positions, positions)  # CoPE: from the masked logits
+    if term is not None:
+        scores = scores + term
     probs = scores.softmax(-1)
     out = probs @ v  # [b, h, s, hd]
     value = enc.value_term(probs, positions, positions)

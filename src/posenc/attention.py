@@ -11,8 +11,11 @@ The scheme is injected (composition, as torchtune does), never selected by flags
 3. ``bias`` adds to the logits (T5, ALiBi), through ``scaled_dot_product_attention``'s float mask,
    or, for a scheme with a ``score_mod`` hook, FlexAttention computes it per score
    (:mod:`posenc.kernels.flex`);
-4. schemes with query- or value-dependent terms (Shaw), and on the CPU biases that need
-   gradients (T5 in training), are computed with explicit math.
+4. schemes with query- or value-dependent terms (Shaw; CoPE's ``logit_term`` of the masked
+   logits), and on the CPU biases that need gradients (T5 in training), are computed with explicit
+   math;
+5. a scheme with ``uses_input_terms`` (forgetting attention) computes per-token terms from the
+   layer input, kept in the KV cache beside the keys, and its bias from those of every key.
 
 What a scheme requires of the layer (head count, head width, causality) it checks itself
 (``check_attention``). Default positions are ``0..s-1`` made by ``default_positions``, marked as
@@ -242,10 +245,13 @@ class Attention(nn.Module):
         x = enc.embed(x, positions)  # absolute schemes add their code; the others return x
         q, k, v = self._project(x)  # [b, h, s, hd], [b, kv, s, hd], [b, kv, s, hd]
         q, k = enc.rotate(q, k, positions, positions)
+        terms = enc.input_terms(x) if enc.uses_input_terms else None  # [b, h, s]: forgetting attention
         k_positions = positions
         if cache is not None:  # [b, kv, sk, hd] x 2, [.., sk(, n_axes)]
-            k, v, k_positions = cache.append(k, v, positions, seq_dim=-2 if enc.n_axes > 1 else -1, owner=self)
-        out = self._attend(q, k, v, positions, k_positions, past, key_mask)  # [b, h, s, hd]
+            seq_dim = -2 if enc.n_axes > 1 else -1
+            k, v, k_positions = cache.append(k, v, positions, seq_dim=seq_dim, owner=self, terms=terms)
+            terms = cache.terms  # [b, h, sk]: every cached key's
+        out = self._attend(q, k, v, positions, k_positions, past, key_mask, terms)  # [b, h, s, hd]
         out = out.transpose(1, 2).flatten(2)  # [b, h, s, hd] -> [b, s, h hd]
         return self.proj(out)
 
@@ -284,10 +290,12 @@ class Attention(nn.Module):
         k_positions: Tensor,
         past: int,
         key_mask: Tensor | None,
+        terms: Tensor | None = None,
     ) -> Tensor:
         """The kernel, ``[b, h, sq, hd]``: FlexAttention where it applies (the bias per score, never
         materialised; see :mod:`posenc.kernels.flex`); explicit math for query or value terms and,
-        on the CPU, a bias that needs gradients; SDPA otherwise."""
+        on the CPU, a bias that needs gradients; SDPA otherwise. ``terms [b, h, sk]``: the scheme's
+        input terms of every key (``uses_input_terms``), from which its bias is built."""
         enc, grouped = self.encoding, k.shape[1] != q.shape[1]
         out = flex.attend(
             enc,
@@ -305,7 +313,8 @@ class Attention(nn.Module):
         )
         if out is not None:
             return out
-        mask = self._mask(q, k, enc.bias(q_positions, k_positions), past, key_mask)
+        bias = enc.input_bias(terms, q.shape[-2]) if enc.uses_input_terms else enc.bias(q_positions, k_positions)
+        mask = self._mask(q, k, bias, past, key_mask)
         if enc.uses_query_terms or (mask is not None and mask.requires_grad and q.device.type == "cpu"):
             return self._explicit(q, k, v, mask, q_positions, k_positions)
         if mask is None:
@@ -330,6 +339,7 @@ class Attention(nn.Module):
             bias is not None
             and not tracing(q, k, bias)
             and key_mask is None  # not compiling, not in torch.func
+            and not self.encoding.uses_input_terms  # a bias from the input: new at every call
             and not bias.requires_grad
             and not bias.is_inference()  # is_inference() stops Dynamo
             and not torch.is_inference_mode_enabled()
@@ -406,6 +416,10 @@ class Attention(nn.Module):
         empty = None
         if mask is not None:
             scores = scores + mask
+        term = enc.logit_term(q, scores, q_positions, k_positions)  # CoPE: from the masked logits
+        if term is not None:
+            scores = scores + term
+        if mask is not None:
             # a query whose keys are all masked (a left pad under a causal mask) gets a zero output, as
             # SDPA gives, not NaN; its scores are zeroed first so that no NaN reaches the gradients
             empty = torch.isneginf(mask).all(dim=-1, keepdim=True)  # [(b,) h or 1, sq, 1]

@@ -28,6 +28,9 @@ class KVCache:
     k: Tensor | None = None  # [b, h, sk, hd]
     v: Tensor | None = None  # [b, h, sk, hd]
     positions: Tensor | None = None  # [sk] or [b, sk]; coordinates [sk, n] or [b, sk, n] for N-D schemes
+    #: [b, h, sk]: per-token terms of schemes computed from the layer input (forgetting attention's
+    #: log forget gates, ``PositionalEncoding.input_terms``); None for the others
+    terms: Tensor | None = None
     _tokens: int = field(default=0, repr=False)
     _owner: weakref.ref | None = field(default=None, repr=False, compare=False)  # the layer that filled it
 
@@ -40,14 +43,23 @@ class KVCache:
         return {**self.__dict__, "_owner": None}
 
     def append(
-        self, k: Tensor, v: Tensor, positions: Tensor, *, seq_dim: int = -1, owner: nn.Module | None = None
+        self,
+        k: Tensor,
+        v: Tensor,
+        positions: Tensor,
+        *,
+        seq_dim: int = -1,
+        owner: nn.Module | None = None,
+        terms: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Add keys, values and their positions; ``seq_dim=-2`` for coordinates ``[..., s, n]``.
 
         Positions ``[s]``, ``[1, s]`` and ``[b, s]`` may follow each other: once one is batched, the
         cache holds ``[b, sk]``. ``owner``: the layer appending (:class:`posenc.Attention` passes
-        itself); the first one given is kept, and another one is refused."""
+        itself); the first one given is kept, and another one is refused. ``terms [b, h, s]``: the
+        new tokens' input terms (see :attr:`terms`), given at every append or at none."""
         _check_append(k, v, positions, seq_dim)
+        self._check_terms(k, terms)
         self._check_owner(owner)
         if self.k is None:  # copies of their own: views would keep the whole qkv projection alive (and
             # give compiled decoding a second layout to specialise on at the next step), and the
@@ -85,8 +97,28 @@ class KVCache:
             start = known_range(old) if old.dim() == 1 else None
             if start is not None and known_range(new) == start + old.shape[0]:  # two ranges end to end: one range
                 mark_range(self.positions, start)
+        if terms is not None:  # [b, h, sk + s]
+            self.terms = terms.clone() if self.terms is None else torch.cat((self.terms, terms), dim=-1)
         self._tokens += k.shape[-2]
         return self.k, self.v, self.positions
+
+    def _check_terms(self, k: Tensor, terms: Tensor | None) -> None:
+        if self.k is not None and (terms is None) != (self.terms is None):
+            raise ValueError(
+                f"this KVCache holds {'no ' if self.terms is None else ''}input terms for its {self._tokens} "
+                f"tokens; new keys came {'with' if terms is not None else 'without'} them: a cache serves one "
+                "scheme, give terms at every append or at none"
+            )
+        if terms is not None and (
+            not isinstance(terms, Tensor)
+            or terms.dim() != 3
+            or terms.shape[0] != k.shape[0]
+            or terms.shape[-1] != k.shape[-2]
+        ):
+            shape = list(terms.shape) if isinstance(terms, Tensor) else type(terms).__name__
+            raise ValueError(
+                f"KVCache.append: terms must be [b, h, s] with b = {k.shape[0]}, s = {k.shape[-2]} (k {list(k.shape)}), got {shape}"
+            )
 
     def _check_owner(self, owner: nn.Module | None) -> None:
         if owner is None:

@@ -154,6 +154,10 @@ def _attention_outputs(encoding: str | None) -> tuple[torch.Tensor, torch.Tensor
     torch.manual_seed(0)
     embed = torch.nn.Embedding(len(VOCAB), 32).double()
     attn = posenc.Attention(32, 4, encoding=encoding).double()
+    params = list(attn.encoding.parameters())
+    if params and all(not p.any() for p in params):  # starts as NoPE (CoPE's zero table): the claim is about the
+        for p in params:  # encoding, so give its parameters values, as training would
+            torch.nn.init.normal_(p, std=0.5)
     first, second, perm = _sentences()
     with torch.no_grad():
         return attn(embed(first)), attn(embed(second)), perm

@@ -22,7 +22,15 @@ from .checks import (
     check_unique,
     scheme_label,
 )
-from .encodings import ATLAS_DEFAULTS, atlas_config, build_scheme, encoding_matrix, is_reference, scheme_family
+from .encodings import (
+    ATLAS_DEFAULTS,
+    atlas_config,
+    build_scheme,
+    encoding_matrix,
+    is_data_dependent,
+    is_reference,
+    scheme_family,
+)
 from .logits import logits_vs_distance, rope_decay_bound, shaw_embeddings, t5_bucket_map
 from .matrices import cosine_distance_matrix, distance_from, distance_matrix, distance_vs_offset, dot_matrix
 from .projection import project_2d, word_plus_position
@@ -56,6 +64,7 @@ __all__ = [
     "distance_vs_offset",
     "dot_matrix",
     "encoding_matrix",
+    "is_data_dependent",
     "is_reference",
     "logits_vs_distance",
     "project_2d",

@@ -36,7 +36,15 @@ from ..schemes.shaw import Shaw
 from ..schemes.sinusoidal import Sinusoidal
 from .references import REFERENCE_ENCODINGS, reference_encoding
 
-__all__ = ["ATLAS_DEFAULTS", "atlas_config", "build_scheme", "encoding_matrix", "scheme_family", "is_reference"]
+__all__ = [
+    "ATLAS_DEFAULTS",
+    "atlas_config",
+    "build_scheme",
+    "encoding_matrix",
+    "scheme_family",
+    "is_reference",
+    "is_data_dependent",
+]
 
 #: Config the atlas uses for each name when the caller gives none (the caller's keys win).
 ATLAS_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -88,6 +96,17 @@ def atlas_config(name: str, **config: Any) -> dict[str, Any]:
     return {**{k: v for k, v in _FALLBACK.items() if k in required}, **config}
 
 
+def is_data_dependent(scheme: str | PositionalEncoding) -> bool:
+    """True for schemes whose position term depends on the queries, keys or layer input (their class
+    attribute ``data_dependent``: CoPE, forgetting attention): they have no code from positions alone,
+    so the atlas neither draws nor checks them."""
+    if isinstance(scheme, PositionalEncoding):
+        return bool(scheme.data_dependent)
+    if is_reference(_check_name(scheme)):
+        return False
+    return bool(getattr(scheme_class(scheme), "data_dependent", False))
+
+
 def scheme_family(scheme: str | PositionalEncoding) -> str:
     """``"reference"`` for the naive codes, else the scheme's family (none/absolute/rotary/bias/relative)."""
     if isinstance(scheme, PositionalEncoding):
@@ -125,6 +144,11 @@ def unit_query(width: int, rotated: int, layout: str) -> Tensor:
 
 def _scheme_matrix(module: PositionalEncoding, positions: Tensor) -> Tensor:
     family = module.family
+    if module.data_dependent:
+        raise ValueError(
+            f"scheme {module.name!r} has no code from positions alone: its position term depends on the "
+            "queries, keys or layer input (data_dependent)"
+        )
     if isinstance(module, Sinusoidal):
         c = module.config
         table = F.sinusoidal(

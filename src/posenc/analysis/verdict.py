@@ -14,7 +14,7 @@ from typing import Any
 
 from ..schemes import PositionalEncoding, available, scheme_class
 from . import checks as C
-from .encodings import scheme_family
+from .encodings import is_data_dependent, scheme_family
 from .references import REFERENCE_ENCODINGS
 
 __all__ = [
@@ -82,6 +82,12 @@ WHY: dict[tuple[str, str], str] = {
     ("rope", "offset_similarity"): "rotations by m·θ and n·θ leave q·k depending on m − n alone",
     ("xpos", "offset_similarity"): "the query decay ζ^(m/B) and key decay ζ^(−n/B) combine to ζ^((m−n)/B)",
     ("alibi", "bounded"): "the penalty −m·distance grows linearly by design: it is a logit bias, not an input",
+    ("kerple", "bounded"): "the penalty −r1·log(1 + r2·distance) grows without limit by design (logarithmically): "
+    "a logit bias, not an input",
+    ("kerple", "deterministic"): "r1 and r2 are learned per head, drawn uniformly at initialisation (GPT-NeoX "
+    "ParallelKerpleLog) until training sets them",
+    ("sandwich", "bounded"): "the penalty Σ cos((i − j)ω_k) − d'/2 reaches about −d'/2 for distant keys by design, "
+    "scaled per head by H/8h: a logit bias, not an input",
     ("t5", "unique"): "by design, past the exact buckets each log-spaced bucket holds several distances (all past "
     "max_distance share the last)",
     ("xpos", "bounded"): "the key's scale ζ^(−n/B) grows without limit along the sequence (the query's shrinks)",
@@ -126,12 +132,20 @@ def default_schemes() -> list[str]:
 
     Schemes for grids (class attribute ``n_axes > 1``: ``sinusoidal_nd``, ``rope_axial``) are left
     out: the criteria are stated for positions on a line (pass them explicitly to measure axis 0).
+    Data-dependent schemes (class attribute ``data_dependent``: CoPE, forgetting attention) are left
+    out too: they have no code from positions alone to measure.
     """
-    return [name for name in available() if getattr(scheme_class(name), "n_axes", 1) == 1] + list(REFERENCE_ENCODINGS)
+    return [
+        name
+        for name in available()
+        if getattr(scheme_class(name), "n_axes", 1) == 1 and not getattr(scheme_class(name), "data_dependent", False)
+    ] + list(REFERENCE_ENCODINGS)
 
 
 def applicable_checks(scheme: str | PositionalEncoding) -> tuple[str, ...]:
     """The criteria measured for ``scheme`` (by family; see the module docstring)."""
+    if is_data_dependent(scheme):
+        return ()  # no code from positions alone to measure (CoPE, forgetting attention)
     return _APPLICABLE[scheme_family(scheme)]
 
 
@@ -145,6 +159,8 @@ def run_checks(scheme: str | PositionalEncoding, *, seed: int = 0, **config: Any
 
 def _reason(label: str, criterion: str, result: C.CheckResult | None, family: str) -> str:
     if result is None:
+        if label in available() and is_data_dependent(label):
+            return "data-dependent: the position term needs queries, keys or the layer input"
         return _NOT_APPLICABLE.get(family, "not measured for this family")
     why = WHY.get((label, criterion)) if ((label, criterion) in WHY_PASSES) == result.passed else None
     if result.passed:

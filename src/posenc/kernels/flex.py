@@ -109,11 +109,16 @@ def clear_errors() -> None:
     _errors.clear()
 
 
-def score_mod_for(encoding: Any, q_offset: int = 0) -> ScoreMod | None:
+def score_mod_for(encoding: Any, q_offset: int = 0, k_start: int = 0) -> ScoreMod | None:
     """The scheme's score mod (its ``score_mod`` hook) for queries ``q_offset`` positions past the
-    keys' start, or None."""
+    keys' start, or None; a scheme with ``score_mod_takes_k_start`` also gets the first key's
+    position ``k_start``."""
     hook = getattr(encoding, "score_mod", None)
-    return hook(q_offset) if callable(hook) else None
+    if not callable(hook):
+        return None
+    if getattr(encoding, "score_mod_takes_k_start", False):
+        return hook(q_offset, k_start=k_start)
+    return hook(q_offset)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,7 +243,7 @@ def attend(
     q0, k0 = range_start(q_positions), range_start(k_positions)
     if q0 is None or k0 is None:
         return None
-    score_mod = score_mod_for(encoding, q_offset=q0 - k0)
+    score_mod = score_mod_for(encoding, q_offset=q0 - k0, k_start=k0)
     if score_mod is None:
         return None
     mask = block_mask(q.shape[-2], k.shape[-2], causal=causal, q_offset=past, device=q.device)

@@ -132,7 +132,11 @@ def _notes(name: str, family: str) -> list[str]:
                          "The checks and the 1-D figures use positions on axis 0 (the other axes act the same "
                          "way on their own features), so it is left out of the comparison table, whose criteria "
                          "are stated for positions on a line; a grid figure, where drawn, uses 2-D positions.")
-    if family in ("bias", "relative"):
+    if family != "reference" and getattr(scheme_class(name), "data_dependent", False):
+        notes.append("A data-dependent scheme: its position term is computed from the queries, keys or the layer "
+                     "input, not from positions alone, so it has no figures or checks here and no row in the "
+                     "comparison table; its tests pin it against its reference implementation.")
+    elif family in ("bias", "relative"):
         notes.append("A relative scheme: it has no code per position, so the heatmap shows what a query at "
                      "position p receives for the key at position 0.")
     return notes

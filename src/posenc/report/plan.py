@@ -92,6 +92,18 @@ _PLAN["sinusoidal_nd"] = [
     _spec("heatmap", "The code of positions along axis 0 (the other coordinates 0).", positions=50),
 ]
 
+_PLAN["kerple"] = [
+    _spec("logits", "−r1_h·log(1 + r2_h·t) per head at initialisation (r1 ~ 2·U[0, 1), r2 ~ U[0, 1), GPT-NeoX "
+          "ParallelKerpleLog): a logarithmic penalty, steep near and flat far (Chi et al. 2022, §4.2).", positions=256),
+    _spec("heatmap", "Bias from a query at position p to the key at 0, per head: −r1_h·log(1 + r2_h·p).", positions=50),
+]
+
+_PLAN["sandwich"] = [
+    _spec("logits", "Σ_k cos(t·ω_k) − d'/2 per head, divided by 8h/H: falls, wiggling, towards −d'/2·H/8h "
+          "(Chi et al. 2023, §5).", positions=256),
+    _spec("heatmap", "Bias from a query at position p to the key at 0, per head: no parameters, any length.", positions=50),
+]
+
 _GENERIC = {
     "absolute": [
         _spec("heatmap", "The position code along axis 0.", positions=50),
@@ -118,4 +130,8 @@ REFERENCE_SOURCES = {
 
 def figures_for(scheme: str, family: str) -> list[FigureSpec]:
     """The figures the atlas draws for ``scheme`` (of ``family``)."""
+    from ..analysis import is_data_dependent
+
+    if family != "reference" and is_data_dependent(scheme):
+        return []  # its position term needs queries, keys or the layer input: nothing to draw from positions
     return list(_PLAN.get(scheme, _GENERIC.get(family, [])))

@@ -12,6 +12,12 @@ from .rope import Rope
 from .xpos import XPos
 from .sinusoidal_nd import SinusoidalND
 from .rope_axial import RopeAxial
+from .fire import FIRE
+from .dpb import DynamicPositionBias
+from .cope import CoPE
+from .forgetting import Forgetting
+from .kerple import KERPLE
+from .sandwich import Sandwich
 
 __all__ = [
     "PositionalEncoding",
@@ -29,4 +35,10 @@ __all__ = [
     "XPos",
     "SinusoidalND",
     "RopeAxial",
+    "FIRE",
+    "DynamicPositionBias",
+    "CoPE",
+    "Forgetting",
+    "KERPLE",
+    "Sandwich",
 ]

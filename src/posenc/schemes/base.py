@@ -27,6 +27,22 @@ What other parts of posenc need from a scheme are hooks here, implemented in the
   (:mod:`posenc.kernels.flex`);
 * :meth:`~PositionalEncoding.check_attention` — what the scheme requires of an attention layer
   (head count, head width, causality).
+
+Data-dependent terms (the smallest additions that keep Shaw's hooks as they were):
+
+* :meth:`~PositionalEncoding.logit_term` — a term added to the scaled, masked logits that is a
+  function of them and of the queries (CoPE: gates ``sigmoid(logit)``, counted per query). The
+  scheme sets ``uses_query_terms = True`` (explicit math); :class:`posenc.Attention` calls it with
+  the logits of every key it attends, cached ones included, ``-inf`` where masked;
+* ``uses_input_terms = True`` with :meth:`~PositionalEncoding.input_terms` and
+  :meth:`~PositionalEncoding.input_bias` — a bias computed from the layer input ``x`` (forgetting
+  attention: per-token log forget gates). ``input_terms(x [b, s, d]) -> [b, h, s]`` is computed for
+  the new tokens and kept by the :class:`~posenc.KVCache` beside their keys; ``input_bias(terms
+  [b, h, sk], sq)`` turns the terms of every key into the bias ``[b, h, sq, sk]`` of the last ``sq``
+  of them as queries. Its :meth:`~PositionalEncoding.bias` raises: there is no bias without ``x``.
+
+:attr:`~PositionalEncoding.data_dependent` (a class attribute) says that a scheme has either: its
+bias or term cannot be drawn from positions alone, and the atlas asks it.
 """
 
 from __future__ import annotations
@@ -137,9 +153,17 @@ class PositionalEncoding(nn.Module):
     citation: ClassVar[str] = ""
     #: True when attention must call :meth:`query_scores` / :meth:`value_term` (explicit math).
     uses_query_terms: ClassVar[bool] = False
+    #: True when the position term depends on the data (queries, keys or layer input), not on
+    #: positions alone (:meth:`logit_term`, :meth:`input_bias`): it cannot be drawn without them.
+    data_dependent: ClassVar[bool] = False
+    #: True when attention must compute :meth:`input_terms` from the layer input and add :meth:`input_bias`.
+    uses_input_terms: ClassVar[bool] = False
     #: Coordinates per position: 1 for sequences; N-D schemes (``sinusoidal_nd``, ``rope_axial``) set it
     #: per instance from their config and take positions ``[s, n_axes]`` / ``[b, s, n_axes]``.
     n_axes: ClassVar[int] = 1
+    #: True when :meth:`score_mod` also takes ``k_start=`` (the position of the first key): for a
+    #: bias that depends on the query's own position, not only on the distance (FIRE's ``max(L, i)``).
+    score_mod_takes_k_start: ClassVar[bool] = False
     Config: ClassVar[type]
 
     def __init__(self, config: Any) -> None:
@@ -220,6 +244,22 @@ class PositionalEncoding(nn.Module):
 
     def value_term(self, probs: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
         """Term added to the attention output from the weights ``[b, h, sq, sk]``: ``[b, h, sq, hd]``."""
+        return None
+
+    # -- data-dependent terms (CoPE, forgetting attention) -------------------------------------
+    def logit_term(self, q: Tensor, logits: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
+        """Term added to the logits that depends on them: queries ``q [b, h, sq, hd]`` and the scaled,
+        masked logits ``[b, h, sq, sk]`` (``-inf`` where masked, biases included) -> ``[b, h, sq, sk]``,
+        or None (here)."""
+        return None
+
+    def input_terms(self, x: Tensor) -> Tensor | None:
+        """Per-token terms ``[b, h, s]`` from the layer input ``x [b, s, d]`` (kept in the KV cache), or None."""
+        return None
+
+    def input_bias(self, terms: Tensor, sq: int) -> Tensor | None:
+        """Bias ``[b, h, sq, sk]`` from the terms ``[b, h, sk]`` of every key, the queries being the
+        last ``sq`` keys of the stream; None here."""
         return None
 
     # -- helpers -----------------------------------------------------------------------------

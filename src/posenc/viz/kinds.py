@@ -286,8 +286,15 @@ def _buckets(scheme: str, options: PlotOptions) -> Any:
     )
 
 
+def _drawable(name: str) -> bool:
+    """False for data-dependent schemes (CoPE, forgetting attention): no code from positions alone."""
+    from ..analysis import is_data_dependent
+
+    return not is_data_dependent(name)
+
+
 def _any(*families: str) -> Callable[[str, str], bool]:
-    return lambda name, family: family in families
+    return lambda name, family: family in families and _drawable(name)
 
 
 def _named(*names: str) -> Callable[[str, str], bool]:

@@ -6,13 +6,13 @@ Shape legend: ``s`` sequence, ``hd`` head width, ``r`` rotated width, ``n = r / 
 Same formula as :func:`posenc.functional.apply_rope` (Su et al. 2021, RoFormer, section 3.4):
 ``y0 = x0 cos - x1 sin``, ``y1 = x1 cos + x0 sin`` for each pair ``(x0, x1)``.
 
-* :func:`rotate_into` (``x`` and the tables of one dtype, float32 or float64, either layout):
-  ``x * sin`` into a temporary, ``x * cos`` into ``out``, then the first member of each pair
-  takes ``-=`` the second's product and the second ``+=`` the first's: four whole-width ops that
-  round exactly as the reference (product, product, sum), so bit for bit equal to it whatever the
-  memory layout (a fused ``addcmul`` rounds once less, and differently in its vector and scalar
-  loops). 16-bit ``x`` with float32 tables is widened to float32 first and rounded once at the
-  end, as the reference rounds; other dtype mixes go to the reference.
+* :func:`rotate_into` (``x`` and the tables of one dtype, float32 or float64, either layout; or
+  16-bit ``x`` with float32 tables, widened once): ``x`` as contiguous rows, each feature's pair
+  partner by two strided copies (HF's ``rotate_half`` without its negation), then
+  ``x * cos + partners * [-sin, +sin]`` in whole-width ops that round exactly as the reference
+  (product, product, sum): bit for bit equal to it whatever the memory layout (a fused
+  ``addcmul`` rounds once less, and differently in its vector and scalar loops); other dtype
+  mixes go to the reference.
 * :func:`complex_into` (the ``complex`` backend; interleaved pairs, float32/float64): one complex
   multiply of ``x`` viewed as complex numbers by ``cos + i sin`` (Meta's Llama
   ``apply_rotary_emb``), straight into ``out``: one pass. ATen's complex product may round a
@@ -58,25 +58,52 @@ def _copy_rest(x: Tensor, out: Tensor, r: int) -> None:
         out[..., r:].copy_(x[..., r:])  # partial rotary: the rest passes unchanged
 
 
+def _partners(x: Tensor, layout: str) -> Tensor:
+    """A new ``[..., r]`` holding each feature's pair partner, ``(x1, x0)`` for each pair ``(x0, x1)``:
+    two strided copies (``flip`` and ``roll`` index element by element, several times slower)."""
+    r = x.shape[-1]
+    first, second = (slice(0, r // 2), slice(r // 2, r)) if layout == "half" else (slice(0, r, 2), slice(1, r, 2))
+    partners = torch.empty_like(x)
+    partners[..., first].copy_(x[..., second])
+    partners[..., second].copy_(x[..., first])
+    return partners
+
+
+def _signed(sin: Tensor, layout: str, inverse: bool) -> Tensor:
+    """``sin`` with the first member of each pair negated (the second for the inverse rotation):
+    ``x * cos + partners(x) * signed`` is the rotation. Tables are ``[..., s, r]``, small beside ``x``."""
+    r = sin.shape[-1]
+    negated = (
+        slice(r // 2, r)
+        if layout == "half" and inverse
+        else slice(0, r // 2)
+        if layout == "half"
+        else slice(1, r, 2)
+        if inverse
+        else slice(0, r, 2)
+    )
+    signed = sin.clone()
+    signed[..., negated].neg_()
+    return signed
+
+
 def rotate_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
-    """Write the rotation of ``x`` into ``out`` (``x`` itself for in place) in four ops, bit for
-    bit the reference; features past ``r`` copied. Other dtype mixes go to the reference."""
+    """Write the rotation of ``x`` into ``out`` (``x`` itself for in place) in four whole-width ops,
+    bit for bit the reference; features past ``r`` copied. Other dtype mixes go to the reference."""
     if not serves(x, cos):
         reference.rotate_into(x, cos, sin, out, layout, inverse)
         return
     r = cos.shape[-1]
-    first, second = (slice(0, r // 2), slice(r // 2, r)) if layout == "half" else (slice(0, r, 2), slice(1, r, 2))
-    xr = x[..., :r]
-    # 16-bit x: widened once, rotated in float32 and rounded once on the copy into out, as the
-    # reference's promoted arithmetic rounds (its mixed-dtype ops are several times slower)
-    wide = xr.float() if xr.dtype != cos.dtype else None
-    src = xr if wide is None else wide
-    o = out[..., :r] if wide is None else torch.empty_like(wide)
-    kept = src * (-sin if inverse else sin)  # [..., s, r]: each pair member times its pair's sin
-    torch.mul(src, cos, out=o)  # each member times cos (in place: every element is read before it is written)
-    o[..., first].sub_(kept[..., second])  # x0 cos - x1 sin
-    o[..., second].add_(kept[..., first])  # x1 cos + x0 sin
-    if wide is not None:
+    # contiguous float rows first (16-bit x widened once, rounded once at the end as the
+    # reference rounds): elementwise ops over a strided view (q sliced out of a qkv projection)
+    # cost several times a copy of it
+    src = x[..., :r].to(cos.dtype).contiguous()  # [..., s, r]
+    partners = _partners(src, layout)  # [..., s, r]
+    direct = src.dtype == out.dtype and out[..., :r].is_contiguous()
+    o = out[..., :r] if direct else torch.empty_like(src)
+    torch.mul(src, cos, out=o)  # x0 cos, x1 cos
+    o.add_(partners.mul_(_signed(sin, layout, inverse)))  # + (-x1 sin), + x0 sin: rounded as the reference
+    if not direct:
         out[..., :r].copy_(o)
     _copy_rest(x, out, r)
 

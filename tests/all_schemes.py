@@ -6,6 +6,8 @@ here, and so to every test parametrized over SCHEMES.
 
 from __future__ import annotations
 
+import torch
+
 import posenc
 
 SCHEMES = [
@@ -52,3 +54,19 @@ LEARNED_PARAMETERS = {
     "kerple": {"bias_p", "bias_a"},
     "sandwich": set(),
 }
+
+
+def through_flex_and_sdpa(attn: posenc.Attention, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``attn(x)`` without gradients through FlexAttention (``set_mode("always")``) and through SDPA
+    with the materialised bias (``"never"``); the mode is reset to ``"auto"`` after."""
+    from posenc import flex
+
+    with torch.no_grad():
+        try:
+            flex.set_mode("never")
+            ref = attn(x)
+            flex.set_mode("always")
+            got = attn(x)
+        finally:
+            flex.set_mode("auto")
+    return got, ref

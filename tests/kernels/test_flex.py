@@ -11,6 +11,7 @@ import posenc
 from posenc import flex
 from posenc import functional as F
 from posenc.kernels import flex as flex_kernel
+from tests.all_schemes import through_flex_and_sdpa
 
 
 def _grid_scores(score_mod, h, sq, sk):
@@ -104,14 +105,7 @@ def test_attention_through_flex_equals_sdpa_with_bias(device, name):
     torch.manual_seed(0)
     attn = posenc.Attention(32, 2, encoding=name, causal=True).to(device).eval()
     x = torch.randn(2, 200, 32, device=device)
-    with torch.no_grad():
-        flex.set_mode("never")
-        ref = attn(x)
-        flex.set_mode("always")
-        try:
-            got = attn(x)
-        finally:
-            flex.set_mode("auto")
+    got, ref = through_flex_and_sdpa(attn, x)
     assert flex.available(), flex.errors()
     torch.testing.assert_close(got, ref, atol=2e-5, rtol=0)
 

@@ -10,6 +10,7 @@ import torch
 
 import posenc
 from posenc import flex
+from tests.all_schemes import through_flex_and_sdpa
 
 xt = pytest.importorskip("x_transformers.x_transformers")
 
@@ -126,13 +127,6 @@ def test_subset_of_heads_through_flex_equals_sdpa_with_bias() -> None:
     enc = posenc.create("alibi", num_heads=2, num_biased_heads=1, slopes=[0.2])
     attn = posenc.Attention(32, 2, encoding=enc, causal=True).eval()
     x = torch.randn(2, 200, 32)
-    with torch.no_grad():
-        flex.set_mode("never")
-        ref = attn(x)
-        flex.set_mode("always")
-        try:
-            got = attn(x)
-        finally:
-            flex.set_mode("auto")
+    got, ref = through_flex_and_sdpa(attn, x)
     assert flex.available(), flex.errors()
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import posenc
-from posenc import flex
+from tests.all_schemes import through_flex_and_sdpa
 
 
 def _dpb(seed: int = 0, **config) -> posenc.PositionalEncoding:
@@ -158,12 +158,5 @@ def test_flex_attention_does_not_serve_it() -> None:
     assert enc.score_mod(0) is None
     attn = posenc.Attention(32, 2, encoding=enc, causal=True).eval()
     x = torch.randn(2, 20, 32)
-    with torch.no_grad():
-        flex.set_mode("never")
-        ref = attn(x)
-        flex.set_mode("always")
-        try:
-            got = attn(x)
-        finally:
-            flex.set_mode("auto")
+    got, ref = through_flex_and_sdpa(attn, x)
     assert torch.equal(got, ref)

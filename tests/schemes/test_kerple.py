@@ -12,6 +12,7 @@ import torch
 
 import posenc
 from posenc import flex
+from tests.all_schemes import through_flex_and_sdpa
 
 VARIANTS = ["log", "power"]
 
@@ -185,13 +186,6 @@ def test_attention_through_flex_equals_sdpa_with_bias(variant: str) -> None:
     torch.manual_seed(0)
     attn = posenc.Attention(32, 2, encoding=posenc.create("kerple", num_heads=2, variant=variant), causal=True).eval()
     x = torch.randn(2, 200, 32)
-    with torch.no_grad():
-        flex.set_mode("never")
-        ref = attn(x)
-        flex.set_mode("always")
-        try:
-            got = attn(x)
-        finally:
-            flex.set_mode("auto")
+    got, ref = through_flex_and_sdpa(attn, x)
     assert flex.available(), flex.errors()
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)

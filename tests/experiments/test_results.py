@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 from posenc.experiments.results import add_record, load_results
 
@@ -23,26 +22,14 @@ RECORD = {
 }
 
 
-def test_results_are_on_the_disk_before_they_are_renamed_into_place(tmp_path, monkeypatch):
+def test_results_are_on_the_disk_before_they_are_renamed_into_place(tmp_path, file_writes):
     """The new results.json is flushed before the rename and the folder after it: a power cut
     leaves the old file or the new one, never an empty one (it was renamed unflushed)."""
     add_record(tmp_path, RECORD)
-    events = []
-    fsync, replace = os.fsync, os.replace
-
-    def fsync_(fd: int) -> None:
-        events.append(("fsync", os.fstat(fd).st_ino))
-        fsync(fd)
-
-    def replace_(src, dst, **kwargs) -> None:
-        replace(src, dst, **kwargs)
-        events.append(("replace", os.stat(dst).st_ino))
-
-    monkeypatch.setattr(os, "fsync", fsync_)
-    monkeypatch.setattr(os, "replace", replace_)
+    file_writes.clear()  # the second write, over an existing file
     add_record(tmp_path, {**RECORD, "seed": 1})
     file, folder = (tmp_path / "results.json").stat().st_ino, tmp_path.stat().st_ino
-    assert events == [("fsync", file), ("replace", file), ("fsync", folder)]
+    assert file_writes == [("fsync", file), ("replace", file), ("fsync", folder)]
     assert [r["seed"] for r in load_results(tmp_path)] == [0, 1]
     assert json.loads((tmp_path / "results.json").read_text())["schema"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [".results.json.lock", "results.json"]

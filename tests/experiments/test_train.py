@@ -14,35 +14,16 @@ from posenc.experiments.train import load_checkpoint, save_checkpoint
 train = importlib.import_module("posenc.experiments.train")  # the module: posenc.experiments.train is the function
 
 
-def _writes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """``("fsync", inode)`` and ``("replace", inode of the target)`` as they happen."""
-    events: list[tuple[str, int]] = []
-    fsync, replace = os.fsync, os.replace
-
-    def fsync_(fd: int) -> None:
-        events.append(("fsync", os.fstat(fd).st_ino))
-        fsync(fd)
-
-    def replace_(src, dst, **kwargs) -> None:
-        replace(src, dst, **kwargs)
-        events.append(("replace", os.stat(dst).st_ino))
-
-    monkeypatch.setattr(os, "fsync", fsync_)
-    monkeypatch.setattr(os, "replace", replace_)
-    return events
-
-
 STATE = {"config": {}, "model": {"w": torch.arange(3.0)}, "optimizer": {}, "step": 1, "losses": [0.5]}
 
 
-def test_a_checkpoint_is_on_the_disk_before_it_is_renamed_into_place(tmp_path, monkeypatch):
+def test_a_checkpoint_is_on_the_disk_before_it_is_renamed_into_place(tmp_path, file_writes):
     """The file is flushed before the rename and the folder after it: a power cut leaves the old
     checkpoint or the new one, never an empty file under the name (it was renamed unflushed)."""
-    events = _writes(monkeypatch)
     path = tmp_path / "run.pt"
     save_checkpoint(path, STATE)
     file, folder = path.stat().st_ino, tmp_path.stat().st_ino
-    assert events == [("fsync", file), ("replace", file), ("fsync", folder)]
+    assert file_writes == [("fsync", file), ("replace", file), ("fsync", folder)]
     assert torch.equal(load_checkpoint(path, torch.device("cpu"))["model"]["w"], torch.arange(3.0))
 
 

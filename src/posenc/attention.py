@@ -15,7 +15,9 @@ The scheme is injected (composition, as torchtune does), never selected by flags
    logits), and on the CPU biases that need gradients (T5 in training), are computed with explicit
    math;
 5. a scheme with ``uses_input_terms`` (forgetting attention) computes per-token terms from the
-   layer input, kept in the KV cache beside the keys, and its bias from those of every key.
+   layer input, kept in the KV cache beside the keys, and its bias from those of every key:
+   materialised (``input_bias``), or, where FlexAttention applies, per score from the terms
+   (its ``score_mod`` gets them: ``O(b h sk)``, never ``[b, h, sq, sk]``).
 
 What a scheme requires of the layer (head count, head width, causality) it checks itself
 (``check_attention``). Default positions are ``0..s-1`` made by ``default_positions``, marked as
@@ -310,6 +312,7 @@ class Attention(nn.Module):
             dropout_p=self._p(),
             scale=self.scale,
             enable_gqa=grouped,
+            terms=terms,
         )
         if out is not None:
             return out

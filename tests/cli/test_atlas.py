@@ -119,7 +119,7 @@ def test_umap_without_its_extra_names_the_extra(tmp_path):
 def test_plot_lists_the_kinds_of_a_scheme():
     result = _run("plot", "t5", "--kind", "list")
     assert result.exit_code == 0
-    assert result.output.strip() == "kinds for t5: heatmap, logits, buckets"
+    assert result.output.strip() == "kinds for t5: heatmap, logits, buckets, bias"
 
 
 def _verdicts(output: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections import defaultdict
 from dataclasses import replace
 
@@ -581,9 +582,9 @@ def test_results_round_trip_and_summaries(tmp_path):
     records = load_results(tmp_path)
     assert len(records) == 2
     (row,) = summary_rows(records)
-    assert row["in_distribution"] == pytest.approx(0.9) and row["out_of_distribution_sd"] == pytest.approx(
-        0.1414, abs=1e-4
-    )
+    assert row["in_distribution"] == pytest.approx(0.9) and row["in_distribution_ci95"] == pytest.approx(
+        12.706 * 0.1414 / 2**0.5, abs=1e-3
+    )  # Student's t, 1 degree of freedom: 12.706 · sd / sqrt(2)
     add_record(tmp_path / "nan", {**base, "seed": 0, "in_distribution": float("inf"), "out_of_distribution": None})
     assert json.loads((tmp_path / "nan" / "results.json").read_text())["records"][0]["in_distribution"] is None
     with pytest.raises(ValueError, match="lacks"):
@@ -654,3 +655,92 @@ def test_learning_rate_schedule_is_pinned():
     assert [learning_rate(s, config) for s in range(10, 111)] == sorted(
         (learning_rate(s, config) for s in range(10, 111)), reverse=True
     )
+
+
+def test_the_95_percent_interval_uses_students_t() -> None:
+    """Half-widths against hand values: sd 1 over 3 seeds is t(2) = 4.303 / sqrt(3); over 31 values
+    the normal 1.96; one value has none."""
+    from posenc.experiments.plots import ci95
+
+    assert ci95([1.0, 2.0, 3.0]) == pytest.approx(4.303 / 3**0.5, abs=1e-6)
+    assert ci95([0.0, 2.0]) == pytest.approx(12.706 * 2**0.5 / 2**0.5, abs=1e-6)  # sd sqrt(2), n 2
+    values = [float(i % 2) for i in range(31)]
+    sd = statistics.stdev(values)
+    assert ci95(values) == pytest.approx(2.042 * sd / 31**0.5, abs=1e-6)  # 30 degrees of freedom
+    assert ci95(values + [0.5]) == pytest.approx(1.96 * statistics.stdev(values + [0.5]) / 32**0.5, abs=1e-6)
+    assert ci95([0.7]) == 0.0
+
+
+@pytest.mark.parametrize("scheme", ["fire", "cope", "forgetting"])
+def test_each_run_keeps_its_trained_encoding(tmp_path, scheme):
+    """The trained encoding is saved beside the records and loads (weights_only) into a module whose
+    bias equals the trained model's, not the initialisation's."""
+    from posenc.experiments.runner import encoding_path, load_encoding
+    from posenc.experiments.suite import plan
+
+    settings = Settings(steps=3, tasks=("copy",), schemes=(scheme,), seeds=(0,), quick=True)
+    (job,) = plan("length", settings)
+    run_experiment("length", tmp_path, settings)
+    path = encoding_path(job, tmp_path)
+    assert path == tmp_path / "encodings" / f"length__copy__{scheme}__seed0.pt"
+    loaded = load_encoding(path)
+    assert loaded.name == scheme and not loaded.training
+    trained = torch.load(path, weights_only=True)["state"]
+    fresh = type(loaded)(loaded.config).state_dict()
+    assert trained.keys() == loaded.state_dict().keys()
+    for key, value in loaded.state_dict().items():
+        assert torch.equal(value, trained[key])
+    assert any(not torch.equal(fresh[k], trained[k]) for k in trained)  # three steps of AdamW moved them
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(Exception):  # noqa: B017 - torch's own unpickling error names the file's problem
+        load_encoding(tmp_path / "bad.pt")
+    torch.save({"x": torch.zeros(1)}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a trained encoding"):
+        load_encoding(tmp_path / "other.pt")
+
+
+def test_figures_of_several_seeds_draw_the_mean_and_its_interval(tmp_path):
+    """Three seeds of one scheme make one line, the mean, and one band from mean - ci to mean + ci."""
+    base = {
+        "experiment": "length",
+        "task": "copy",
+        "scheme": "alibi",
+        "variant": "default",
+        "train_length": 2,
+        "summary_metric": "exact_match",
+        "wall_time_s": 1.0,
+        "config": {},
+        "in_distribution": 1.0,
+        "out_of_distribution": 0.5,
+    }
+    values = {0: (1.0, 0.2), 1: (0.8, 0.4), 2: (0.9, 0.9)}
+    for seed, (a, b) in values.items():
+        per_length = {"1": {"exact_match": a}, "3": {"exact_match": b}}
+        add_record(tmp_path, {**base, "seed": seed, "metrics": {"per_length": per_length}})
+    from posenc.experiments.plots import _group_figure, ci95
+
+    fig = _group_figure("length", "copy", load_results(tmp_path))
+    (ax,) = fig.axes
+    (line,) = ax.get_lines()[:-1]  # the last line is the training length's marker
+    assert list(line.get_xdata()) == [1, 3]
+    assert list(line.get_ydata()) == pytest.approx([0.9, 0.5])
+    (band,) = ax.collections
+    ys = band.get_paths()[0].vertices[:, 1]
+    half = ci95([0.2, 0.4, 0.9])
+    assert min(ys) == pytest.approx(min(0.9 - ci95([1.0, 0.8, 0.9]), 0.5 - half))
+    assert max(ys) == pytest.approx(0.5 + half)
+
+
+def test_the_model_keeps_the_initialisation_of_its_encoding():
+    """GPT-2's N(0, 0.02) rule is for the transformer's layers: forgetting attention's gates keep
+    their bias of 5 (f = sigmoid(5) ~ 0.993, Lin et al. 2025), FIRE's MLP keeps PyTorch's default
+    (its first layer's bias is not zeroed), and the attention projections are still N(0, 0.02)."""
+    torch.manual_seed(0)
+    model = TinyTransformer(ModelConfig(vocab_size=20, scheme="forgetting"))
+    assert torch.equal(model.scheme.forget_gates.bias, torch.full_like(model.scheme.forget_gates.bias, 5.0))
+    torch.manual_seed(0)
+    fire = TinyTransformer(ModelConfig(vocab_size=20, scheme="fire", dim=64, num_heads=4)).scheme
+    first = fire.mlp[0]
+    assert first.bias.abs().min() > 0 and first.weight.std() > 0.1  # U(-1, 1) for a fan-in of 1, not N(0, 0.02)
+    qkv = model.blocks[0].attn.qkv.weight
+    assert abs(qkv.std().item() - 0.02) < 0.002

@@ -141,15 +141,50 @@ def test_tiny_transformer_trains() -> None:
 
 @pytest.mark.parametrize("name", ["cope", "forgetting"])
 def test_atlas_asks_data_dependence(name: str) -> None:
-    """Data-dependent schemes have no code from positions alone: the atlas draws and checks nothing for
-    them (by the class attribute ``data_dependent``) and ``encoding_matrix`` says why."""
+    """Data-dependent schemes have no code from positions alone: the atlas draws only their bias for
+    random inputs, runs no per-scheme property checks (by the class attribute ``data_dependent``)
+    but lists them in the comparison table, and ``encoding_matrix`` says why."""
     from posenc import analysis
     from posenc.report.plan import figures_for
     from posenc.viz.kinds import family_of, kinds_for
 
     assert posenc.schemes.scheme_class(name).data_dependent
     assert analysis.is_data_dependent(name) and not analysis.is_data_dependent("alibi")
-    assert kinds_for(name) == [] and figures_for(name, family_of(name)) == []
-    assert analysis.run_checks(name) == [] and name not in analysis.default_schemes()
+    assert kinds_for(name) == ["bias"] and [s.kind for s in figures_for(name, family_of(name))] == ["bias"]
+    assert analysis.run_checks(name) == [] and name in analysis.default_schemes()
     with pytest.raises(ValueError, match="data_dependent"):
         analysis.encoding_matrix(name, 8)
+
+
+def test_logits_that_do_not_fit_the_queries_are_named() -> None:
+    """``logit_term`` needs the logits ``[b, h, sq, sk]`` of these queries: other shapes (or none)
+    raise a ValueError naming both shapes, not torch's gather error."""
+    enc = posenc.create("cope", dim=8, max_positions=4)
+    q = torch.randn(1, 2, 5, 8)
+    for logits in (torch.randn(1, 3, 5, 5), torch.randn(1, 2, 4, 5), torch.randn(2, 5, 5), None):
+        with pytest.raises(
+            ValueError, match=r"logits must be the scaled, masked logits \[b, h, sq, sk\] of the queries"
+        ):
+            enc.logit_term(q, logits, torch.arange(5), torch.arange(5))
+
+
+def test_bidirectional_positions_that_do_not_fit_the_logits_are_named() -> None:
+    enc = posenc.create("cope", dim=8, max_positions=4, bidirectional=True)
+    q, logits = torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 5)
+    with pytest.raises(ValueError, match=r"distances \(4, 5\) do not fit the logits .* sq = 5 query and sk = 5 key"):
+        enc.logit_term(q, logits, torch.arange(4), torch.arange(5))
+    with pytest.raises(ValueError, match=r"distances \(3, 5, 5\)"):
+        enc.logit_term(q, logits, torch.arange(5).expand(3, 5), torch.arange(5).expand(3, 5))
+
+
+def test_counts_past_the_table_clip_at_its_last_row() -> None:
+    """Counts past ``max_positions - 1`` (the paper's ``npos_max``) are not an error: they clip, as
+    the paper's code (``pos.clamp(max=self.npos_max - 1)``) and x-transformers do, so every key
+    further than the table reaches gets its last embedding."""
+    enc = posenc.create("cope", dim=4, max_positions=3, init_std=1.0)
+    q = torch.randn(1, 1, 1, 4)
+    logits = torch.full((1, 1, 1, 9), 50.0)  # every gate 1: key j of query 8 counts 9 - j
+    term = enc.logit_term(q, logits, torch.tensor([8]), torch.arange(9))
+    last = (q @ enc.pos_emb[2]).squeeze()
+    torch.testing.assert_close(term[0, 0, 0, :7], last.expand(7))  # counts 9..3 -> row 2
+    torch.testing.assert_close(term[0, 0, 0, 8], (q @ enc.pos_emb[1]).squeeze())  # its own key counts 1

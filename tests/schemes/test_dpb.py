@@ -160,3 +160,18 @@ def test_flex_attention_does_not_serve_it() -> None:
     x = torch.randn(2, 20, 32)
     got, ref = through_flex_and_sdpa(attn, x)
     assert torch.equal(got, ref)
+
+
+def test_distances_far_past_training_are_served_by_the_mlp() -> None:
+    """DPB has no table to run past: any distance (10^6 here, or a fractional one) is an input of
+    the MLP, and the bias there equals the MLP evaluated at it."""
+    torch.manual_seed(0)
+    enc = posenc.create("dpb", num_heads=2, hidden_dim=8)
+    q, k = torch.tensor([10**6 + 0.5]), torch.tensor([0.0, 3.0])
+    with torch.no_grad():
+        got = enc.bias(q, k)  # [2, 1, 2]
+        x = (q[:, None] - k[None, :]).reshape(-1, 1)  # [2, 1]: i - j
+        for layer in enc.mlp:
+            x = layer(x)
+    assert bool(torch.isfinite(got).all())
+    torch.testing.assert_close(got[:, 0, :], x.t())

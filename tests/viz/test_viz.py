@@ -158,8 +158,8 @@ def test_grid_distance_of_a_two_axis_sinusoid_is_symmetric_in_rows_and_columns()
 
 def test_kinds_follow_the_family():
     assert kinds_for("sinusoidal") == ["heatmap", "clock", "dot", "cosine", "distance", "projection", "bits", "word"]
-    assert kinds_for("alibi") == ["heatmap", "logits", "slopes"]
-    assert kinds_for("t5") == ["heatmap", "logits", "buckets"]
+    assert kinds_for("alibi") == ["heatmap", "logits", "slopes", "bias"]
+    assert kinds_for("t5") == ["heatmap", "logits", "buckets", "bias"]
     assert "logits" in kinds_for("rope") and "cosine" not in kinds_for("rope")
     assert kinds_for("none") == []
     assert "grid" in kinds_for("sinusoidal_nd") and "grid" not in kinds_for("sinusoidal")
@@ -170,7 +170,7 @@ def test_kinds_follow_the_family():
     [
         ("sinusoidal", "spiral", PlotOptions(), "choose one of: heatmap, clock"),
         ("bogus", "heatmap", PlotOptions(), "choose one of: none, sinusoidal"),
-        ("alibi", "cosine", PlotOptions(), "kinds for 'alibi': heatmap, logits, slopes"),
+        ("alibi", "cosine", PlotOptions(), "kinds for 'alibi': heatmap, logits, slopes, bias"),
         ("t5", "heatmap", PlotOptions(base=500.0), "has no 'base' (--base)"),
     ],
 )
@@ -369,3 +369,28 @@ def test_probe_values_below_the_floor_are_written_apart_and_inside_the_axes():
     floor = ax.transData.transform((0, -0.1))[1]
     assert all(box.y1 < floor for box in boxes)  # under the floor, where no line is drawn
     assert min(ax.get_yticks()) == 0.0  # no tick beside the labels
+
+
+# --- the bias against distance per head (kerple, sandwich, fire, dpb, cope, forgetting) -----------------
+
+
+def test_bias_figure_draws_kerple_formula_and_applies_to_data_dependent_schemes() -> None:
+    """``--kind bias``: KERPLE's lines are ``-r1·log(1 + r2·d)`` at initialisation (Chi et al. 2022,
+    §4.2); CoPE and forgetting attention get it too (random inputs), with a band."""
+    from posenc.analysis import build_scheme
+
+    figure = plot("kerple", "bias", PlotOptions(positions=30))
+    module = build_scheme("kerple")
+    r1, r2 = (r.detach().double() for r in module.kernel_parameters())
+    d = torch.arange(30, dtype=torch.float64)
+    lines = [line for line in figure.axes[0].get_lines() if line.get_linewidth() == 1.6]
+    assert len(lines) == 8
+    for h, line in enumerate(lines):
+        assert torch.allclose(torch.as_tensor(line.get_ydata()), -r1[h] * torch.log1p(r2[h] * d), atol=1e-5)
+    assert figure.axes[0].get_xlabel().startswith("distance i − j")
+    assert kinds_for("cope") == ["bias"] and kinds_for("forgetting") == ["bias"]
+    assert "bias" in kinds_for("fire") and "bias" not in kinds_for("rope")
+    forgetting = plot("forgetting", "bias", PlotOptions(positions=20))
+    assert forgetting.axes[0].collections  # the 10-90 % bands
+    fire = plot("fire", "bias", PlotOptions(positions=200))
+    assert [ax.get_title() for ax in fire.axes[:3]] == ["query at i = 199", "query at i = 799", "query at i = 3199"]

@@ -9,6 +9,7 @@ logit against relative distance (:func:`logits_vs_distance`), and the data behin
 Positions are rows: an int ``n`` means positions ``0..n-1`` and row ``p`` is position ``p``.
 """
 
+from .bias import bias_against_distance
 from .checks import (
     CheckResult,
     check_bounded,
@@ -46,6 +47,7 @@ __all__ = [
     "WHY",
     "applicable_checks",
     "atlas_config",
+    "bias_against_distance",
     "binary_bits",
     "build_scheme",
     "check_bounded",

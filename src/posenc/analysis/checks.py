@@ -334,9 +334,14 @@ def check_offset_similarity(
     Rotary schemes use the actual logit between a query at ``p + k`` and a key at ``p``, two
     different random unit vectors (for xPos the two sides carry opposite decays), relative to
     ``|q||k|``. Kazemnejad 2019 (seed 000, "Other details"): the sinusoid's dot product is
-    ``Σ_i cos(k·ω_i)``. ``data``: ``spread`` (offset -> spread), ``dots`` (offset -> ``[n - k]``
-    tensor of products).
+    ``Σ_i cos(k·ω_i)``. Bias schemes use the bias itself, ``b(p + k, p)`` for each head, over
+    ``p = 0 .. 8n - 1`` (2048 at the default: past FIRE's threshold ``L = 512``, where its
+    normaliser ``ψ(max(L, i))`` starts to follow the query), relative to the mean ``|b|``: a bias
+    of the distance alone (ALiBi, T5, KERPLE) spreads by exactly 0. ``data``: ``spread`` (offset
+    -> spread), ``dots`` (offset -> ``[n - k]`` tensor of products; for biases ``[h, 8n]``).
     """
+    if scheme_family(scheme) == "bias":
+        return _bias_offset_similarity(scheme, n=8 * n, offsets=offsets, threshold=threshold, seed=seed, **config)
     Q, K = _query_key_codes(scheme, _max_positions(scheme, n, config), seed, config, probe="random")  # [n, d] each
     norm = float((Q.norm(dim=-1) * K.norm(dim=-1)).mean())
     spread, dots = {}, {}
@@ -353,6 +358,49 @@ def check_offset_similarity(
         if passed
         else f"PE(p+{worst})·PE(p) varies with p by {value:.3g} of the mean squared norm"
     )
+    return CheckResult(
+        "offset_similarity",
+        value,
+        threshold,
+        passed,
+        detail,
+        "<",
+        scheme_label(scheme),
+        {"spread": spread, "dots": dots},
+    )
+
+
+def _bias_offset_similarity(
+    scheme: str | PositionalEncoding, *, n: int, offsets: tuple[int, ...], threshold: float, seed: int, **config: Any
+) -> CheckResult:
+    """:func:`check_offset_similarity` for a bias: how far ``b(p + k, p)`` varies with ``p < n``."""
+    module = build_scheme(scheme, seed=seed, **config)
+    device = next(iter([*module.parameters(), *module.buffers()]), torch.empty(0)).device
+    keys = torch.arange(n, device=device)[:, None]  # [n, 1]: one (query, key) pair per row
+    spread, dots = {}, {}
+    with torch.no_grad():
+        for k in offsets:
+            bias = module.bias(keys + k, keys)[:, :, 0, 0].T.to(torch.float64).cpu()  # [h, n]
+            scale = float(bias.abs().mean())
+            dots[k] = bias
+            spread[k] = float((bias.amax(-1) - bias.amin(-1)).max()) / scale if scale > 0 else 0.0
+    value = max(spread.values())
+    passed = value < threshold
+    worst = max(spread, key=spread.get)
+    if passed:
+        detail = f"the bias b(p+k, p) depends on the offset k alone (queries up to {n - 1 + max(offsets)})"
+    else:
+        where = int(
+            (dots[worst] - dots[worst][:, :1])
+            .abs()
+            .amax(0)
+            .gt(threshold * float(dots[worst].abs().mean()))
+            .nonzero()[0]
+        )
+        detail = (
+            f"the bias b(p+{worst}, p) varies with p by {value:.3g} of its mean size: it depends on the query "
+            f"position, not on the distance alone (first at p = {where}, over p < {n})"
+        )
     return CheckResult(
         "offset_similarity",
         value,
@@ -436,13 +484,17 @@ def check_distance_monotone(
 
 def _scores_by_distance(scheme: str | PositionalEncoding, n: int, seed: int, config: dict[str, Any]) -> Tensor:
     """The attention score between positions ``t`` apart for ``t = 0..n-1`` (float64 ``[n]``): the
-    bias (mean over heads) for bias schemes; for rotary ones the logit of the same content as query
+    bias (mean over heads) of the query at ``n - 1`` and the key ``t`` behind it for bias schemes; for rotary ones the logit of the same content as query
     and key, averaged over random draws (:func:`~posenc.analysis.logits.logits_vs_distance`); for
     codes added to the input, ``PE(start) · PE(start + t)`` from position ``start = 1``."""
     from .logits import logits_vs_distance
 
     family = scheme_family(scheme)
-    if family in ("bias", "rotary"):
+    if family == "bias":  # the query at n - 1 against the keys behind it (FIRE's bias follows the query too)
+        from .bias import bias_at_query
+
+        return bias_at_query(build_scheme(scheme, seed=seed, **config), n - 1).mean(0)  # [n]
+    if family == "rotary":
         kw = {} if isinstance(scheme, PositionalEncoding) else config
         return logits_vs_distance(scheme, max_distance=n, num_samples=64, seed=seed, **kw)["logits"].mean(0).cpu()
     E = _matrix(scheme, n + 1, seed, config)  # [n + 1, d]
@@ -458,9 +510,10 @@ def check_decays_with_distance(
     the distance; T5's learned buckets are random until trained); RoPE's and xPos's logit for the
     same content as query and key (Su et al. 2021, section 3.4.3, long-term decay; Sun et al. 2022);
     an added code's dot product ``PE(1)·PE(1+t)`` (Σ cos(t·ω_i) for the sinusoid: seed 000).
-    A scheme whose values are random draws (learned tables, T5's buckets) is measured at five
-    seeds and ``value`` is the weakest trend: by chance one draw can fall (T5's last bucket holds
-    every distance past ``max_distance``), a formula falls at every seed. ``data``: ``scores [n]``
+    A scheme whose values are random draws (learned tables, T5's buckets, the MLPs of FIRE and DPB)
+    is measured at eight seeds and ``value`` is the weakest trend: by chance one draw can fall (T5's
+    last bucket holds every distance past ``max_distance``; a random MLP falls at about half the
+    seeds, and at all of the first five for FIRE), a formula falls at every seed. ``data``: ``scores [n]``
     (at ``seed``), ``per_seed`` (the trends).
     """
     scores = _scores_by_distance(scheme, n, seed, config)
@@ -469,7 +522,7 @@ def check_decays_with_distance(
         _matrix(scheme, 64, seed, config), _matrix(scheme, 64, seed + 1, config)
     )  # its values depend on the seed
     if random_draws:
-        trends += [_rank_correlation(_scores_by_distance(scheme, n, seed + i, config)) for i in range(1, 5)]
+        trends += [_rank_correlation(_scores_by_distance(scheme, n, seed + i, config)) for i in range(1, 8)]
     value = max(trends)
     passed = value <= threshold
     what = {"bias": "the bias", "rotary": "the logit of the same content"}.get(scheme_family(scheme), "PE(1)·PE(1+t)")

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..schemes import PositionalEncoding, available, scheme_class
 from . import checks as C
-from .encodings import is_data_dependent, scheme_family
+from .encodings import build_scheme, is_data_dependent, scheme_family
 from .references import REFERENCE_ENCODINGS
 
 __all__ = [
@@ -22,6 +22,8 @@ __all__ = [
     "CHECKS",
     "WHY",
     "WHY_PASSES",
+    "FOR_ANY_INPUT",
+    "INPUT",
     "applicable_checks",
     "run_checks",
     "verdict_table",
@@ -47,13 +49,14 @@ _APPLICABLE = {
     "absolute": CRITERIA,
     "reference": CRITERIA,
     "rotary": CRITERIA,
-    "bias": ("unique", "bounded", "deterministic", "decays_with_distance", "extrapolates"),
+    "bias": ("unique", "bounded", "deterministic", "offset_similarity", "decays_with_distance", "extrapolates"),
     "relative": ("unique", "bounded", "deterministic", "extrapolates"),
 }
 
 _NOT_APPLICABLE = {
     "none": "no position code: nothing to relate between positions",
-    "bias": "a relative bias: a function of the distance by construction, not a code per position",
+    "bias": "a relative bias: no code per position to compare (offset similarity measures whether the bias "
+    "depends on the distance alone)",
     "relative": "relative embeddings indexed by the clipped distance, not a code per position",
 }
 
@@ -88,6 +91,23 @@ WHY: dict[tuple[str, str], str] = {
     "ParallelKerpleLog) until training sets them",
     ("sandwich", "bounded"): "the penalty Σ cos((i − j)ω_k) − d'/2 reaches about −d'/2 for distant keys by design, "
     "scaled per head by H/8h: a logit bias, not an input",
+    ("fire", "offset_similarity"): "past the threshold L the normaliser ψ(max(L, i)) follows the query position i, "
+    "so that the bias spans [0, i] at any length (Li et al. 2024, §3.2): a function of i − j alone only for i <= L",
+    ("fire", "deterministic"): "the MLP f, c and L are learned: f is a random draw until training sets it",
+    ("fire", "decays_with_distance"): "f is a random MLP at initialisation: whether the bias falls with the distance "
+    "is up to the draw (it does at about half the seeds) until training shapes it",
+    ("dpb", "deterministic"): "the MLP of the distance is learned: a random draw until training sets it",
+    ("dpb", "decays_with_distance"): "the MLP of the distance is random at initialisation: it rises or falls with the "
+    "draw until training shapes it",
+    ("dpb", "bounded"): "the MLP of the raw distance i − j (log_distance=False) grows about linearly with it, "
+    "without limit",
+    ("kerple", "decays_with_distance"): "r1, r2 > 0: −r1·log(1 + r2·t) falls with t whatever they are (Chi et al. "
+    "2022, §4.2)",
+    ("sandwich", "decays_with_distance"): "Σ_k cos(t·ω_k) falls, wiggling, from d'/2 as the pairs fall out of step "
+    "(Chi et al. 2023, §5)",
+    ("forgetting", "decays_with_distance"): "every log f_t < 0 (f_t = σ(·) < 1): the bias Σ_{j<t≤i} log f_t falls "
+    "as the key moves back, whatever the input (Lin et al. 2025, §2)",
+    ("forgetting", "deterministic"): "the forget gates' weights w_h are random draws until training sets them",
     ("t5", "unique"): "by design, past the exact buckets each log-spaced bucket holds several distances (all past "
     "max_distance share the last)",
     ("xpos", "bounded"): "the key's scale ζ^(−n/B) grows without limit along the sequence (the query's shrinks)",
@@ -123,8 +143,26 @@ WHY_PASSES = frozenset(
         ("alibi", "decays_with_distance"),
         ("rope", "decays_with_distance"),
         ("sinusoidal", "decays_with_distance"),
+        ("kerple", "decays_with_distance"),
+        ("sandwich", "decays_with_distance"),
+        ("forgetting", "decays_with_distance"),
     }
 )
+
+#: Criteria that the formula of a data-dependent scheme settles for every input (the reason is in
+#: :data:`WHY`): measured on random inputs all the same. The input decides the others.
+FOR_ANY_INPUT = frozenset({("forgetting", "decays_with_distance")})
+
+#: The verdict of a data-dependent scheme's criterion that the input decides.
+INPUT = "input"
+
+#: The criteria of a bias that the input decides for a data-dependent scheme, and why.
+_INPUT_REASONS = {
+    "unique": "which distances get the same term is up to the input",
+    "bounded": "how large the term grows is up to the input",
+    "offset_similarity": "the term between positions p + k and p follows the input between them, not k alone",
+    "decays_with_distance": "whether the term falls with the distance is up to the input",
+}
 
 
 def default_schemes() -> list[str]:
@@ -132,14 +170,10 @@ def default_schemes() -> list[str]:
 
     Schemes for grids (class attribute ``n_axes > 1``: ``sinusoidal_nd``, ``rope_axial``) are left
     out: the criteria are stated for positions on a line (pass them explicitly to measure axis 0).
-    Data-dependent schemes (class attribute ``data_dependent``: CoPE, forgetting attention) are left
-    out too: they have no code from positions alone to measure.
+    Data-dependent schemes (class attribute ``data_dependent``: CoPE, forgetting attention) are in:
+    their rows say which criteria the input decides (:func:`verdict_table`).
     """
-    return [
-        name
-        for name in available()
-        if getattr(scheme_class(name), "n_axes", 1) == 1 and not getattr(scheme_class(name), "data_dependent", False)
-    ] + list(REFERENCE_ENCODINGS)
+    return [name for name in available() if getattr(scheme_class(name), "n_axes", 1) == 1] + list(REFERENCE_ENCODINGS)
 
 
 def applicable_checks(scheme: str | PositionalEncoding) -> tuple[str, ...]:
@@ -168,21 +202,92 @@ def _reason(label: str, criterion: str, result: C.CheckResult | None, family: st
     return f"{why} ({result.detail})" if why else result.detail
 
 
+def _data_dependent_row(scheme: str | PositionalEncoding, seed: int) -> tuple[dict, dict, dict]:
+    """``(results, verdict, reasons)`` of a data-dependent scheme, measured on random inputs
+    (:func:`~posenc.analysis.bias.bias_against_distance`). *deterministic* (the same inputs give the
+    same term at seeds ``seed`` and ``seed + 1``) and *extrapolates* (the term is finite over 1024
+    positions) get verdicts; the other criteria of a bias read :data:`INPUT` with what the random
+    inputs showed, unless :data:`FOR_ANY_INPUT` says the formula settles them."""
+    import torch
+
+    from .bias import bias_against_distance, random_input_bias
+
+    label = C.scheme_label(scheme)
+    results: dict[str, C.CheckResult | None] = dict.fromkeys(CRITERIA)
+    verdict = dict.fromkeys(CRITERIA, "n/a")
+    reasons = dict.fromkeys(CRITERIA, "data-dependent: no code per position to compare")
+    data = bias_against_distance(scheme, length=128, num_samples=8, seed=seed)
+    curve = data["mean"].mean(0)  # [n]: over heads, inputs and queries, at each distance
+    trend = C._rank_correlation(curve)
+    on = f"on {data['inputs']}"
+    measured = {
+        "unique": f"{on}: the mean term spans {float(curve.min()):.3g} … {float(curve.max()):.3g}",
+        "bounded": f"{on}: the 10–90 % band spans {float(data['low'].min()):.3g} … {float(data['high'].max()):.3g} "
+        f"over {curve.shape[0]} positions",
+        "offset_similarity": on,
+        "decays_with_distance": f"{on}: the mean term against the distance has rank correlation {trend:.2f}; "
+        "-0.5 asked for",
+    }
+    for name, what in _INPUT_REASONS.items():
+        if (label, name) in FOR_ANY_INPUT:  # only decays_with_distance so far
+            results[name] = C.CheckResult(name, trend, -0.5, trend <= -0.5, measured[name], "<=", label)
+            verdict[name] = "pass" if trend <= -0.5 else "fail"
+            reasons[name] = f"{WHY[(label, name)]} ({measured[name]})"
+        else:
+            verdict[name] = INPUT
+            reasons[name] = f"depends on the input: {what} ({measured[name]})"
+
+    def term(seed_: int, length: int, samples: int) -> torch.Tensor:  # [S, h, n, n]: keys j <= i kept
+        module = build_scheme(C._rebuild(scheme, seed_), seed=seed_)  # a built module: afresh from its config
+        return random_input_bias(module, length, num_samples=samples, seed=1234).tril()  # the same inputs
+
+    first = term(seed, 64, 2)
+    same, other = (float((first - term(s, 64, 2)).abs().max()) for s in (seed, seed + 1))
+    value = max(same, other)
+    results["deterministic"] = C.CheckResult(
+        "deterministic", value, 0.0, value == 0.0, "", "<=", label, {"seed_dependent": other > 0}
+    )
+    verdict["deterministic"] = "pass" if value == 0.0 else "fail"
+    if value == 0.0:
+        reasons["deterministic"] = "for the same input every build gives the same term, whatever the seed"
+    elif same > 0.0:
+        reasons["deterministic"] = f"two builds with seed {seed} give terms differing by up to {same:.3g}"
+    else:
+        found = f"for the same input, builds with seeds {seed} and {seed + 1} give terms differing by up to {other:.3g}"
+        why = WHY.get((label, "deterministic"))
+        reasons["deterministic"] = f"{why} ({found})" if why else found
+    long = random_input_bias(build_scheme(scheme, seed=seed), 1024, num_samples=1, seed=seed).tril()  # as given
+    finite = bool(torch.isfinite(long).all())
+    results["extrapolates"] = C.CheckResult("extrapolates", 1023.0 if finite else -1.0, 1023.0, finite, "", ">=", label)
+    verdict["extrapolates"] = "pass" if finite else "fail"
+    reasons["extrapolates"] = (
+        "computed from the keys and their inputs, not from a table of positions: finite at every distance of "
+        "1024 positions for random inputs"
+        if finite
+        else "not finite over 1024 positions for random inputs"
+    )
+    return results, verdict, reasons
+
+
 def verdict_table(schemes: Iterable[str | PositionalEncoding] | None = None, *, seed: int = 0) -> list[dict[str, Any]]:
     """One row per scheme (default: :func:`default_schemes`) against :data:`CRITERIA`.
 
     Each row: ``{"scheme": name, "family": family, "reference": bool, "results": {criterion:
     CheckResult or None}, "verdict": {criterion: "pass" | "fail" | "n/a"}, "reasons": {criterion:
-    str}}``; a reason says why it failed in the articles' terms with the measured detail, why it
+    str}}``; for a data-dependent scheme a verdict may also be :data:`INPUT` ("depends on input"),
+    with what random inputs showed; a reason says why it failed in the articles' terms with the measured detail, why it
     passes where the articles explain it, or why the criterion does not apply.
     """
     rows = []
     for scheme in default_schemes() if schemes is None else schemes:
         label, family = C.scheme_label(scheme), scheme_family(scheme)
-        measured = {r.name: r for r in run_checks(scheme, seed=seed)}
-        results = {name: measured.get(name) for name in CRITERIA}
-        verdict = {name: "n/a" if r is None else "pass" if r.passed else "fail" for name, r in results.items()}
-        reasons = {name: _reason(label, name, r, family) for name, r in results.items()}
+        if is_data_dependent(scheme):
+            results, verdict, reasons = _data_dependent_row(scheme, seed)
+        else:
+            measured = {r.name: r for r in run_checks(scheme, seed=seed)}
+            results = {name: measured.get(name) for name in CRITERIA}
+            verdict = {name: "n/a" if r is None else "pass" if r.passed else "fail" for name, r in results.items()}
+            reasons = {name: _reason(label, name, r, family) for name, r in results.items()}
         rows.append(
             {
                 "scheme": label,

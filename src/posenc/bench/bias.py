@@ -24,7 +24,20 @@ import torch
 from .. import functional as F
 from .timing import measure, measure_paired_many
 
-__all__ = ["bench_bias", "bench_attention", "bench_flex_memory"]
+__all__ = [
+    "bench_bias",
+    "bench_bias_build",
+    "bench_bias_memory",
+    "bench_attention",
+    "bench_flex_memory",
+    "PARAMETER_ONLY",
+    "FLEX_SCHEMES",
+]
+
+#: The bias schemes whose bias is a function of positions and parameters alone (issue 26)
+PARAMETER_ONLY = ("alibi", "t5", "kerple", "sandwich", "fire", "dpb")
+#: The schemes whose FlexAttention memory issue 26 bounds (1 GiB at L = 16384, 8 heads)
+FLEX_SCHEMES = ("kerple", "sandwich", "fire", "forgetting")
 
 
 def _peer_bias_cases(h: int, L: int, device: torch.device | str = "cpu") -> dict[str, Callable[[], object]]:
@@ -126,6 +139,160 @@ def bench_bias(
     return rows
 
 
+def _bias_scheme(name: str, heads: int, bidirectional: bool, **options: object) -> torch.nn.Module:
+    """A parameter-only bias scheme with ``heads`` heads, its defaults otherwise (sandwich: head
+    width 64; the ``bidirectional`` flag where the scheme has one) and ``options``."""
+    import posenc
+
+    options["num_heads"] = heads
+    if name == "sandwich":
+        options["dim"] = 64
+    if name in ("alibi", "t5", "kerple"):
+        options["bidirectional"] = bidirectional
+    return posenc.create(name, **options).eval()
+
+
+def bias_builders(
+    module: torch.nn.Module, positions: torch.Tensor
+) -> tuple[Callable[[torch.Tensor | None], torch.Tensor], Callable[[], torch.Tensor]]:
+    """``(build, reference)`` for a parameter-only scheme: ``build(out)`` the uncached build of
+    :mod:`posenc.kernels.bias` (into ``out``, or a new tensor when None), ``reference()`` the
+    scheme's :meth:`bias` as called today (with its cache dropped first where it has one)."""
+    from ..kernels import bias as kb
+
+    if module.name == "fire":
+        from ..schemes.fire import fire_bias
+
+        def build(out: torch.Tensor | None) -> torch.Tensor:
+            return fire_bias(module.mlp, module.c, module.threshold(), module.config.eps, positions, positions, out=out)
+
+        return build, lambda: module.bias(positions, positions)
+
+    def uncached() -> torch.Tensor:
+        # the bias the scheme builds when its cache misses (another length, new parameters): the
+        # same Toeplitz build as kernels.bias.build_bias without out=, into a new tensor
+        return kb.build_bias(module, positions, positions)
+
+    return (lambda out: kb.build_bias(module, positions, positions, out=out)), uncached
+
+
+def bench_bias_build(
+    lengths: Iterable[int] = (2048,),
+    *,
+    heads: int = 32,
+    schemes: Iterable[str] = PARAMETER_ONLY,
+    bidirectional: bool = False,
+    num_threads: int = 1,
+    min_run_time: float = 0.5,
+    device: torch.device | str = "cpu",
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """Each parameter-only bias ``[h, L, L]`` built without a cache, against filling a preallocated
+    tensor of that size (issue 26's target: at most 2x).
+
+    Cases per scheme: ``out=`` (the build of :mod:`posenc.kernels.bias` into a preallocated tensor)
+    and ``new tensor`` (the same build allocating its result: what a cache miss costs; FIRE's
+    ``new tensor`` row is ``FIRE.bias`` as the scheme computes it now). Floors: ``fill_(1.0)`` and
+    ``copy_`` from another tensor of the size, both preallocated. Every case is timed round-robin
+    in alternation with the fill (:func:`measure_paired_many`); ``x_floor`` is the median of the
+    per-round ratios, ``x_floor_best`` fastest over fastest."""
+    schemes = list(schemes)
+    unknown = sorted(set(schemes) - set(PARAMETER_ONLY))
+    if unknown:
+        raise ValueError(f"parameter-only bias schemes are {', '.join(PARAMETER_ONLY)}; got {unknown}")
+    rows = []
+    for L in lengths:
+        out = torch.empty(heads, L, L, device=device)  # [h, L, L]
+        source = torch.ones(heads, L, L, device=device)  # [h, L, L], for the copy floor
+        pos = torch.arange(L, device=device)
+        cases: dict[str, Callable[[], object]] = {
+            "floor fill_ (preallocated)": lambda: out.fill_(1.0),
+            "floor copy_ (preallocated)": lambda: out.copy_(source),
+        }
+        for name in schemes:
+            build, reference = bias_builders(_bias_scheme(name, heads, bidirectional).to(device), pos)
+            cases[f"{name} out="] = lambda build=build: build(out)
+            cases[f"{name} new tensor" if name != "fire" else "fire FIRE.bias (now)"] = reference
+            if name == "fire":
+                cases["fire new tensor"] = lambda build=build: build(None)
+                # the threshold at L (init_L = L): every row Toeplitz, as FIRE's bias is below its threshold
+                below, _ = bias_builders(_bias_scheme(name, heads, bidirectional, init_L=float(L)).to(device), pos)
+                cases["fire out= (threshold L)"] = lambda build=below: build(out)
+        floor_name = next(iter(cases))
+        if progress:
+            progress(f"bias build L={L}: {len(cases)} cases, round-robin with the fill")
+        with torch.no_grad():
+            paired = measure_paired_many(
+                {n: f for n, f in cases.items() if n != floor_name},
+                cases[floor_name],
+                num_threads=num_threads,
+                min_run_time=min_run_time,
+            )
+        floor = min((p.floor for p in paired.values()), key=lambda m: m.median_s)
+        for name in cases:
+            p = paired.get(name)
+            m = floor if p is None else p.case
+            scheme, _, build = name.partition(" ")
+            rows.append(
+                {
+                    "L": L,
+                    "heads": heads,
+                    "case": name,
+                    "scheme": None if scheme == "floor" else scheme,
+                    "build": build,
+                    "bidirectional": bidirectional,
+                    "kind": "steady",
+                    "median_ms": m.median_s * 1e3,
+                    "iqr_ms": m.iqr_s * 1e3,
+                    "runs": m.runs,
+                    "x_floor": 1.0 if p is None else p.x_floor,
+                    "x_floor_best": 1.0 if p is None else p.x_floor_best,
+                    "floor_ms_paired": None if p is None else p.floor.median_s * 1e3,
+                    "target_x_floor": 2.0 if scheme != "floor" and build.startswith("out=") else None,
+                    "other_cpu": m.other_cpu,
+                    "num_threads": num_threads,
+                }
+            )
+        cases, out, source = None, None, None  # free the [h, L, L] buffers before the next length
+    return rows
+
+
+def bench_bias_memory(
+    L: int = 16384,
+    *,
+    schemes: Iterable[str] = FLEX_SCHEMES,
+    heads: int = 8,
+    head_dim: int = 64,
+    num_threads: int = 1,
+    device: torch.device | str = "cpu",
+    repeats: int = 1,
+    timeout: float = 1800,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """Causal FlexAttention forward with each scheme at length ``L`` (issue 26's target: under
+    1 GiB of process memory at L = 16384, 8 heads), each in a fresh process
+    (:func:`bench_flex_memory`): the peak RSS during the timed calls (``peak_rss_mib``), the RSS
+    before them (``baseline_rss_mib``: imports, model, input) and the difference."""
+    rows = []
+    for scheme in schemes:
+        if progress:
+            progress(f"FlexAttention memory: {scheme} at L={L} (a subprocess; compiles first)")
+        for row in bench_flex_memory(
+            L,
+            heads=heads,
+            head_dim=head_dim,
+            modes=("flex",),
+            num_threads=num_threads,
+            device=device,
+            repeats=repeats,
+            timeout=timeout,
+            scheme=scheme,
+        ):
+            row["target_mib"] = 1024
+            rows.append(row)
+    return rows
+
+
 def bench_attention(
     schemes: Iterable[str] = ("none", "rope", "alibi", "t5", "sinusoidal"),
     *,
@@ -192,7 +359,7 @@ _CHILD = r"""
 import json, resource, statistics, sys, time, torch
 import torch.nn.functional as nnf
 L, heads, hd, mode, threads, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6]
-repeats = int(sys.argv[7])
+repeats, scheme = int(sys.argv[7]), sys.argv[8]
 torch.set_num_threads(threads)
 cuda = device.startswith("cuda")
 def sync():
@@ -204,8 +371,14 @@ from posenc import flex
 from posenc.bench.timing import CpuProbe
 dim = heads * hd
 x = torch.randn(1, L, dim, device=device)
-attn = posenc.Attention(dim, heads, encoding="alibi", causal=True).to(device).eval()
+attn = posenc.Attention(dim, heads, encoding=scheme, causal=True).to(device).eval()
 base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def rss_kib():  # resident now: the baseline after imports, the model and x
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError):
+        return None
 def reset_peak():  # Linux: restart the peak RSS (VmHWM) here, so it covers the timed calls, not the warm-up
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -220,7 +393,9 @@ def peak_kib():
     except (OSError, StopIteration, ValueError):
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 probe = CpuProbe()
-result = {"L": L, "heads": heads, "head_dim": hd, "mode": mode}
+result = {"L": L, "heads": heads, "head_dim": hd, "mode": mode, "scheme": scheme}
+baseline = rss_kib()
+result["baseline_rss_mib"] = None if baseline is None else baseline / 1024
 with torch.no_grad():
     if mode == "flex":
         flex.set_mode("always")
@@ -249,6 +424,8 @@ with torch.no_grad():
 result["peak_rss_mib"] = peak_kib() / 1024  # of the whole process, during the timed calls where window
 result["peak_rss_window"] = "timed calls" if window else "process lifetime"
 result["peak_rss_before_mib"] = base_rss / 1024
+if baseline is not None:  # what attention itself adds over the process after imports, model and input
+    result["peak_rss_over_baseline_mib"] = result["peak_rss_mib"] - result["baseline_rss_mib"]
 if cuda:  # the accelerator's memory: what the bias and the scores take there
     result["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
 print(json.dumps(result))
@@ -279,8 +456,10 @@ def bench_flex_memory(
     device: torch.device | str = "cpu",
     repeats: int = 3,
     timeout: float = 900,
+    scheme: str = "alibi",
 ) -> list[dict]:
-    """Causal ALiBi attention at length ``L``: FlexAttention vs SDPA with a materialised bias.
+    """Causal attention with ``scheme`` (ALiBi by default) at length ``L``: FlexAttention vs SDPA
+    with a materialised bias (ALiBi only; the other schemes run FlexAttention alone).
 
     Each mode runs in its own Python process; a row holds the median of ``repeats`` timed calls
     (``seconds``; each in ``seconds_each``), the peak RSS of that process during the timed calls
@@ -293,6 +472,8 @@ def bench_flex_memory(
     unknown = sorted(set(modes) - {"flex", "sdpa"})
     if unknown or not modes:
         raise ValueError(f"flex benchmark modes are flex and sdpa; got {unknown or 'none'}")
+    if scheme != "alibi" and "sdpa" in modes:
+        raise ValueError(f"the sdpa mode materialises ALiBi's bias; run {scheme!r} with modes=('flex',)")
     if not all(isinstance(v, int) and v > 0 for v in (L, heads, head_dim, repeats)):
         raise ValueError(
             f"L, heads, head_dim and repeats must be positive integers; got {L}, {heads}, {head_dim}, {repeats}"
@@ -307,6 +488,7 @@ def bench_flex_memory(
                     "L": L,
                     "heads": heads,
                     "mode": mode,
+                    "scheme": scheme,
                     "error": f"skipped: needs ~{need / 2**30:.0f} GiB, {free / 2**30:.0f} GiB available",
                 }
             )
@@ -324,13 +506,16 @@ def bench_flex_memory(
                     str(num_threads),
                     str(device),
                     str(repeats),
+                    scheme,
                 ],
                 capture_output=True,
                 text=True,
                 timeout=timeout,
             )
         except subprocess.TimeoutExpired:  # the child is killed; the row says so and the run goes on
-            rows.append({"L": L, "heads": heads, "mode": mode, "error": f"timed out after {timeout:.0f} s"})
+            rows.append(
+                {"L": L, "heads": heads, "mode": mode, "scheme": scheme, "error": f"timed out after {timeout:.0f} s"}
+            )
             continue
         if proc.returncode != 0:
             rows.append(
@@ -338,6 +523,7 @@ def bench_flex_memory(
                     "L": L,
                     "heads": heads,
                     "mode": mode,
+                    "scheme": scheme,
                     "error": f"exit {proc.returncode}: " + " ".join(proc.stderr.strip().splitlines()[-1:]),
                 }
             )

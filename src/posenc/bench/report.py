@@ -11,7 +11,9 @@ import torch
 
 __all__ = ["run", "format_rows", "SECTIONS", "summary_columns", "rope_ratios", "markdown"]
 
-SECTIONS = ("rope", "bias", "attention", "flex", "training")
+#: bias-build and bias-memory are issue 26's targets (parameter-only biases built against a fill;
+#: FlexAttention's memory with the newer bias schemes at L = 16384); not in the CLI's default list
+SECTIONS = ("rope", "bias", "attention", "flex", "training", "bias-build", "bias-memory")
 
 #: sizes of the full run and of ``--quick`` (the harness checked end to end in seconds)
 FULL = {
@@ -19,9 +21,19 @@ FULL = {
     "bias_lengths": (2048,),
     "attention_L": 2048,
     "flex_L": (8192, 16384),
+    "bias_build_lengths": (2048,),
+    "bias_memory_L": 16384,
     "min_run_time": 0.5,
 }
-QUICK = {"rope_lengths": (512,), "bias_lengths": (512,), "attention_L": 256, "flex_L": (1024,), "min_run_time": 0.05}
+QUICK = {
+    "rope_lengths": (512,),
+    "bias_lengths": (512,),
+    "attention_L": 256,
+    "flex_L": (1024,),
+    "bias_build_lengths": (256,),
+    "bias_memory_L": 512,
+    "min_run_time": 0.05,
+}
 
 
 def run(
@@ -39,7 +51,7 @@ def run(
     """Every requested section, in this process (the flex section spawns one process per mode), with
     the tensors on ``device`` ("cpu", "cuda", "cuda:1", ...). ``on_section`` gets the result so far
     after each section (the CLI writes it then: an interrupted run keeps the sections it finished)."""
-    from .bias import bench_attention, bench_bias, bench_flex_memory
+    from .bias import bench_attention, bench_bias, bench_bias_build, bench_bias_memory, bench_flex_memory
     from .rope import bench_rope
     from .timing import device_name, resolve_device
     from .train import bench_training
@@ -96,6 +108,10 @@ def run(
         "flex": flex,
         "training": lambda: bench_training(
             num_threads=num_threads, min_run_time=size["min_run_time"] * 6, device=dev, progress=progress
+        ),
+        "bias-build": lambda: bench_bias_build(size["bias_build_lengths"], **timing),
+        "bias-memory": lambda: bench_bias_memory(
+            size["bias_memory_L"], num_threads=num_threads, device=dev, progress=progress
         ),
     }
     from ..kernels import compiled
@@ -208,6 +224,20 @@ def summary_columns(section: str) -> list[str]:
         "attention": ["L", "heads", "case", "median_ms", "x_none", "x_none_best", "other_cpu"],
         "flex": ["L", "heads", "mode", "seconds", "peak_rss_mib", "peak_gpu_mib", "first_call_s", "other_cpu", "error"],
         "training": ["case", "median_ms", "overhead_vs_none", "first_step_ms", "other_cpu"],
+        "bias-build": ["L", "heads", "case", "median_ms", "x_floor", "x_floor_best", "target_x_floor", "other_cpu"],
+        "bias-memory": [
+            "L",
+            "heads",
+            "scheme",
+            "peak_rss_mib",
+            "baseline_rss_mib",
+            "peak_rss_over_baseline_mib",
+            "target_mib",
+            "seconds",
+            "first_call_at_L_s",
+            "other_cpu",
+            "error",
+        ],
     }[section]
 
 
@@ -456,6 +486,44 @@ def markdown(result: dict) -> str:
             lines.append(
                 f"| {r['L']} | {r['heads']} | {r['mode']} | {r['seconds']:.2f} | {peak:.0f} | {compile_s} | "
                 f"{r.get('other_cpu') or 0:.2f} |"
+            )
+    build = [r for r in result.get("bias-build", []) if r.get("kind") == "steady"]
+    if build:
+        lines += [
+            "",
+            f"#### Parameter-only biases `[{build[0]['heads']}, L, L]` float32, built without a cache: "
+            f"time / `fill_` of a preallocated tensor ({build[0]['num_threads']} thread(s))",
+            "",
+            "Each case timed in alternation with the fill: the median of the per-round ratios, and in brackets the "
+            "fastest round over the fastest fill. Target (issue 26): out= at most 2x.",
+            "",
+            "| L | case | ms | x fill | target met | other CPU |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in build:
+            met = "-" if r.get("target_x_floor") is None else "yes" if r["x_floor"] <= r["target_x_floor"] else "no"
+            lines.append(
+                f"| {r['L']} | {r['case']} | {_num(r['median_ms'])} | {_num(r['x_floor'])} "
+                f"({_num(r['x_floor_best'])}) | {met} | {r.get('other_cpu') or 0:.2f} |"
+            )
+    memory = result.get("bias-memory", [])
+    if memory:
+        lines += [
+            "",
+            "#### Causal FlexAttention forward per bias scheme: peak process memory (one process each)",
+            "",
+            "| L | heads | scheme | peak RSS MiB | RSS before the calls MiB | added MiB | under 1 GiB | seconds | "
+            "first call at L (compile) s | other CPU |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in memory:
+            if "error" in r:
+                lines.append(f"| {r['L']} | {r['heads']} | {r.get('scheme')} | failed: {r['error']} | | | | | | |")
+                continue
+            lines.append(
+                f"| {r['L']} | {r['heads']} | {r['scheme']} | {r['peak_rss_mib']:.0f} | {_cell(r.get('baseline_rss_mib'))} "
+                f"| {_cell(r.get('peak_rss_over_baseline_mib'))} | {'yes' if r['peak_rss_mib'] < 1024 else 'no'} "
+                f"| {r['seconds']:.2f} | {_cell(r.get('first_call_at_L_s'))} | {r.get('other_cpu') or 0:.2f} |"
             )
     train = result.get("training", [])
     if train:

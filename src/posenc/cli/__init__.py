@@ -9,9 +9,8 @@ signals over before anything heavy is imported (this module needs the standard l
 ``import posenc`` loads torch only when a name of it is used): until a command starts, a signal
 ends the process at once, since an exception raised inside the imports of torch, numpy or typer
 can leave them half built (a traceback, a RecursionError, a C++ abort at exit). While the command
-runs, Ctrl-C raises KeyboardInterrupt and SIGTERM its subclass ``Interrupted``, so that the command
-can save its work or remove what it half wrote; one it does not catch is reported by the root
-command.
+runs, Ctrl-C and SIGTERM raise ``Interrupted`` (a KeyboardInterrupt), so that the command can save
+its work or remove what it half wrote; one it does not catch is reported by the root command.
 """
 
 from __future__ import annotations
@@ -102,20 +101,32 @@ def _signals_end_the_process() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _signals_interrupt() -> Iterator[None]:
-    """For the duration (a command), the handlers :func:`main` found are back, and SIGTERM raises
-    ``Interrupted`` as Ctrl-C raises KeyboardInterrupt; :func:`main`'s after."""
+    """For the duration (a command), the handlers :func:`main` found are back, and SIGINT and SIGTERM
+    raise ``Interrupted`` (a KeyboardInterrupt); :func:`main`'s after. The exception can go off
+    where it is dropped (a finalizer, a library's bare ``except:``; see ``terminate_as_interrupt``):
+    training then stops after its next step, the command ends as interrupted when it returns, and
+    a finalizer prints no traceback."""
     if not _found or threading.current_thread() is not threading.main_thread():
         yield
         return
-    from ..experiments.train import terminate_as_interrupt
+    from ..experiments.train import check_signalled, terminate_as_interrupt
 
     held = {signum: signal.getsignal(signum) for signum in _found}
+    hook = sys.unraisablehook
+
+    def unraisable(info: Any) -> None:
+        if not issubclass(info.exc_type, KeyboardInterrupt):
+            hook(info)
+
     for signum, was in _found.items():
         signal.signal(signum, was)
+    sys.unraisablehook = unraisable
     try:
         with terminate_as_interrupt():
             yield
+            check_signalled()  # a signal whose exception the command never saw
     finally:
+        sys.unraisablehook = hook
         for signum, handler in held.items():
             signal.signal(signum, handler)
 

@@ -286,7 +286,8 @@ def register(app: Any) -> None:
             verdict = row["verdict"][criterion]
             style = {"pass": "green", "fail": "bold red"}.get(verdict, "dim")
             if result is None:
-                table.add_row(criterion, f"[{style}]n/a[/]", "", "", escape(row["reasons"][criterion]))
+                mark = "depends on input" if verdict == "input" else "n/a"
+                table.add_row(criterion, f"[{style}]{mark}[/]", "", "", escape(row["reasons"][criterion]))
             else:
                 table.add_row(
                     criterion,
@@ -358,5 +359,7 @@ def register(app: Any) -> None:
             + (f", {summary.results} result{'s' * (summary.results != 1)}" if results is not None else "")
             + f" in {summary.seconds:.1f} s"
         )
+        for note in summary.notes:
+            typer.echo(f"note: {note}", err=True)
         for error in summary.errors:
             typer.echo(f"warning: {error}", err=True)

@@ -43,10 +43,10 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
     return seeds
 
 
-def _fmt(mean: float | None, sd: float | None, seeds: int) -> str:
+def _fmt(mean: float | None, ci: float | None, seeds: int) -> str:
     if mean is None:
         return "n/a"
-    return f"{mean:.3f} ± {sd:.3f}" if seeds > 1 else f"{mean:.3f}"
+    return f"{mean:.3f} ± {ci:.3f}" if seeds > 1 else f"{mean:.3f}"
 
 
 def print_summary(results: Path | str, console: Any = None) -> None:
@@ -74,7 +74,7 @@ def print_summary(results: Path | str, console: Any = None) -> None:
     ):
         table.add_column(column, overflow="fold")  # wrap in a narrow terminal rather than cut to "leng…"
     for r in rows:
-        ood = _fmt(r["out_of_distribution"], r["out_of_distribution_sd"], r["seeds"])
+        ood = _fmt(r["out_of_distribution"], r["out_of_distribution_ci95"], r["seeds"])
         if r["out_of_distribution"] is None and r["unavailable"]:
             ood = f"n/a: {r['unavailable']}"
         table.add_row(
@@ -84,13 +84,17 @@ def print_summary(results: Path | str, console: Any = None) -> None:
             r["variant"],
             r["metric"],
             str(r["train_length"]),
-            _fmt(r["in_distribution"], r["in_distribution_sd"], r["seeds"]),
+            _fmt(r["in_distribution"], r["in_distribution_ci95"], r["seeds"]),
             ood,
             str(r["seeds"]),
             f"{r['wall_time_s']:.0f}",
         )
+    notes = []
+    if any(r["seeds"] > 1 for r in rows):
+        notes.append("mean ± half-width of the 95 % interval over seeds (Student's t)")
     if any(r["time_shared"] for r in rows):
-        table.caption = "time: one training evaluated as several variants (extend's scalings) is split among them"
+        notes.append("time: one training evaluated as several variants (extend's scalings) is split among them")
+    table.caption = "; ".join(notes) or None
     console.print(table)
 
 

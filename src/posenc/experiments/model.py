@@ -135,7 +135,12 @@ class TinyTransformer(nn.Module):
         self.register_load_state_dict_post_hook(_encoding_off_meta)
         self.ln_f = nn.LayerNorm(config.dim)
         self.head = nn.Linear(config.dim, config.num_classes or config.vocab_size)
-        self.apply(_init_weights)
+        # GPT-2's rule for the transformer's own layers; the encoding keeps the initialisation its
+        # scheme defines (forgetting's gate bias of 5, FIRE's and DPB's MLPs, T5's and learned tables)
+        own = {id(m) for m in encoding.modules()}
+        for module in self.modules():
+            if id(module) not in own:
+                _init_weights(module)
 
     @property
     def scheme(self) -> PositionalEncoding:
@@ -169,10 +174,8 @@ def _encoding_off_meta(model: TinyTransformer, incompatible_keys: Any) -> None:
 
 
 def _init_weights(module: nn.Module) -> None:
-    """GPT-2's initialisation: N(0, 0.02) weights, zero biases (nanoGPT ``_init_weights``).
-
-    The schemes' own tables (learned rows, T5 buckets) start from N(0, 0.02) too, so one rule fits all.
-    """
+    """GPT-2's initialisation: N(0, 0.02) weights, zero biases (nanoGPT ``_init_weights``), for the
+    layers that are not the encoding's (learned rows and T5 buckets default to N(0, 0.02) as well)."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:

@@ -14,25 +14,46 @@ from typing import Any
 from .._files import replaced_whole
 from .results import load_results, unavailable_reason
 
-__all__ = ["summary_rows", "plot_results"]
+__all__ = ["summary_rows", "plot_results", "ci95"]
+
+
+#: Two-sided 97.5 % quantiles of Student's t for 1 .. 30 degrees of freedom (any statistics table,
+#: e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2); past 30 the normal 1.96 is within 2 %.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def ci95(values: list[float]) -> float:
+    """Half-width of the 95 % confidence interval of the mean of ``values`` (Student's t with
+    ``n - 1`` degrees of freedom: ``t * sd / sqrt(n)``); 0 for a single value."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+    return t * statistics.stdev(values) / math.sqrt(n)
 
 
 def _spread(values: list[float | None]) -> tuple[float | None, float | None]:
+    """Mean and 95 % interval half-width over seeds (None where no seed has a value)."""
     xs = [v for v in values if v is not None]
     if not xs:
         return None, None
-    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+    return statistics.fmean(xs), ci95(xs)
 
 
 def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (experiment, task, scheme, variant): mean and spread over seeds of both summaries."""
+    """One row per (experiment, task, scheme, variant): mean and 95 % interval half-width (``*_ci95``,
+    Student's t over seeds) of both summaries."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         groups[(r["experiment"], r["task"], r["scheme"], r["variant"])].append(r)
     rows = []
     for (experiment, task, scheme, variant), rs in groups.items():
-        ind, ind_sd = _spread([r["in_distribution"] for r in rs])
-        ood, ood_sd = _spread([r["out_of_distribution"] for r in rs])
+        ind, ind_ci = _spread([r["in_distribution"] for r in rs])
+        ood, ood_ci = _spread([r["out_of_distribution"] for r in rs])
         reason = unavailable_reason(rs)
         rows.append(
             {
@@ -44,9 +65,9 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "metric": rs[0]["summary_metric"],
                 "train_length": rs[0]["train_length"],
                 "in_distribution": ind,
-                "in_distribution_sd": ind_sd,
+                "in_distribution_ci95": ind_ci,
                 "out_of_distribution": ood,
-                "out_of_distribution_sd": ood_sd,
+                "out_of_distribution_ci95": ood_ci,
                 "unavailable": reason,
                 "wall_time_s": sum(r["wall_time_s"] / _shared_by(r) for r in rs),  # rows add up to the run
                 "time_shared": any(_shared_by(r) > 1 for r in rs),
@@ -114,27 +135,38 @@ def _group_figure(experiment: str, task: str, rs: list[dict[str, Any]]) -> Any:
     L = rs[0]["train_length"]
     rs = sorted(rs, key=lambda r: (_label(r), r["seed"]))
     seeds = len({x["seed"] for x in rs}) > 1
-    names = [_label(r) + (f" s{r['seed']}" if seeds else "") for r in rs]
-    if any("per_length" in r["metrics"] for r in rs):
-        _draw_lengths(ax, rs, names, L)
-    elif any("per_layer" in r["metrics"] for r in rs):
-        _draw_probe(fig, ax, rs, names)
-    else:
-        for r, name in zip(rs, names):
-            if "loss_per_position" in r["metrics"]:
-                ax.plot(*_binned(r["metrics"]["loss_per_position"], max(1, L // 4)), label=name)
-        ax.set(xlabel="position", ylabel="held-out loss (nats/byte)")
-        _integer_axis(ax.xaxis)
-        ax.axvline(L - 0.5, color="grey", ls=":", lw=1)
-        _legend(ax)
+    if any("per_layer" in r["metrics"] for r in rs):  # probes: one line per run
+        _draw_probe(fig, ax, rs, [_label(r) + (f" s{r['seed']}" if seeds else "") for r in rs])
+    else:  # one line per scheme: the mean over seeds, and a band for its 95 % interval
+        runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in rs:
+            runs[_label(r)].append(r)
+        if len(runs) > 10:  # the default cycle repeats after 10 colours
+            from matplotlib import colormaps
+
+            ax.set_prop_cycle(color=[colormaps["tab20"](i % 20) for i in range(len(runs))])
+        if any("per_length" in r["metrics"] for r in rs):
+            _draw_lengths(ax, runs, L)
+        else:
+            _draw_losses(ax, runs, L)
+        if seeds:  # under the axis label, where no curve can be
+            n = sorted({len(group) for group in runs.values()})
+            note = f"mean of {'/'.join(map(str, n))} seeds; bands: 95 % interval"
+            ax.set_xlabel(f"{ax.get_xlabel()}\n{note}")
     ax.set_title(f"{experiment}: {task} (trained at L = {L})")
     fig.tight_layout()
     return fig
 
 
 def _legend(ax: Any) -> None:
-    if ax.get_legend_handles_labels()[0]:  # runs with nothing to draw (lengths all unavailable): none
+    handles = ax.get_legend_handles_labels()[0]
+    if not handles:  # runs with nothing to draw (lengths all unavailable): none
+        return
+    if len(handles) <= 6:
         ax.legend(fontsize=7, ncol=2)
+    else:  # beside the axes, where it hides no curve; the figure widens to make room
+        ax.figure.set_size_inches(8.4, 4.4)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
 def _integer_axis(axis: Any) -> None:
@@ -143,21 +175,35 @@ def _integer_axis(axis: Any) -> None:
     axis.set_major_locator(MaxNLocator(integer=True))  # lengths, positions, layers: no 2.85 or 0.5
 
 
-def _draw_lengths(ax: Any, rs: list[dict[str, Any]], names: list[str], L: int) -> None:
-    """Exact match against task length, one line per run; bars when every run has one length only."""
-    curves = [
-        sorted(
-            (int(n), v["exact_match"])
-            for n, v in r["metrics"].get("per_length", {}).items()
-            if v.get("exact_match") is not None
-        )
-        for r in rs
-    ]  # none: unavailable at that length
-    lengths = sorted({n for curve in curves for n, _ in curve})
+def _mean_band(ax: Any, xs: list[float], per_seed: list[list[float]], name: str) -> None:
+    """The mean over seeds of ``per_seed`` curves (each aligned with ``xs``) and, with several seeds,
+    its 95 % interval as a band of the same colour."""
+    means = [statistics.fmean(col) for col in zip(*per_seed)]
+    (line,) = ax.plot(xs, means, marker="." if len(xs) < 40 else None, label=name, lw=1.2)
+    if len(per_seed) > 1:
+        half = [ci95(list(col)) for col in zip(*per_seed)]
+        lo = [m - h for m, h in zip(means, half)]
+        hi = [m + h for m, h in zip(means, half)]
+        ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.1, lw=0)
+
+
+def _draw_lengths(ax: Any, runs: dict[str, list[dict[str, Any]]], L: int) -> None:
+    """Exact match against task length, one line per scheme (mean over seeds); bars when every run
+    has one length only."""
+    curves: dict[str, dict[int, list[float]]] = {}
+    for name, group in runs.items():
+        by_length: dict[int, list[float]] = defaultdict(list)
+        for r in group:
+            for n, v in r["metrics"].get("per_length", {}).items():
+                if v.get("exact_match") is not None:  # none: unavailable at that length
+                    by_length[int(n)].append(v["exact_match"])
+        # a length counts where every seed has it (a table that ends at L has none past it)
+        curves[name] = {n: vs for n, vs in sorted(by_length.items()) if len(vs) == len(group)}
+    lengths = sorted({n for curve in curves.values() for n in curve})
     ax.set(ylabel="exact match", ylim=(-0.03, 1.03))
     if len(lengths) == 1:  # a line through one x value is a dot on an axis of 2.85 ... 3.15
         (n,) = lengths
-        drawn = [(name, curve[0][1]) for name, curve in zip(names, curves) if curve]
+        drawn = [(name, statistics.fmean(curve[n])) for name, curve in curves.items() if curve]
         bars = ax.bar(
             range(len(drawn)), [v for _, v in drawn], width=0.5, color=[f"C{i % 10}" for i in range(len(drawn))]
         )
@@ -172,12 +218,32 @@ def _draw_lengths(ax: Any, rs: list[dict[str, Any]], names: list[str], L: int) -
         where = "the training length" if n == L else ("beyond" if n > L else "below") + f" the training length {L}"
         ax.set_xlabel(f"all runs evaluated at one task length: n = {n} ({where})")
         return
-    for curve, name in zip(curves, names):
+    for name, curve in curves.items():
         if curve:
-            ax.plot(*zip(*curve), marker=".", label=name)
+            xs = list(curve)
+            _mean_band(ax, xs, [list(seed) for seed in zip(*curve.values())], name)
     ax.set_xlabel("task length n")
     _integer_axis(ax.xaxis)
     ax.axvline(L, color="grey", ls=":", lw=1)
+    _legend(ax)
+
+
+def _draw_losses(ax: Any, runs: dict[str, list[dict[str, Any]]], L: int) -> None:
+    """Held-out loss against position (bins of L/4), one line per scheme (mean over seeds)."""
+    for name, group in runs.items():
+        binned = [
+            _binned(r["metrics"]["loss_per_position"], max(1, L // 4))
+            for r in group
+            if "loss_per_position" in r["metrics"]
+        ]
+        binned = [b for b in binned if b[0]]
+        if not binned:
+            continue
+        shortest = min(len(xs) for xs, _ in binned)  # seeds agree; an older file may differ in length
+        _mean_band(ax, binned[0][0][:shortest], [ys[:shortest] for _, ys in binned], name)
+    ax.set(xlabel="position", ylabel="held-out loss (nats/byte)")
+    _integer_axis(ax.xaxis)
+    ax.axvline(L - 0.5, color="grey", ls=":", lw=1)
     _legend(ax)
 
 

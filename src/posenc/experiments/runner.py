@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import torch
 
-from .._files import file_in_the_way, remove_stale_temporaries
+from .._files import file_in_the_way, remove_stale_temporaries, replaced_whole
 from .results import RESULTS_FILE, add_record, load_results, record_key
 from .suite import Job, Settings, plan
 from .train import (
@@ -72,8 +72,39 @@ def checkpoint_path(job: Job, out: Path) -> Path:
     return out / "checkpoints" / (job.label.replace("/", "__").replace("+", "_") + ".pt")
 
 
+def encoding_path(job: Job, out: Path) -> Path:
+    """Where ``job``'s trained encoding (:func:`save_encoding`) is kept under ``out``."""
+    return out / "encodings" / (job.label.replace("/", "__").replace("+", "_") + ".pt")
+
+
+def save_encoding(encoding: Any, path: Path) -> None:
+    """The trained positional encoding: its scheme name, config and tensors (no pickled classes:
+    :func:`load_encoding` reads it with ``weights_only=True``), written whole or not at all."""
+    payload = {
+        "scheme": encoding.name,
+        "config": _jsonable(dataclasses.asdict(encoding.config)),
+        "state": {k: v.detach().cpu().clone() for k, v in encoding.state_dict().items()},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replaced_whole(path) as tmp:
+        torch.save(payload, tmp)
+
+
+def load_encoding(path: Path | str) -> Any:
+    """The encoding :func:`save_encoding` wrote, rebuilt from its scheme, config and tensors."""
+    from ..schemes.base import create
+
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(payload, dict) or not {"scheme", "config", "state"} <= payload.keys():
+        raise ValueError(f"{path} is not a trained encoding written by posenc experiment")
+    encoding = create(payload["scheme"], **payload["config"])
+    encoding.load_state_dict(payload["state"])
+    return encoding.eval()
+
+
 def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict[str, Any]]:
-    """Train and evaluate one job; return its records (written to ``out/results.json`` by rank 0)."""
+    """Train and evaluate one job; return its records (written to ``out/results.json`` by rank 0,
+    after the trained encoding, ``out/encodings/LABEL.pt``)."""
     hooks = hooks or _Silent()
     checkpoint = checkpoint_path(job, out) if out is not None else None
     result = train(job.model, job.task, job.train, checkpoint=checkpoint, on_step=hooks.step)
@@ -82,6 +113,8 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
     wall = result.wall_time_s + time.perf_counter() - began  # training (over every resumed run) and evaluation
     config = job_config(job)
     rank, _ = distributed_context()
+    if out is not None and rank == 0:
+        save_encoding(result.model.scheme, encoding_path(job, out))
     records = []
     for variant, values in fields.items():
         record = {
@@ -189,6 +222,7 @@ def _clear_leftovers(out: Path) -> None:
     remove_stale_temporaries(out, rf"\.{re.escape(RESULTS_FILE)}")
     remove_stale_temporaries(out / "figures", r"\..+\.png")
     remove_stale_temporaries(out / "checkpoints", r".+\.pt")  # also the names of older versions, NAME.pt.tmp<pid>
+    remove_stale_temporaries(out / "encodings", r"\..+\.pt")
 
 
 def _os_reason(err: OSError) -> str:

@@ -234,10 +234,18 @@ def _job(
     )
 
 
+#: The length experiment's schemes: Kazemnejad et al. 2023's five (NoPE, sinusoidal/learned APE,
+#: RoPE, ALiBi, T5), randomized positions (Ruoss et al. 2023), and the bias family since 2022.
+LENGTH_SCHEMES = (
+    "none", "sinusoidal", "learned", "rope", "alibi", "t5", "rope+randomized",
+    "kerple", "sandwich", "fire", "cope", "forgetting", "dpb",
+)  # fmt: skip
+
+
 def _plan_length(s: Settings) -> list[Job]:
     tasks = s.tasks or ("copy", "text")  # addition, reverse, sort: --tasks
-    schemes = s.schemes or ("none", "sinusoidal", "learned", "rope", "alibi", "t5", "rope+randomized")
-    seeds = s.seeds or (0,)
+    schemes = s.schemes or LENGTH_SCHEMES
+    seeds = s.seeds or ((0,) if s.quick else (0, 1, 2))
     return [
         _job(
             "length",
@@ -245,7 +253,7 @@ def _plan_length(s: Settings) -> list[Job]:
             spec,
             seed,
             s,
-            steps=(250 if t == "text" else 500) if s.quick else (600 if t == "text" else 1200),
+            steps=(250 if t == "text" else 500) if s.quick else (800 if t == "text" else 2500),
         )
         for t in tasks
         for spec in schemes

@@ -47,6 +47,7 @@ __all__ = [
     "rank_device",
     "Interrupted",
     "terminate_as_interrupt",
+    "check_signalled",
     "checkpoint_config",
     "config_differences",
     "describe_differences",
@@ -265,8 +266,9 @@ def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) or SIGTERM during a run. Raised by :func:`train` after the step in progress,
-    once a checkpoint of it is saved; by :func:`terminate_as_interrupt` at once outside training,
-    with ``step`` and ``checkpoint`` None. ``signum`` says which signal it was."""
+    once a checkpoint of it is saved; by :func:`terminate_as_interrupt` at once outside training
+    (and by :func:`check_signalled`), with ``step`` and ``checkpoint`` None. ``signum`` says which
+    signal it was."""
 
     def __init__(self, step: int | None, checkpoint: Path | None, signum: int = signal.SIGINT) -> None:
         super().__init__(step, checkpoint, signum)
@@ -277,25 +279,52 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()  # the only thread that may set handlers
 
 
+#: The first signal that arrived while a :func:`terminate_as_interrupt` block runs (0: none yet), and
+#: how many such blocks are open. The exception a handler raises goes off wherever the main thread
+#: is, and there it can be dropped: Python drops one raised inside a finalizer, and mpmath runs
+#: ``try: import gmpy2 ... except: pass`` when it is imported, which torch does (through sympy) on
+#: the first ``torch.optim.AdamW``: Ctrl-C then was lost and the run went on to exit 0. The
+#: training loop and :func:`check_signalled` look here, so a signal ends the run all the same.
+_signalled = {"signum": 0, "blocks": 0}
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    _signalled["signum"] = _signalled["signum"] or signum
+    raise Interrupted(None, None, signum)
+
+
+def check_signalled() -> None:
+    """Raise :class:`Interrupted` when a signal arrived in the :func:`terminate_as_interrupt` block
+    that runs, whether or not its exception came through."""
+    if _signalled["blocks"] and _signalled["signum"]:
+        raise Interrupted(None, None, _signalled["signum"])
+
+
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """For the duration, SIGTERM (kill, timeout, Slurm, docker stop) raises :class:`Interrupted` as
-    Ctrl-C raises KeyboardInterrupt, instead of ending the process at once: what catches Ctrl-C then
-    saves work on SIGTERM too. The previous handler is restored after; off the main thread, or where
-    SIGTERM is ignored, nothing changes."""
-    previous = signal.getsignal(signal.SIGTERM) if _main_thread() else None
-    if previous is None or previous is signal.SIG_IGN:
+    Ctrl-C does, instead of ending the process at once: what catches Ctrl-C then saves work on
+    SIGTERM too. Each signal is also noted (see :func:`check_signalled`). The previous handlers are
+    restored after; off the main thread nothing changes, a signal that is ignored stays ignored, and
+    a Ctrl-C handler of the caller's own (not Python's default) is kept."""
+    if not _main_thread():
         yield
         return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise Interrupted(None, None, signum)
-
-    signal.signal(signal.SIGTERM, handler)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    taken = [signal.SIGTERM] if previous[signal.SIGTERM] not in (None, signal.SIG_IGN) else []
+    if previous[signal.SIGINT] in (signal.default_int_handler, _interrupt):
+        taken.append(signal.SIGINT)
+    if not _signalled["blocks"]:  # the outermost block: no signal has arrived in it yet
+        _signalled["signum"] = 0
+    _signalled["blocks"] += 1
     try:
+        for signum in taken:
+            signal.signal(signum, _interrupt)
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _signalled["blocks"] -= 1
+        for signum in taken:
+            signal.signal(signum, previous[signum])
 
 
 @contextlib.contextmanager
@@ -304,8 +333,9 @@ def _deferred_interrupt(enabled: bool) -> Iterator[dict[str, int]]:
     whole step, so that the checkpoint it then saves holds one consistent step; a second one does
     what it did before (by default Ctrl-C interrupts at once, SIGTERM ends the process). Off the main thread
     and under several ranks (which would stop at different steps), both keep their usual effect;
-    a signal that is ignored stays ignored."""
-    state = {"hit": 0}
+    a signal that is ignored stays ignored. A signal that arrived earlier in the
+    :func:`terminate_as_interrupt` block (its exception dropped on the way) sets the flag at once."""
+    state = {"hit": _signalled["signum"] if enabled and _signalled["blocks"] else 0}
     signums = (signal.SIGINT, signal.SIGTERM)
     previous = {signum: signal.getsignal(signum) for signum in signums} if _main_thread() else {}
     caught = [signum for signum, was in previous.items() if was is not None and was is not signal.SIG_IGN]
@@ -424,6 +454,8 @@ def train(
             if on_step is not None:
                 elapsed = time.perf_counter() - began
                 on_step(done, config.steps, result.losses[-1], (done - start) / elapsed if elapsed > 0 else 0.0)
+    if interrupt["hit"]:  # after the last step's check, or while the handlers were put back: its checkpoint is saved
+        raise Interrupted(config.steps, path, interrupt["hit"])
     result.wall_time_s = earlier + time.perf_counter() - began
     model.eval()
     return result

@@ -21,6 +21,15 @@ once per call instead of bucketing every pair anew.
 Both answer None where they do not apply, and the scheme computes its reference formula: batched
 or scattered positions, ``torch.compile`` and ``torch.func`` transforms (no cache is filled or
 keyed on tensors made there).
+
+Uncached builds, for inference into a preallocated tensor (issue 26: a parameter-only bias
+``[32, 2048, 2048]`` within 2x of filling a preallocated tensor): :func:`build_bias` is the
+Toeplitz build of :func:`cached_bias` without the cache, into ``out`` (what
+``scheme.bias(q, k, out=out)`` uses); it gives the same numbers as the schemes' :meth:`bias`, bit
+for bit. A fresh ``[h, L, L]`` tensor costs more in page faults than the build itself (~10x a fill
+of a warm one on this project's CPU host), which is why ``out`` matters. Schemes whose bias is not
+Toeplitz (FIRE's normaliser follows the query) have their own build in their own module, from
+:func:`toeplitz_into` and :func:`range_starts`.
 """
 
 from __future__ import annotations
@@ -30,11 +39,20 @@ import weakref
 import torch
 from torch import Tensor, nn
 
-from ..functional._checks import stale_inference, tracing, version_of
-from ..functional.toeplitz import relative_range, toeplitz
+from ..functional._checks import check_fits, stale_inference, tracing, version_of
+from ..functional.toeplitz import relative_range, toeplitz, toeplitz_gather
 from .ranges import range_start
 
-__all__ = ["cached_bias", "cached_index", "params_key", "same_params", "CACHE_MAX_BYTES"]
+__all__ = [
+    "cached_bias",
+    "cached_index",
+    "build_bias",
+    "toeplitz_into",
+    "range_starts",
+    "params_key",
+    "same_params",
+    "CACHE_MAX_BYTES",
+]
 
 #: A bias larger than this is built on each call but not kept (32 heads: 512 MiB at L = 2048, 8.6 GB
 #: at L = 8192). Rebuilding means a fresh allocation, whose page faults cost more than the build
@@ -67,8 +85,8 @@ def _sources(module: nn.Module) -> list[Tensor]:
     return [*module.parameters(), *(b for name, b in module.named_buffers() if name not in caches)]
 
 
-def _starts(q_positions: object, k_positions: object) -> tuple[int, int] | None:
-    """``(q0, k0)`` when both are 1-D integer ranges outside any trace, else None."""
+def range_starts(q_positions: object, k_positions: object) -> tuple[int, int] | None:
+    """``(q0, k0)`` when both are 1-D integer ranges (tensors) outside any trace, else None."""
     if not isinstance(q_positions, Tensor) or not isinstance(k_positions, Tensor) or tracing(q_positions, k_positions):
         return None
     q0, k0 = range_start(q_positions), range_start(k_positions)
@@ -84,7 +102,7 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
     next call (its version counter moved), except under ``torch.inference_mode``, where tensors have
     no version counter: treat it as read-only there.
     """
-    starts = _starts(q_positions, k_positions)
+    starts = range_starts(q_positions, k_positions)
     if starts is None:
         return None
     sources = _sources(module)
@@ -107,7 +125,10 @@ def cached_bias(module: nn.Module, q_positions: Tensor, k_positions: Tensor) -> 
         values = module.relative_bias_values(relative_range(sq, sk, q_offset=q0, k_offset=k0, device=device))  # [h, w]
     if values is None:
         return None
-    bias = toeplitz(values, sq, sk)  # [h, sq, sk]
+    check_fits("a relative-position bias", (values.shape[0], sq, sk), values.dtype, values.device)
+    bias = values.new_empty(values.shape[0], sq, sk)  # [h, sq, sk]
+    if bias.numel():
+        toeplitz_into(values, sq, sk, bias)
     if bias.numel() * bias.element_size() <= CACHE_MAX_BYTES:
         _biases[module] = (key, [params_key(t) for t in sources], bias, version_of(bias))
     return bias
@@ -117,7 +138,7 @@ def cached_index(module: nn.Module, q_positions: Tensor, k_positions: Tensor, de
     """``module.relative_index`` of every (query, key) pair ``[sq, sk]`` on ``device``, from the ``w``
     distinct distances expanded by the Toeplitz build (the same numbers as indexing each pair), kept
     per module by lengths, offsets, config and device; None where that does not apply."""
-    starts = _starts(q_positions, k_positions)
+    starts = range_starts(q_positions, k_positions)
     if starts is None:
         return None
     (q0, k0), sq, sk = starts, q_positions.numel(), k_positions.numel()
@@ -133,3 +154,35 @@ def cached_index(module: nn.Module, q_positions: Tensor, k_positions: Tensor, de
     if index.numel() * index.element_size() <= CACHE_MAX_BYTES:
         _indices[module] = (key, index)
     return index
+
+
+def toeplitz_into(values: Tensor, sq: int, sk: int, out: Tensor) -> Tensor:
+    """``out[h, i, j] = values[h, j - i + sq - 1]`` (:func:`~posenc.functional.toeplitz.toeplitz`'s
+    layout) without its checks: ``values [h, w]``, ``out [h, sq, sk]`` contiguous, of the same
+    dtype and device. Every head in one ``index_select`` of whole rows
+    (:func:`~posenc.functional.toeplitz.toeplitz_gather`)."""
+    return toeplitz_gather(values, sq, sk, out)
+
+
+def build_bias(
+    module: nn.Module, q_positions: Tensor, k_positions: Tensor, *, out: Tensor | None = None
+) -> Tensor | None:
+    """``module``'s bias ``[h, sq, sk]`` by the Toeplitz build of :func:`cached_bias`, not cached,
+    written into ``out`` (``[h, sq, sk]``, the dtype and device of ``module.relative_bias_values``,
+    else a ValueError naming both) or a new tensor; None where :func:`cached_bias` would not apply
+    or the scheme has no such values.
+
+    ``relative_bias_values`` runs once, on the ``w = sq + sk - 1`` distances, and
+    :func:`~posenc.functional.toeplitz.toeplitz` writes each element of ``out`` once (whole rows
+    copied from a view of the values). No gradient flows: this is the inference build."""
+    starts = range_starts(q_positions, k_positions)
+    if starts is None:
+        return None
+    (q0, k0), sq, sk = starts, q_positions.numel(), k_positions.numel()
+    sources = _sources(module)
+    device = sources[0].device if sources else q_positions.device
+    with torch.no_grad():
+        values = module.relative_bias_values(relative_range(sq, sk, q_offset=q0, k_offset=k0, device=device))  # [h, w]
+        if values is None:
+            return None
+        return toeplitz(values, sq, sk, out=out)

@@ -11,17 +11,22 @@ what the bias is made from (slopes, a bucket table).
 
 A scheme joins by its hook :meth:`~posenc.schemes.base.PositionalEncoding.score_mod`
 (``score_mod(q_offset)``: a function of ``(score, b, h, q_idx, kv_idx)`` adding its bias for
-queries ``q_offset`` positions past the keys' start); :func:`score_mod_for` asks it.
+queries ``q_offset`` positions past the keys' start); :func:`score_mod_for` asks it. A scheme whose
+bias is made from the layer input (``uses_input_terms``: forgetting attention) gets its input terms
+of every key too, ``score_mod(q_offset, terms=terms [b, h, sk])``, with ``q_offset`` the number of
+keys before the first query (its bias follows the index in the stream, not the positions): the score
+mod captures what the bias is made from (``O(b h sk)``), never ``[b, h, sq, sk]``.
 
 Block masks are built from block counts (:meth:`BlockMask.from_kv_blocks`): the causal one lists,
 per query block, the kv blocks wholly in the past (full, no mask_mod call) and the diagonal ones
 (partial); ``create_block_mask`` would first build a dense mask (2.95 GB at L = 16384).
 
 :class:`posenc.Attention` calls :func:`attend`, which answers None unless FlexAttention applies:
-a scheme with a score mod, no key mask, no dropout, positions that are contiguous ranges, no
-gradient wanted for the scheme's own parameters (a score mod captures them detached), none for
-q/k/v on the CPU (FlexAttention has no CPU backward in torch 2.13; on CUDA training goes through it
-too), and either ``set_mode("always")`` or a materialised bias of at least :data:`MIN_BIAS_BYTES`.
+a scheme with a score mod, no key mask, no dropout, positions that are contiguous ranges (not
+needed by a scheme with input terms), no gradient wanted for the scheme's own parameters or its
+input terms (a score mod captures them detached), none for q/k/v on the CPU (FlexAttention has no
+CPU backward in torch 2.13; on CUDA training goes through it too), and either
+``set_mode("always")`` or a materialised bias of at least :data:`MIN_BIAS_BYTES`.
 
 It is compiled with static shapes: each new ``[b, h, sq, sk, hd]`` compiles anew (~4 s on a 2-core
 CPU). Past torch's recompile limit for one function (``recompile_limit`` in Dynamo's config, 8 by
@@ -109,13 +114,16 @@ def clear_errors() -> None:
     _errors.clear()
 
 
-def score_mod_for(encoding: Any, q_offset: int = 0, k_start: int = 0) -> ScoreMod | None:
+def score_mod_for(encoding: Any, q_offset: int = 0, k_start: int = 0, terms: Tensor | None = None) -> ScoreMod | None:
     """The scheme's score mod (its ``score_mod`` hook) for queries ``q_offset`` positions past the
     keys' start, or None; a scheme with ``score_mod_takes_k_start`` also gets the first key's
-    position ``k_start``."""
+    position ``k_start``, and one with ``uses_input_terms`` the input terms ``[b, h, sk]`` of every
+    key (``terms=``; None without them: its bias cannot be made from positions)."""
     hook = getattr(encoding, "score_mod", None)
     if not callable(hook):
         return None
+    if getattr(encoding, "uses_input_terms", False):
+        return None if terms is None else hook(q_offset, terms=terms)
     if getattr(encoding, "score_mod_takes_k_start", False):
         return hook(q_offset, k_start=k_start)
     return hook(q_offset)
@@ -207,19 +215,29 @@ def flex_attention(
         return _get_compiled()(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=enable_gqa)
 
 
-def _wanted(encoding: Any, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, dropout_p: float) -> bool:
+def _wanted(
+    encoding: Any,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    key_mask: Tensor | None,
+    dropout_p: float,
+    terms: Tensor | None = None,
+) -> bool:
     if _mode == "never" or key_mask is not None or dropout_p > 0 or not available(q.device, q.dtype):
         return False
     if q.shape[-2] == 0 or k.shape[-2] == 0:
         return False  # nothing to attend: SDPA's path returns the empty result
-    if getattr(encoding, "uses_query_terms", False) or tracing(q, k, v):
+    extra = () if terms is None else (terms,)
+    if getattr(encoding, "uses_query_terms", False) or tracing(q, k, v, *extra):
         return False
     if torch.is_grad_enabled():
-        if any(p.requires_grad for p in encoding.parameters()):
+        if any(p.requires_grad for p in encoding.parameters()) or any(t.requires_grad for t in extra):
             return False  # a score mod captures the scheme's parameters detached: they would get no gradient
         if q.device.type == "cpu" and any(t.requires_grad for t in (q, k, v)):
             return False  # no CPU backward (torch 2.13); see the module docstring
-    return _mode == "always" or q.shape[1] * q.shape[2] * k.shape[2] * 4 >= MIN_BIAS_BYTES
+    rows = q.shape[0] if terms is not None else 1  # a bias from input terms is [b, h, sq, sk]
+    return _mode == "always" or rows * q.shape[1] * q.shape[2] * k.shape[2] * 4 >= MIN_BIAS_BYTES
 
 
 def attend(
@@ -236,14 +254,22 @@ def attend(
     dropout_p: float = 0.0,
     scale: float | None = None,
     enable_gqa: bool = False,
+    terms: Tensor | None = None,
 ) -> Tensor | None:
-    """Attention ``[b, h, sq, hd]`` through FlexAttention when it applies (see module doc), else None."""
-    if not _wanted(encoding, q, k, v, key_mask, dropout_p) or tracing(q_positions, k_positions):
+    """Attention ``[b, h, sq, hd]`` through FlexAttention when it applies (see module doc), else None.
+    ``terms [b, h, sk]``: the input terms of every key, for a scheme with ``uses_input_terms``
+    (whose bias follows the index in the stream: its queries sit ``past`` keys after the first)."""
+    if not _wanted(encoding, q, k, v, key_mask, dropout_p, terms):
         return None
-    q0, k0 = range_start(q_positions), range_start(k_positions)
-    if q0 is None or k0 is None:
-        return None
-    score_mod = score_mod_for(encoding, q_offset=q0 - k0, k_start=k0)
+    if getattr(encoding, "uses_input_terms", False):
+        score_mod = score_mod_for(encoding, q_offset=past, terms=terms)
+    else:
+        if tracing(q_positions, k_positions):
+            return None
+        q0, k0 = range_start(q_positions), range_start(k_positions)
+        if q0 is None or k0 is None:
+            return None
+        score_mod = score_mod_for(encoding, q_offset=q0 - k0, k_start=k0)
     if score_mod is None:
         return None
     mask = block_mask(q.shape[-2], k.shape[-2], causal=causal, q_offset=past, device=q.device)
@@ -264,19 +290,26 @@ def warmup(
     num_heads: int | None = None,
 ) -> float:
     """Compile FlexAttention for ``encoding`` (a bias scheme with a ``score_mod`` hook) on a small
-    input; returns the seconds it took. ``num_heads`` defaults to the scheme's own.
+    input; returns the seconds it took. ``num_heads`` defaults to the scheme's own. A scheme with
+    input terms (forgetting) is compiled for a batch of one.
 
     The compile (10-15 s in a cold process on CPU) recurs for each new shape, so warm up with the
     shape you will run.
     """
-    score_mod = score_mod_for(encoding)
+    h = num_heads if num_heads is not None else getattr(getattr(encoding, "config", None), "num_heads", None)
+    terms = None
+    width = getattr(getattr(encoding, "config", None), "dim", None)  # of the layer input its terms are read from
+    if getattr(encoding, "uses_input_terms", False) and width is not None:
+        # a score mod made from the input terms (forgetting): those of a zero input, the shapes are what compiles
+        with torch.no_grad():
+            terms = encoding.input_terms(torch.zeros(1, check_positive_int("length", length), width, device=device))
+    score_mod = score_mod_for(encoding, terms=terms)
     if score_mod is None:
         raise ValueError(
             f"warmup compiles FlexAttention for a bias scheme (one whose score_mod hook gives a score "
             f"mod); {getattr(encoding, 'name', type(encoding).__name__)!r} has no score mod, and "
             "posenc.Attention runs it through SDPA"
         )
-    h = num_heads if num_heads is not None else getattr(getattr(encoding, "config", None), "num_heads", None)
     if h is None:
         raise ValueError("this scheme's config has no num_heads: pass warmup(..., num_heads=)")
     h, length, head_dim = (

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ class ReportSummary:
     results: int = 0
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # what the reader should know that is no error
 
 
 @dataclass
@@ -67,12 +68,16 @@ def _module_of(name: str, family: str) -> str:
     return scheme_class(name).__module__
 
 
+#: How a verdict that is neither pass nor fail reads in the tables.
+_MARKS = {"input": "depends on input"}
+
+
 def _properties_table(row: dict[str, Any]) -> str:
     rows = []
     for criterion, result in row["results"].items():
         verdict = row["verdict"][criterion]
         if result is None:
-            rows.append([criterion, ("n/a", "na"), "", "", row["reasons"][criterion]])
+            rows.append([criterion, (_MARKS.get(verdict, "n/a"), "na"), "", "", row["reasons"][criterion]])
             continue
         rows.append([criterion, (verdict, verdict), f"{result.value:.6g}", f"{result.comparison} {result.threshold:.6g}",
                      row["reasons"][criterion]])
@@ -88,7 +93,7 @@ def _comparison_table(rows: list[dict[str, Any]]) -> str:
         cells: list[Any] = [row["scheme"], row["family"]]
         for criterion in CRITERIA:
             verdict = row["verdict"][criterion]
-            mark = {"pass": "✓ pass", "fail": "✗ fail"}.get(verdict, "n/a")
+            mark = {"pass": "✓ pass", "fail": "✗ fail", **_MARKS}.get(verdict, "n/a")
             cells.append((mark, verdict if verdict in ("pass", "fail") else "na", row["reasons"][criterion]))
         body.append(cells)
         failed = [f"<i>{escape(c)}</i>: {escape(row['reasons'][c])}" for c in CRITERIA if row["verdict"][c] == "fail"]
@@ -134,11 +139,12 @@ def _notes(name: str, family: str) -> list[str]:
                          "are stated for positions on a line; a grid figure, where drawn, uses 2-D positions.")
     if family != "reference" and getattr(scheme_class(name), "data_dependent", False):
         notes.append("A data-dependent scheme: its position term is computed from the queries, keys or the layer "
-                     "input, not from positions alone, so it has no figures or checks here and no row in the "
-                     "comparison table; its tests pin it against its reference implementation.")
+                     "input, not from positions alone, so it is drawn for random inputs (the mean and a band), and "
+                     "the criteria that the input decides read “depends on input”; its tests pin it against its "
+                     "reference implementation.")
     elif family in ("bias", "relative"):
-        notes.append("A relative scheme: it has no code per position, so the heatmap shows what a query at "
-                     "position p receives for the key at position 0.")
+        notes.append("A relative scheme: it has no code per position, so its figures show what a query receives "
+                     "from the keys behind it (a heatmap, where drawn: a query at position p and the key at 0).")
     return notes
 
 
@@ -163,13 +169,43 @@ def _draw(section: _Section, spec: Any, dpi: int, errors: list[str]) -> None:
         section.notes.append(f"Figure '{spec.kind}' could not be drawn: {err}")
 
 
+def _draw_trained(
+    section: _Section, runs: list[Any] | None, results_dir: Path, dpi: int, errors: list[str]
+) -> None:
+    """The bias figures of ``section``'s trained encodings (from ``results_dir/encodings``), placed
+    after its figure at initialisation; without any, a note says the figure shows initialisation only."""
+    from ..viz import figure_bytes
+    from .trained import ENCODINGS, trained_bias_figures
+
+    if not runs:
+        where = results_dir / ENCODINGS
+        why = "no such folder (runs from before encodings were saved?)" if not where.is_dir() else "none for this scheme"
+        section.notes.append(f"--results: no trained {section.name} encodings in {where} ({why}): the bias "
+                             "against distance is drawn at initialisation only.")
+        return
+    try:
+        figures, problems = trained_bias_figures(section.name, runs)
+    except Exception as err:  # a figure that fails must not sink the atlas; it is reported
+        figures, problems = [], [f"{type(err).__name__}: {err}"]
+    for problem in problems:
+        errors.append(f"{section.name} / trained: {problem}")
+        section.notes.append(f"Trained encodings: {problem}")
+    for figure, caption in figures:
+        width, height = figure.get_size_inches()
+        wide = width / height > 2.2
+        png = figure_bytes(figure, "png", dpi=round(dpi * 1.3) if wide else dpi)
+        section.figures.append(figure_html(png, "png", caption, wide=wide))
+
+
 def _assemble(sections: list[_Section], compared: set[str], results_html: str | None) -> str:
     """The whole page from the finished sections."""
     comparison = (
         '<section id="comparison" class="comparison"><h2>All schemes against the criteria</h2>'
         "<p>Each criterion is measured, not asserted: hover a cell for the number behind it. "
-        "Relative schemes (biases, Shaw) are functions of the distance by construction, so the "
-        "criteria about a code per position do not apply to them.</p>"
+        "Relative schemes (biases, Shaw) have no code per position, so the criteria about one do not apply to "
+        "them; whether a bias depends on the distance alone is measured (offset similarity: FIRE's follows the "
+        "query past its threshold). For data-dependent schemes (CoPE, forgetting attention) the input decides "
+        "most criteria: those read “depends on input”.</p>"
         + _comparison_table([s.verdict for s in sections if s.verdict is not None and s.name in compared])
         + "</section>"
     )
@@ -206,11 +242,25 @@ def build_report(
     names = scheme_names() if schemes is None else list(schemes)
     sections = [_Section(name, family_of(name), notes=_notes(name, family_of(name))) for name in names]
     errors: list[str] = []
+    notes: list[str] = []
+    trained: dict[str, list[Any]] = {}
+    if results_dir is not None:
+        from .trained import ENCODINGS, find_encodings
+
+        trained, problems = find_encodings(results_dir)
+        errors += [f"results: {problem}" for problem in problems]
+        if not trained:
+            notes.append(f"no trained encodings in {Path(results_dir) / ENCODINGS}: the bias figures are drawn at "
+                         "initialisation only")
     steps: list[tuple[str, Callable[[], None]]] = []
     for section in sections:
         steps.append((f"checks: {section.name}", partial(_run_checks, section)))
-        steps += [(f"{spec.kind}: {section.name}", partial(_draw, section, spec, dpi, errors))
-                  for spec in figures_for(section.name, section.family)]
+        for spec in figures_for(section.name, section.family):
+            steps.append((f"{spec.kind}: {section.name}", partial(_draw, section, spec, dpi, errors)))
+            if spec.kind == "bias" and results_dir is not None:  # after training, beside the figure at init
+                runs = trained.get(section.name)
+                steps.append((f"trained: {section.name}",
+                              partial(_draw_trained, section, runs, Path(results_dir), dpi, errors)))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small tensors: extra threads only contend on a shared machine
     try:
@@ -236,7 +286,7 @@ def build_report(
     if progress is not None:
         progress("done", len(steps), len(steps))
     n_figures = sum(len(s.figures) for s in sections)
-    return ReportSummary(path, names, n_figures, n_results, errors, time.perf_counter() - start)
+    return ReportSummary(path, names, n_figures, n_results, errors, time.perf_counter() - start, notes)
 
 
 def _version() -> str:

@@ -53,14 +53,16 @@ _PLAN: dict[str, list[FigureSpec]] = {
         _spec("heatmap", "The rotated and decayed unit query: RoPE's waves scaled by ζ^(m/B).", positions=50),
     ],
     "alibi": [
+        _spec("bias", "The bias is a straight line −m_h·(i − j) per head, for the query at i = 255 and every key "
+              "behind it: no learned parameters, any length (Press et al. 2022, §3).", heads=8, positions=256),
         _spec("slopes", "One slope per head: for 8 heads the geometric sequence 2^(−h), h = 1 … 8; other head "
               "counts interleave two such sequences (Press et al. 2022, §3 and footnote).", heads=8),
-        _spec("logits", "The bias is a straight line −m_h·t per head: no learned parameters, any length.", heads=8, positions=256),
         _spec("heatmap", "Bias from a query at position p to the key at 0, per head: −m_h·p.", positions=50),
     ],
     "t5": [
+        _spec("bias", "The bias per head for the query at i = 255 and every key behind it: constant within a bucket "
+              "(values at initialisation, N(0, 0.02)).", positions=256),
         _spec("buckets", "Exact buckets near, log-spaced buckets up to max_distance, one shared bucket beyond (Raffel et al. 2020, §2.1).", positions=64),
-        _spec("logits", "The bias per head is constant within a bucket (values at initialisation).", positions=256),
         _spec("heatmap", "Bias from a query at position p to the key at 0, per head (random init): one value per bucket.", positions=50),
     ],
     "shaw": [
@@ -93,15 +95,42 @@ _PLAN["sinusoidal_nd"] = [
 ]
 
 _PLAN["kerple"] = [
-    _spec("logits", "−r1_h·log(1 + r2_h·t) per head at initialisation (r1 ~ 2·U[0, 1), r2 ~ U[0, 1), GPT-NeoX "
-          "ParallelKerpleLog): a logarithmic penalty, steep near and flat far (Chi et al. 2022, §4.2).", positions=256),
+    _spec("bias", "−r1_h·log(1 + r2_h·(i − j)) per head at initialisation (r1 ~ 2·U[0, 1), r2 ~ U[0, 1), GPT-NeoX "
+          "ParallelKerpleLog), for the query at i = 255 and every key behind it: a logarithmic penalty, steep near "
+          "and flat far (Chi et al. 2022, §4.2).", positions=256),
     _spec("heatmap", "Bias from a query at position p to the key at 0, per head: −r1_h·log(1 + r2_h·p).", positions=50),
 ]
 
 _PLAN["sandwich"] = [
-    _spec("logits", "Σ_k cos(t·ω_k) − d'/2 per head, divided by 8h/H: falls, wiggling, towards −d'/2·H/8h "
-          "(Chi et al. 2023, §5).", positions=256),
+    _spec("bias", "(Σ_k cos((i − j)·ω_k) − d'/2)·H/(8h) per head, d' = 128, for the query at i = 255 and every key "
+          "behind it: falls, wiggling, towards −d'/2·H/8h; no parameters (Chi et al. 2023, §5).", positions=256),
     _spec("heatmap", "Bias from a query at position p to the key at 0, per head: no parameters, any length.", positions=50),
+]
+
+_PLAN["fire"] = [
+    _spec("bias", "f_h(ψ(i − j)/ψ(max(L, i))) per head at initialisation (a random MLP; c = 0.1, L = 512), for the "
+          "query at i = 255, 1023 and 4095 and every key behind it: below L the curve depends on i − j alone; past "
+          "it the normaliser follows the query, so the same curve is stretched over [0, i] (Li et al. 2024, §3.2).",
+          positions=256),
+]
+
+_PLAN["dpb"] = [
+    _spec("bias", "MLP_h(i − j) per head at initialisation (Linear → SiLU, depth 2, width 32), for the query at "
+          "i = 255 and every key behind it: a random smooth function of the distance until trained (Wang et al. "
+          "2021, §3.3).", positions=256),
+]
+
+_PLAN["cope"] = [
+    _spec("bias", "CoPE's term q_i·e[p_ij] against i − j for queries and keys ~ N(0, I) (16 sequences of 256, seed 0; "
+          "causal logits q·k/√hd): mean over sequences and queries, band 10–90 %. At initialisation the table e is "
+          "zeros (paper, x-transformers), so the term is 0 for any input; one table serves every head "
+          "(Golovneva et al. 2024, §3).", positions=256),
+]
+
+_PLAN["forgetting"] = [
+    _spec("bias", "Σ_{j<t≤i} log f_t per head, f_t = σ(w_h·x_t + b_h), for a layer input x ~ N(0, 1) (16 sequences "
+          "of 256, d = 64, seed 0): mean over sequences and queries, band 10–90 %. At initialisation b_h = 5, so "
+          "f ≈ 0.993: about −0.008 per token on these inputs, nearly linear like ALiBi (Lin et al. 2025, §2).", positions=256),
 ]
 
 _GENERIC = {
@@ -114,7 +143,8 @@ _GENERIC = {
         _spec("logits", "The logit of the same content at distance t (queries along axis 0).", positions=256),
         _spec("heatmap", "The rotated unit query at each position.", positions=50),
     ],
-    "bias": [_spec("logits", "The bias against distance, per head.", positions=256)],
+    "bias": [_spec("bias", "The bias against distance i − j, per head, for the query at i = 255 and every key behind it.",
+                   positions=256)],
     "relative": [_spec("logits", "The position term of the logit against distance.", positions=64)],
     "none": [],
 }
@@ -132,6 +162,8 @@ def figures_for(scheme: str, family: str) -> list[FigureSpec]:
     """The figures the atlas draws for ``scheme`` (of ``family``)."""
     from ..analysis import is_data_dependent
 
-    if family != "reference" and is_data_dependent(scheme):
-        return []  # its position term needs queries, keys or the layer input: nothing to draw from positions
+    if family != "reference" and is_data_dependent(scheme) and scheme not in _PLAN:
+        # its position term needs queries, keys or the layer input: drawn for random inputs only
+        return [_spec("bias", "The position term against distance i − j for random N(0, 1) inputs: mean over "
+                      "sequences and queries, band 10–90 %.", positions=256)]
     return list(_PLAN.get(scheme, _GENERIC.get(family, [])))

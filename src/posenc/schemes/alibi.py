@@ -31,9 +31,9 @@ from torch import Tensor
 
 from .. import functional as F
 from ..functional._checks import check_bool, check_number, check_positive_int
-from ..kernels.bias import cached_bias
+from ..kernels.bias import build_bias, cached_bias
 from ..kernels.flex import ScoreMod
-from .base import PositionalEncoding, check_bias_fits, register
+from .base import PositionalEncoding, bias_into, check_bias_fits, register
 
 __all__ = ["ALiBi", "ALiBiConfig", "alibi_score_mod", "config_slopes"]
 
@@ -140,18 +140,30 @@ class ALiBi(PositionalEncoding):
     def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict:
         return {"num_heads": num_heads, "bidirectional": not causal}
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        """``[h, sq, sk]`` for positions ``[s]``; ``[b, h, sq, sk]`` for positions ``[b, s]``."""
+    def bias(self, q_positions: Tensor, k_positions: Tensor, *, out: Tensor | None = None) -> Tensor:
+        """``[h, sq, sk]`` for positions ``[s]``; ``[b, h, sq, sk]`` for positions ``[b, s]``;
+        written into ``out`` where given (see :meth:`PositionalEncoding.bias`: inference, no
+        gradient; a tensor of another shape, dtype or device is a ValueError)."""
         q_positions = F.as_positions(q_positions, device=self.slopes.device)
         k_positions = F.as_positions(k_positions, device=self.slopes.device)
         check_bias_fits(q_positions, k_positions, self.config.num_heads, torch.float32, self.slopes.device)
         scaled = self.interpolated_slopes(k_positions.shape[-1] if k_positions.dim() else 1)
-        if scaled is not None:  # depends on the length: computed directly
-            return F.alibi_bias(scaled.float(), q_positions, k_positions, bidirectional=self.config.bidirectional)
-        fast = cached_bias(self, q_positions, k_positions)  # contiguous ranges: Toeplitz build + cache
-        if fast is not None:
-            return fast
-        return F.alibi_bias(self.slopes.float(), q_positions, k_positions, bidirectional=self.config.bidirectional)
+        if scaled is None:  # a function of the distance alone: the Toeplitz build for contiguous ranges
+            fast = (
+                cached_bias(self, q_positions, k_positions)
+                if out is None
+                else build_bias(self, q_positions, k_positions, out=out)
+            )
+            if fast is not None:
+                return fast
+        # the slopes scaled for this length (Al-Khateeb et al. 2023) or other positions: computed directly
+        bias = F.alibi_bias(
+            (self.slopes if scaled is None else scaled).float(),
+            q_positions,
+            k_positions,
+            bidirectional=self.config.bidirectional,
+        )
+        return bias if out is None else bias_into(out, bias)
 
     def interpolated_slopes(self, length: int) -> Tensor | None:
         """``[h]`` float64: the slopes scaled by ``train_length / length`` when ``length`` exceeds

@@ -57,7 +57,7 @@ from torch import Tensor, nn
 from .._memory import check_fits
 from ..functional._checks import as_positions, broadcast_shape
 from ..functional.relative import relative_positions
-from ..kernels.bias import cached_bias
+from ..kernels.bias import build_bias, cached_bias
 from ..kernels.ranges import mark_range
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ __all__ = [
     "default_positions",
     "check_head_width",
     "check_bias_fits",
+    "bias_into",
 ]
 
 FAMILIES = ("none", "absolute", "rotary", "bias", "relative")
@@ -143,6 +144,20 @@ def check_positions_fit(positions: Tensor, x: Tensor, what: str) -> None:
         )
 
 
+def bias_into(out: object, bias: Tensor) -> Tensor:
+    """``out`` holding ``bias`` (copied without gradient): what :meth:`PositionalEncoding.bias` does
+    with ``out=`` where no build writes into it directly. A ValueError naming the shape, dtype and
+    device accepted and those given when ``out`` is not a tensor of ``bias``'s."""
+    if not isinstance(out, Tensor) or out.shape != bias.shape or out.dtype != bias.dtype or out.device != bias.device:
+        got = f"{tuple(out.shape)} {out.dtype} {out.device}" if isinstance(out, Tensor) else type(out).__name__
+        raise ValueError(
+            f"out must be {list(bias.shape)} of dtype {bias.dtype} on {bias.device} (the bias of these "
+            f"positions), got {got}"
+        )
+    with torch.no_grad():
+        return out.copy_(bias)
+
+
 class PositionalEncoding(nn.Module):
     """Base class of every scheme. Subclasses set ``name``, ``family``, ``Config`` and the hooks."""
 
@@ -182,7 +197,7 @@ class PositionalEncoding(nn.Module):
         """Queries and keys ``[b, h, s, hd]`` in, rotated out (identity here)."""
         return q, k
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
+    def bias(self, q_positions: Tensor, k_positions: Tensor, *, out: Tensor | None = None) -> Tensor | None:
         """Additive logit bias ``[h, sq, sk]`` (``[b, h, sq, sk]`` for batched positions), or None.
 
         Here: from :meth:`relative_bias_values` where the scheme defines it (contiguous ranges of
@@ -190,17 +205,30 @@ class PositionalEncoding(nn.Module):
         evaluating it at every pair's ``k - q``); None otherwise. A bias larger than the memory
         available is refused before it is built (:func:`check_bias_fits`; the schemes that override
         this hook call it too).
+
+        ``out``: a preallocated tensor of the bias's shape, dtype and device (``[h, sq, sk]`` for
+        1-D positions) to write it into, for inference; it is returned. Contiguous ranges are
+        built straight into it (:func:`~posenc.kernels.bias.build_bias`, uncached), other
+        positions computed and copied. No gradient flows into ``out``. A tensor of another shape,
+        dtype or device is a ValueError naming what was given and what is accepted. Every scheme
+        takes it (those without a bias return None and leave ``out`` alone).
         """
         if type(self).relative_bias_values is PositionalEncoding.relative_bias_values:
             return None
         device = next((t.device for t in (*self.parameters(), *self.buffers())), None)
         check_bias_fits(q_positions, k_positions, getattr(self.config, "num_heads", 1), torch.float32, device)
-        cached = cached_bias(self, q_positions, k_positions)  # contiguous ranges: Toeplitz build + cache
-        if cached is not None:
-            return cached
+        if out is not None:
+            built = build_bias(self, q_positions, k_positions, out=out)  # contiguous ranges: Toeplitz build
+            if built is not None:
+                return built
+        else:
+            cached = cached_bias(self, q_positions, k_positions)  # contiguous ranges: Toeplitz build + cache
+            if cached is not None:
+                return cached
         rel = relative_positions(as_positions(q_positions, device=device), as_positions(k_positions, device=device))
         values = self.relative_bias_values(rel.flatten())  # [h, (...) sq sk]: every pair
-        return values.unflatten(-1, rel.shape).movedim(0, -3)  # [h, ..., sq, sk] -> [..., h, sq, sk]
+        bias = values.unflatten(-1, rel.shape).movedim(0, -3)  # [h, ..., sq, sk] -> [..., h, sq, sk]
+        return bias if out is None else bias_into(out, bias)
 
     # -- capabilities: what attention, FlexAttention and the caches ask of a scheme ------------
     def relative_bias_values(self, rel: Tensor) -> Tensor | None:
@@ -221,7 +249,12 @@ class PositionalEncoding(nn.Module):
         """The bias as a FlexAttention score mod ``(score, b, h, q_idx, kv_idx) -> score`` for query
         ``i`` at ``q_offset + i`` against key ``j`` at ``j`` (positions relative to the first key);
         None (here) where the scheme has none: :class:`posenc.Attention` then materialises
-        :meth:`bias`. The score mod captures the scheme's parameters detached."""
+        :meth:`bias`. The score mod captures the scheme's parameters detached.
+
+        A scheme with :attr:`uses_input_terms` (forgetting attention) takes its keys' input terms
+        as well, ``score_mod(q_offset, terms=terms)`` with ``terms [b, h, sk]`` from
+        :meth:`input_terms` (the cache's, when decoding), so that its bias is computed per score
+        from O(L) numbers (see :mod:`posenc.kernels.flex`)."""
         return None
 
     def check_attention(self, *, dim: int, num_heads: int, head_dim: int, causal: bool) -> None:

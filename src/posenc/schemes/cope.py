@@ -12,6 +12,8 @@ included, as the paper's ``SelfAttn`` passes it; masked keys get ``g = 0``), and
     p_ij = min(Σ_{t=j}^{i} g_it, P - 1),    z_ij += (1 - w) · q_i · e[⌊p_ij⌋] + w · q_i · e[⌈p_ij⌉],  w = p_ij - ⌊p_ij⌋
 
 with ``e [P, hd]`` a learned table (zeros at initialisation, as in the paper and x-transformers).
+Counts past the table clip at ``P - 1`` (the paper's ``pos.clamp(max=npos_max - 1)``): no sequence
+is too long for it, keys further than ``P - 1`` gated keys all get ``e[P - 1]``.
 Numerically identical to x-transformers' ``CoPE`` (``x_transformers/x_transformers.py``, default
 path: ``soft_onehot=False``, ``talking_heads=False``) given the same ``pos_emb``.
 
@@ -98,9 +100,21 @@ class CoPE(PositionalEncoding):
     def logit_term(self, q: Tensor, logits: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         """``q_i · e[p_ij]`` interpolated: ``[b, h, sq, sk]`` from the scaled, masked logits."""
         check_head_width(self.name, self.config.dim, q)
+        if not isinstance(logits, Tensor) or logits.dim() != 4 or logits.shape[:3] != q.shape[:3]:
+            got = f"shape {tuple(logits.shape)}" if isinstance(logits, Tensor) else type(logits).__name__
+            raise ValueError(
+                f"cope: logits must be the scaled, masked logits [b, h, sq, sk] of the queries "
+                f"{tuple(q.shape)} (b, h, sq = {tuple(q.shape[:3])}), got {got}"
+            )
         rel = None
         if self.config.bidirectional:
             rel = F.relative_positions(F.as_positions(q_positions), F.as_positions(k_positions)).to(q.device)
+            if rel.shape[-2:] != logits.shape[-2:] or (rel.dim() == 3 and rel.shape[0] not in (1, logits.shape[0])):
+                raise ValueError(
+                    f"cope: query and key positions giving distances {tuple(rel.shape)} do not fit the logits "
+                    f"[b, h, sq, sk] = {tuple(logits.shape)}: expected [s] or [b, s] positions with "
+                    f"sq = {logits.shape[-2]} query and sk = {logits.shape[-1]} key positions"
+                )
         pos = cope_positions(logits.sigmoid(), self.config.max_positions, rel)  # [b, h, sq, sk]
         per_position = q @ self.pos_emb.to(q.dtype).T  # [b, h, sq, P]
         floor = pos.floor()

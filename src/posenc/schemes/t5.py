@@ -17,9 +17,9 @@ from torch import Tensor, nn
 
 from .. import functional as F
 from ..functional._checks import check_bool, check_integer_positions, check_number, check_positive_int
-from ..kernels.bias import cached_bias, cached_index
+from ..kernels.bias import build_bias, cached_bias, cached_index
 from ..kernels.flex import ScoreMod
-from .base import PositionalEncoding, check_bias_fits, register
+from .base import PositionalEncoding, bias_into, check_bias_fits, register
 
 __all__ = ["T5Bias", "T5Config", "t5_score_mod"]
 
@@ -105,21 +105,28 @@ class T5Bias(PositionalEncoding):
             max_distance=c.max_distance,
         )
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        """``[h, sq, sk]`` for positions ``[s]``; ``[b, h, sq, sk]`` for positions ``[b, s]``."""
+    def bias(self, q_positions: Tensor, k_positions: Tensor, *, out: Tensor | None = None) -> Tensor:
+        """``[h, sq, sk]`` for positions ``[s]``; ``[b, h, sq, sk]`` for positions ``[b, s]``;
+        written into ``out`` where given (see :meth:`PositionalEncoding.bias`: inference, no
+        gradient; a tensor of another shape, dtype or device is a ValueError)."""
         weight = self.relative_attention_bias.weight
         device = weight.device
         check_bias_fits(q_positions, k_positions, self.config.num_heads, weight.dtype, device)
-        fast = cached_bias(self, q_positions, k_positions)  # contiguous ranges, no grad: Toeplitz build + cache
-        if fast is not None:
-            return fast
+        if out is not None:
+            built = build_bias(self, q_positions, k_positions, out=out)  # contiguous ranges: Toeplitz build
+            if built is not None:
+                return built
+        else:
+            fast = cached_bias(self, q_positions, k_positions)  # contiguous ranges, no grad: Toeplitz build + cache
+            if fast is not None:
+                return fast
         buckets = cached_index(self, q_positions, k_positions, device)  # contiguous ranges: [sq, sk], cached
         if buckets is None:
             buckets = self.buckets(
                 F.as_positions(q_positions, device=device), F.as_positions(k_positions, device=device)
             )
-        values = self.relative_attention_bias(buckets)  # [..., sq, sk, h]
-        return values.movedim(-1, -3)  # [..., h, sq, sk]
+        bias = self.relative_attention_bias(buckets).movedim(-1, -3)  # [..., sq, sk, h] -> [..., h, sq, sk]
+        return bias if out is None else bias_into(out, bias)
 
     def relative_index(self, rel: Tensor) -> Tensor:
         """The bucket of each distance: ``[w]``."""

@@ -269,6 +269,17 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
     )
 
 
+def _bias(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis.bias import bias_against_distance
+    from .bias import bias_figure
+
+    data = bias_against_distance(
+        scheme, length=options.positions or 256, seed=options.seed, **scheme_config(scheme, options)
+    )
+    what = ", random inputs" if data["data_dependent"] else ""
+    return bias_figure([data], title=f"{_label(scheme, options)}: bias per head at initialisation{what}")
+
+
 def _buckets(scheme: str, options: PlotOptions) -> Any:
     from ..analysis import build_scheme, t5_bucket_map
     from .relative import t5_bucket_map as draw
@@ -291,6 +302,11 @@ def _drawable(name: str) -> bool:
     from ..analysis import is_data_dependent
 
     return not is_data_dependent(name)
+
+
+def _bias_or_data_dependent(name: str, family: str) -> bool:
+    """Bias schemes, and data-dependent ones (their term drawn for random inputs)."""
+    return family != "reference" and (family == "bias" or not _drawable(name))
 
 
 def _any(*families: str) -> Callable[[str, str], bool]:
@@ -372,6 +388,13 @@ KINDS: dict[str, Kind] = {
             _multi_axis,
             _grid,
             "absolute schemes over several axes (sinusoidal_nd)",
+        ),
+        Kind(
+            "bias",
+            "bias against distance i − j, one line per head (random inputs for data-dependent schemes)",
+            _bias_or_data_dependent,
+            _bias,
+            "bias schemes and data-dependent ones (cope, forgetting)",
         ),
     )
 }

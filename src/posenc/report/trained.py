@@ -1,0 +1,126 @@
+"""The encodings ``posenc experiment`` trained, for the atlas's "after training" figures.
+
+The runner saves each run's encoding as ``RUNS/encodings/<experiment>__<task>__<scheme>__seed<N>.pt``
+(``__<variant>`` appended for a job that trains a model per variant; ``+randomized`` written
+``_randomized``), read back by :func:`posenc.experiments.runner.load_encoding`. A file that cannot
+be read becomes a problem in words, never an error: the atlas still gets built.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ENCODINGS", "TrainedRun", "find_encodings", "trained_bias_figures", "MAX_GROUPS"]
+
+#: The folder under a runs folder that holds the trained encodings.
+ENCODINGS = "encodings"
+#: At most this many (experiment, task) groups are drawn per scheme; the others are named in a note.
+MAX_GROUPS = 4
+_NAME = re.compile(
+    r"^(?P<experiment>[^_]+(?:_[^_]+)*)__(?P<task>.+?)__(?P<spec>.+?)__seed(?P<seed>\d+)(?:__(?P<variant>.+))?$"
+)
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """One saved encoding: where it is, and the run it came from (parsed from the file name)."""
+
+    path: Path
+    experiment: str
+    task: str
+    spec: str  # the scheme as the file names it ("alibi", "alibi_randomized")
+    seed: int
+    variant: str = ""
+
+    @property
+    def group(self) -> str:
+        """``experiment/task`` (with the randomized positions and the variant when there are any)."""
+        extra = " +randomized" if self.spec.endswith("_randomized") else ""
+        return f"{self.experiment}/{self.task}{extra}" + (f" [{self.variant}]" if self.variant else "")
+
+
+def _scheme_of(spec: str, names: set[str]) -> str | None:
+    if spec in names:
+        return spec
+    base = spec.removesuffix("_randomized")
+    return base if base in names else None
+
+
+def find_encodings(runs_dir: str | Path) -> tuple[dict[str, list[TrainedRun]], list[str]]:
+    """``({scheme: [TrainedRun, ...]}, problems)`` for every ``*.pt`` in ``runs_dir/encodings``
+    (sorted by group, then seed); names that do not parse or name no registered scheme are problems."""
+    from ..schemes import available
+
+    folder = Path(runs_dir) / ENCODINGS
+    if not folder.is_dir():
+        return {}, []
+    names = set(available())
+    found: dict[str, list[TrainedRun]] = {}
+    problems = []
+    for path in sorted(folder.glob("*.pt")):
+        match = _NAME.match(path.stem)
+        scheme = _scheme_of(match["spec"], names) if match else None
+        if match is None or scheme is None:
+            problems.append(f"{ENCODINGS}/{path.name}: not named <experiment>__<task>__<scheme>__seed<N>.pt; skipped")
+            continue
+        run = TrainedRun(
+            path, match["experiment"], match["task"], match["spec"], int(match["seed"]), match["variant"] or ""
+        )
+        found.setdefault(scheme, []).append(run)
+    for runs in found.values():
+        runs.sort(key=lambda r: (r.group, r.seed))
+    return found, problems
+
+
+def trained_bias_figures(
+    scheme: str, runs: list[TrainedRun], *, length: int = 256, load: Callable[[Path], Any] | None = None
+) -> tuple[list[tuple[Any, str]], list[str]]:
+    """``([(figure, caption), ...], problems)``: the bias against distance of ``scheme``'s trained
+    encodings, one figure per (experiment, task) group (at most :data:`MAX_GROUPS`), every seed of
+    the group in it (the lowest bold). ``load`` reads a file (default: ``load_encoding``)."""
+    from ..analysis.bias import bias_against_distance
+    from ..viz.bias import bias_figure
+
+    if load is None:
+        from ..experiments.runner import load_encoding as load
+    groups: dict[str, list[TrainedRun]] = {}
+    for run in runs:
+        groups.setdefault(run.group, []).append(run)
+    figures, problems = [], []
+    for group, members in list(groups.items())[:MAX_GROUPS]:
+        data, seeds, learned = [], [], False
+        for run in members:
+            try:
+                module = load(run.path)
+                if module.name != scheme:
+                    raise ValueError(f"it holds a {module.name!r} encoding, not {scheme!r}")
+                data.append(bias_against_distance(module, length=length))
+                seeds.append(run.seed)
+                learned = learned or any(p.numel() for p in module.parameters())
+            except Exception as err:  # a broken file must not sink the atlas; it is reported
+                problems.append(f"{ENCODINGS}/{run.path.name}: cannot be drawn ({type(err).__name__}: {err})")
+        if not data:
+            continue
+        heads = data[0]["heads"]
+        heads_words = "one table for every head" if heads == 1 else f"{heads} heads"
+        what = ", random inputs" if data[0]["data_dependent"] else ""
+        title = f"{scheme}: bias per head after training ({heads_words}{what})"
+        seed_words = (
+            f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(map(str, seeds))} (seed {seeds[0]} bold)"
+        )
+        caption = (
+            f"After training on {group}, {seed_words}: the same figure for the encoding the experiment trained."
+            + ("" if learned else " It has no learned parameters: training leaves it as it was.")
+            + f" (The experiment's model: {heads_words}; loaded from {', '.join(f'{ENCODINGS}/{r.path.name}' for r in members[:3])}"
+            + (", …" if len(members) > 3 else "")
+            + ")."
+        )
+        figures.append((bias_figure(data, title=title, label=group), caption))
+    if len(groups) > MAX_GROUPS:
+        rest = list(groups)[MAX_GROUPS:]
+        problems.append(f"{scheme}: {len(rest)} more trained group(s) not drawn: {', '.join(rest)}")
+    return figures, problems

@@ -1,0 +1,91 @@
+"""posenc.report.trained and the atlas's bias figures after training (``posenc report --results``).
+
+Pinned: the trained figure draws the loaded encoding's bias, KERPLE's ``-r1·log(1 + r2·d)`` with
+the trained r1, r2 (Chi et al. 2022, §4.2); a runs folder without encodings draws initialisation
+only and says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("matplotlib")
+
+import posenc  # noqa: E402
+from posenc.analysis.bias import bias_at_query  # noqa: E402
+from posenc.experiments.runner import load_encoding, save_encoding  # noqa: E402
+from posenc.report import build_report  # noqa: E402
+from posenc.report.trained import find_encodings, trained_bias_figures  # noqa: E402
+
+
+def _kerple(r1: list[float], r2: list[float]) -> posenc.PositionalEncoding:
+    module = posenc.create("kerple", num_heads=len(r1))
+    with torch.no_grad():  # log variant: bias_p is r1, bias_a is r2 (GPT-NeoX's names)
+        module.bias_p.copy_(torch.tensor(r1))
+        module.bias_a.copy_(torch.tensor(r2))
+    return module
+
+
+def _runs(tmp_path: Path) -> Path:
+    runs = tmp_path / "runs"
+    save_encoding(_kerple([0.5, 1.0, 2.0], [0.1, 0.2, 0.4]), runs / "encodings" / "length__copy__kerple__seed0.pt")
+    save_encoding(_kerple([0.3, 0.6, 0.9], [1.0, 1.0, 1.0]), runs / "encodings" / "length__copy__kerple__seed1.pt")
+    save_encoding(posenc.create("alibi", num_heads=4), runs / "encodings" / "length__copy__alibi_randomized__seed0.pt")
+    return runs
+
+
+def _lines(figure, width: float) -> list:
+    return [line for ax in figure.axes for line in ax.get_lines() if line.get_linewidth() == width]
+
+
+def test_find_encodings_reads_the_runner_names(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    (runs / "encodings" / "notes.pt").write_bytes(b"not a run")
+    found, problems = find_encodings(runs)
+    assert sorted(found) == ["alibi", "kerple"]
+    assert [(r.group, r.seed) for r in found["kerple"]] == [("length/copy", 0), ("length/copy", 1)]
+    assert found["alibi"][0].group == "length/copy +randomized"
+    assert len(problems) == 1 and "notes.pt" in problems[0]
+    assert find_encodings(tmp_path / "nowhere") == ({}, [])
+
+
+def test_trained_figure_draws_the_loaded_encodings_bias(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    found, _ = find_encodings(runs)
+    ((figure, caption),), problems = trained_bias_figures("kerple", found["kerple"], length=64)
+    assert problems == [] and "length/copy" in caption and "seeds 0, 1" in caption
+    d = torch.arange(64, dtype=torch.float64)
+    bold = _lines(figure, 1.6)  # seed 0, one line per head
+    for line, r1, r2 in zip(bold, (0.5, 1.0, 2.0), (0.1, 0.2, 0.4)):
+        assert torch.allclose(torch.as_tensor(line.get_ydata()), -r1 * torch.log1p(r2 * d), atol=1e-5)
+    thin = _lines(figure, 0.7)  # seed 1
+    loaded = bias_at_query(load_encoding(runs / "encodings" / "length__copy__kerple__seed1.pt"), 63)
+    assert len(thin) == 3 and all(torch.allclose(torch.as_tensor(t.get_ydata()), v) for t, v in zip(thin, loaded))
+
+
+def test_a_broken_encoding_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    (runs / "encodings" / "length__copy__kerple__seed2.pt").write_bytes(b"garbage")
+    found, _ = find_encodings(runs)
+    figures, problems = trained_bias_figures("kerple", found["kerple"], length=16)
+    assert len(figures) == 1 and len(problems) == 1 and "seed2.pt: cannot be drawn" in problems[0]
+    _, problems = trained_bias_figures("alibi", found["kerple"], length=16)
+    assert "holds a 'kerple' encoding, not 'alibi'" in problems[0]
+
+
+def test_report_draws_trained_beside_init_or_says_why_not(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    summary = build_report(tmp_path / "with", results_dir=runs, schemes=["kerple"])
+    page = summary.path.read_text(encoding="utf-8")
+    assert summary.figures == 3 and "After training on length/copy, seeds 0, 1" in page  # init, trained, heatmap
+    assert page.index("at initialisation (r1 ~ 2·U") < page.index("After training on length/copy")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    summary = build_report(tmp_path / "without", results_dir=empty, schemes=["kerple"])
+    page = summary.path.read_text(encoding="utf-8")
+    assert summary.figures == 2 and "drawn at initialisation only" in page
+    assert any("no trained encodings" in note for note in summary.notes)
+    assert not any("encodings" in error for error in summary.errors)  # (the empty folder has no results.json)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import posenc
+from posenc import flex
 from tests.all_schemes import through_flex_and_sdpa
 
 
@@ -150,16 +151,45 @@ def test_bad_config_values_are_named(config: dict, error: type, message: str) ->
         posenc.create("dpb", **config)
 
 
-def test_flex_attention_does_not_serve_it() -> None:
-    """No score mod (an MLP unrolled per score is too costly to compile; see ``score_mod``): with
-    ``set_mode("always")`` attention runs SDPA with the materialised bias, the same numbers."""
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize(("sq", "sk", "q_offset"), [(6, 6, 0), (3, 10, 7), (1, 9, 8), (4, 4, -2)])
+def test_score_mod_reads_the_bias_at_each_distance(bidirectional, sq, sk, q_offset) -> None:
+    """The score mod's table over the call's distances gives the materialised bias at every (head,
+    query, key), queries ``q_offset`` positions past the first key (decoding: 1 query past 8 keys)."""
+    torch.manual_seed(0)
+    enc = posenc.create("dpb", num_heads=3, hidden_dim=6, log_distance=bidirectional, norm=True)
+    mod = flex.score_mod_for(enc, q_offset=q_offset, sq=sq, sk=sk)
+    hh, qq, kk = torch.arange(3)[:, None, None], torch.arange(sq)[None, :, None], torch.arange(sk)[None, None, :]
+    got = mod(torch.zeros(3, sq, sk), torch.zeros((), dtype=torch.long), hh, qq, kk)
+    with torch.no_grad():
+        ref = enc.bias(torch.arange(q_offset, q_offset + sq), torch.arange(sk))
+    torch.testing.assert_close(got, ref, atol=1e-6, rtol=0)
+    assert flex.score_mod_for(enc, q_offset=0) is None  # no lengths, no table: SDPA serves it
+
+
+@pytest.mark.slow
+def test_flex_attention_serves_it_with_a_cache() -> None:
+    """Through FlexAttention (``set_mode("always")``) attention equals SDPA with the materialised
+    bias, for a whole sequence and decoding through a KV cache (12 tokens, then 8)."""
+    if not flex.available("cpu", torch.float32):
+        pytest.skip(f"FlexAttention is not available here: {flex.errors()}")
+    torch._dynamo.reset()  # a fresh recompile budget
     torch.manual_seed(0)
     enc = posenc.create("dpb", num_heads=2, hidden_dim=6, log_distance=True, norm=True)
-    assert enc.score_mod(0) is None
     attn = posenc.Attention(32, 2, encoding=enc, causal=True).eval()
     x = torch.randn(2, 20, 32)
     got, ref = through_flex_and_sdpa(attn, x)
-    assert torch.equal(got, ref)
+    torch.testing.assert_close(got, ref, atol=2e-5, rtol=0)
+    flex.clear_errors()
+    try:
+        flex.set_mode("always")
+        with torch.no_grad():
+            cache = posenc.KVCache()
+            steps = torch.cat([attn(x[:, :12], cache=cache), attn(x[:, 12:], cache=cache)], dim=1)
+    finally:
+        flex.set_mode("auto")
+    assert flex.errors() == {}
+    torch.testing.assert_close(steps, ref, atol=2e-5, rtol=0)
 
 
 def test_distances_far_past_training_are_served_by_the_mlp() -> None:

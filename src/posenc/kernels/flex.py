@@ -114,16 +114,26 @@ def clear_errors() -> None:
     _errors.clear()
 
 
-def score_mod_for(encoding: Any, q_offset: int = 0, k_start: int = 0, terms: Tensor | None = None) -> ScoreMod | None:
+def score_mod_for(
+    encoding: Any,
+    q_offset: int = 0,
+    k_start: int = 0,
+    terms: Tensor | None = None,
+    sq: int | None = None,
+    sk: int | None = None,
+) -> ScoreMod | None:
     """The scheme's score mod (its ``score_mod`` hook) for queries ``q_offset`` positions past the
     keys' start, or None; a scheme with ``score_mod_takes_k_start`` also gets the first key's
-    position ``k_start``, and one with ``uses_input_terms`` the input terms ``[b, h, sk]`` of every
-    key (``terms=``; None without them: its bias cannot be made from positions)."""
+    position ``k_start``, one with ``score_mod_takes_lengths`` the query and key counts ``sq``,
+    ``sk`` (None without them), and one with ``uses_input_terms`` the input terms ``[b, h, sk]`` of
+    every key (``terms=``; None without them: its bias cannot be made from positions)."""
     hook = getattr(encoding, "score_mod", None)
     if not callable(hook):
         return None
     if getattr(encoding, "uses_input_terms", False):
         return None if terms is None else hook(q_offset, terms=terms)
+    if getattr(encoding, "score_mod_takes_lengths", False):
+        return None if sq is None or sk is None else hook(q_offset, sq=sq, sk=sk)
     if getattr(encoding, "score_mod_takes_k_start", False):
         return hook(q_offset, k_start=k_start)
     return hook(q_offset)
@@ -269,7 +279,7 @@ def attend(
         q0, k0 = range_start(q_positions), range_start(k_positions)
         if q0 is None or k0 is None:
             return None
-        score_mod = score_mod_for(encoding, q_offset=q0 - k0, k_start=k0)
+        score_mod = score_mod_for(encoding, q_offset=q0 - k0, k_start=k0, sq=q.shape[-2], sk=k.shape[-2])
     if score_mod is None:
         return None
     mask = block_mask(q.shape[-2], k.shape[-2], causal=causal, q_offset=past, device=q.device)
@@ -296,6 +306,7 @@ def warmup(
     The compile (10-15 s in a cold process on CPU) recurs for each new shape, so warm up with the
     shape you will run.
     """
+    length = check_positive_int("length", length)
     h = num_heads if num_heads is not None else getattr(getattr(encoding, "config", None), "num_heads", None)
     terms = None
     width = getattr(getattr(encoding, "config", None), "dim", None)  # of the layer input its terms are read from
@@ -303,7 +314,7 @@ def warmup(
         # a score mod made from the input terms (forgetting): those of a zero input, the shapes are what compiles
         with torch.no_grad():
             terms = encoding.input_terms(torch.zeros(1, check_positive_int("length", length), width, device=device))
-    score_mod = score_mod_for(encoding, terms=terms)
+    score_mod = score_mod_for(encoding, terms=terms, sq=length, sk=length)
     if score_mod is None:
         raise ValueError(
             f"warmup compiles FlexAttention for a bias scheme (one whose score_mod hook gives a score "

@@ -179,6 +179,9 @@ class PositionalEncoding(nn.Module):
     #: True when :meth:`score_mod` also takes ``k_start=`` (the position of the first key): for a
     #: bias that depends on the query's own position, not only on the distance (FIRE's ``max(L, i)``).
     score_mod_takes_k_start: ClassVar[bool] = False
+    #: ``score_mod(q_offset, sq=, sk=)``: the score mod reads a table over the call's ``sq + sk - 1``
+    #: distances (a learned function of the distance, e.g. DPB's MLP), so it needs the lengths
+    score_mod_takes_lengths: ClassVar[bool] = False
     Config: ClassVar[type]
 
     def __init__(self, config: Any) -> None:

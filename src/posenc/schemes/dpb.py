@@ -9,8 +9,8 @@ The bias of query ``i`` against key ``j`` is ``MLP(x)_h`` of ``x = i - j``, or o
 times ``Linear(m, m)``, each followed by an optional LayerNorm (``norm``) and SiLU, then
 ``Linear(m, h)``. Module and parameter names match x-transformers (``mlp.0.0``, ``mlp.0.1.gamma``,
 ..., ``mlp.<depth>``), so its weights load directly. A function of ``i - j`` alone, so the bias
-comes from :meth:`DynamicPositionBias.relative_bias_values` (Toeplitz build and cache). It has
-no FlexAttention score mod (see :meth:`DynamicPositionBias.score_mod`).
+comes from :meth:`DynamicPositionBias.relative_bias_values` (Toeplitz build and cache); under
+FlexAttention its score mod reads a table of those values over the call's distances.
 """
 
 from __future__ import annotations
@@ -89,10 +89,22 @@ class DynamicPositionBias(PositionalEncoding):
             x = layer(x)
         return x[inverse].t()  # [w, h] -> [h, w]
 
-    def score_mod(self, q_offset: int | Tensor) -> ScoreMod | None:
-        """None: FlexAttention does not serve this scheme, :class:`posenc.Attention` materialises
-        :meth:`bias` (cached, ``[h, sq, sk]``). The MLP written out per score has ``depth * m^2``
-        scalar terms (with LayerNorm and SiLU between), which FlexAttention's CPU compile did not
-        finish in minutes at m = 6; a table over the distances captured in the score mod would
-        change size with the length and recompile for each length."""
-        return None
+    score_mod_takes_lengths = True
+
+    def score_mod(self, q_offset: int | Tensor, *, sq: int, sk: int) -> ScoreMod:
+        """The bias as a FlexAttention score mod for ``sq`` queries ``q_offset`` positions past
+        ``sk`` keys: the MLP runs once on the call's ``sq + sk - 1`` distances
+        (:meth:`relative_bias_values`, detached) and the score mod reads that table, ``[h, w]``
+        (O(L) memory), at ``i - j``: index ``q_idx - kv_idx + sk - 1`` whatever the offset. The
+        MLP written out per score (``depth * m^2`` scalar terms) did not compile in minutes on the
+        CPU; the table has the call's shape, which FlexAttention compiles for anyway."""
+        sq, sk = check_positive_int("sq", sq), check_positive_int("sk", sk)
+        device = self.mlp[0][0].weight.device
+        distance = torch.arange(sq + sk - 1, device=device) + torch.as_tensor(q_offset, device=device) - (sk - 1)
+        with torch.no_grad():
+            table = self.relative_bias_values(-distance).detach()  # [h, w]: i - j = distance
+
+        def dpb(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            return score + table[h, q_idx - kv_idx + (sk - 1)].to(score.dtype)
+
+        return dpb

@@ -8,7 +8,7 @@ and each record::
 
     {"experiment": "length", "task": "copy", "scheme": "rope", "variant": "default", "seed": 0,
      "train_length": 16,                      # L: the longest task length seen in training
-     "metrics": {...},                        # per-length / per-position / per-layer, see README.md, "Experiments"
+     "metrics": {...},                        # per-length / per-position / per-layer, see docs/experiments.md, "results.json"
      "in_distribution": 1.0,                  # summary at lengths <= L (null when unavailable)
      "out_of_distribution": 0.13,             # summary at lengths > L (null when unavailable)
      "summary_metric": "exact_match",         # what the two summaries measure

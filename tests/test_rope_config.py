@@ -709,7 +709,7 @@ _OWN_APPLY = ("deepseek_v2", "deepseek_v3", "phi", "persimmon", "stablelm")
 
 @pytest.mark.parametrize(
     "model_type",
-    sorted({*posenc.rope_config.MODEL_LAYOUTS} - {"gemma3", "gemma3n", "gemma4", "qwen3_5", "qwen3_5_moe"}),
+    sorted({*posenc.rope_config.MODEL_LAYOUTS} - {"gemma3", "gemma3n", "gemma4", "qwen3_5", "qwen3_5_moe", "llama4"}),
 )
 @pytest.mark.parametrize("scaling", [None, "partial", {"rope_type": "dynamic", "factor": 2.0}])
 def test_every_model_type_reads_a_bare_config_as_transformers_does(model_type, scaling):

@@ -39,6 +39,13 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
 
 * Phi-3.5-MoE (``phimoe``): its ``short_mscale`` / ``long_mscale`` scale cos and sin (when equal,
   as published; posenc has one scale for every length).
+* HunYuan (``hunyuan_v1_dense``, ``hunyuan_v1_moe``): a ``dynamic`` scaling with an ``alpha`` is
+  static NTK-alpha scaling, base ``rope_theta * alpha^(d / (d - 2))`` at every length (HF's
+  ``ntk_alpha``); posenc gives it as the ``ntk`` rule with ``factor = alpha``.
+* Llama 4 (``llama4`` and its ``text_config``, ``llama4_text``): interleaved pairs (HF's complex
+  ``apply_rotary_emb``), Llama 3 scaling whose ``low_freq_factor`` equals ``high_freq_factor``.
+  Its ``no_rope_layers`` (every fourth layer without RoPE) is a layer schedule that
+  ``rope_from_config`` does not read: the module returned is the RoPE of the layers that have one.
 
 Where transformers 5.23 departs from its own configs, posenc follows the config: ``phimoe``'s
 rotary module always uses ``short_factor`` (its ``forward`` recomputes the frequencies without the
@@ -135,7 +142,20 @@ MODEL_LAYOUTS: dict[str, str] = {
         "half",
     ),
     **dict.fromkeys(
-        ("gptj", "codegen", "cohere", "cohere2", "deepseek_v2", "deepseek_v3", "glm", "glm4", "ernie4_5"), "interleaved"
+        (
+            "gptj",
+            "codegen",
+            "cohere",
+            "cohere2",
+            "deepseek_v2",
+            "deepseek_v3",
+            "glm",
+            "glm4",
+            "ernie4_5",
+            "llama4",
+            "llama4_text",
+        ),
+        "interleaved",
     ),
 }
 
@@ -224,6 +244,7 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "granite": {"max_position_embeddings": 2048},
     "granitemoe": {"max_position_embeddings": 2048},
     "llama": {"max_position_embeddings": 2048},
+    "llama4_text": {"rope_theta": 500_000.0, "head_dim": 128, "max_position_embeddings": 131072},
     "ministral": {"max_position_embeddings": 131072},
     "mistral": {"max_position_embeddings": 131072},
     "mixtral": {"rope_theta": 1_000_000.0, "max_position_embeddings": 131072},
@@ -278,7 +299,7 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 #: Multimodal wrappers read without a ``text_config``: their text model's defaults.
-for _wrapper in ("gemma3", "gemma3n", "gemma4", "qwen3_5", "qwen3_5_moe"):
+for _wrapper in ("gemma3", "gemma3n", "gemma4", "qwen3_5", "qwen3_5_moe", "llama4"):
     _HF_DEFAULTS[_wrapper] = _HF_DEFAULTS[f"{_wrapper}_text"]
 _GEMMA4 = ("gemma4", "gemma4_text")
 #: GPT-NeoX's class reads its base and rotated share only from ``rotary_emb_base`` and
@@ -436,10 +457,31 @@ def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: 
     return int(head_dim * _partial_factor(config, params))
 
 
+#: Model types whose rotary module reads a ``dynamic`` scaling with an ``alpha`` as static NTK-alpha
+#: scaling (HF ``HunYuanDenseV1RotaryEmbedding`` / ``HunYuanMoEV1RotaryEmbedding``, rope type
+#: ``ntk_alpha``): base ``rope_theta * alpha^(d / (d - 2))``, the same at every length; ``factor``
+#: and the dynamic rule are unused then.
+_NTK_ALPHA_TYPES = ("hunyuan_v1_dense", "hunyuan_v1_moe")
+
+
+def _ntk_alpha(scaling: dict[str, Any]) -> dict[str, Any]:
+    """HunYuan's ``{"type": "dynamic", "alpha": a, ...}`` as posenc's static ``ntk`` rule with factor ``a``."""
+    alpha = scaling.pop("alpha")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
+        raise ValueError(
+            f"config rope scaling 'dynamic' 'alpha' (HunYuan's NTK-alpha: base * alpha^(d / (d - 2))) must be "
+            f"a positive number, got {alpha!r}; leave it out (or null) for plain dynamic NTK scaling"
+        )
+    _known_keys("dynamic", scaling)  # warns about keys dynamic scaling does not take
+    return {"rope_type": "ntk", "factor": float(alpha)}
+
+
 def _scaling(config: Mapping[str, Any], params: dict[str, Any], nested: bool) -> dict[str, Any] | None:
     kind = params.get("rope_type", params.get("type", "default"))
     if kind == "su" or (kind == "yarn" and config.get("model_type") in _YARN_IS_LONGROPE):
         kind = "longrope"
+    if kind == "dynamic" and config.get("model_type") in _NTK_ALPHA_TYPES and params.get("alpha") is not None:
+        return _ntk_alpha({k: v for k, v in params.items() if k not in ("rope_theta", "type")})
     scaling = {k: v for k, v in params.items() if k not in ("rope_theta", "partial_rotary_factor", "type")}
     scaling["rope_type"] = kind
     if kind == "proportional":

@@ -523,3 +523,27 @@ def test_out_under_a_file_names_the_file(tmp_path, monkeypatch):
             f"error: --out: cannot write {str(out)!r}: {str(afile)!r} is a file, not a folder"
         ]
     assert not drawn and afile.read_text() == ""
+
+
+def test_plot_without_a_kind_lists_the_kinds_of_the_scheme():
+    result = _run("plot", "rope")
+    assert result.exit_code == 2
+    assert "--kind is required; for rope choose one of: heatmap, clock, logits" in result.output
+
+
+def test_check_prints_json_and_strict_fails_on_a_failed_criterion():
+    """``--json``: one object whose verdicts are the table's; ``--strict``: status 1 when a
+    criterion fails (the raw index is unbounded), 0 when none does (the sinusoid)."""
+    import json
+
+    result = _run("check", "index", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["scheme"] == "index" and document["family"] == "reference"
+    bounded = document["criteria"]["bounded"]
+    assert bounded["verdict"] == "fail" and bounded["comparison"] == "<=" and bounded["value"] > bounded["threshold"]
+    assert document["criteria"]["unique"]["verdict"] == "pass"
+    assert _run("check", "index", "--json", "--strict").exit_code == 1
+    strict = _run("check", "index", "--strict")
+    assert strict.exit_code == 1 and "failed: bounded" in strict.output
+    assert _run("check", "sinusoidal", "--strict").exit_code == 0

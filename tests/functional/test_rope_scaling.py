@@ -407,8 +407,8 @@ def test_passthrough_and_null_optional_keys():
             r"'mscale' must be a number >= 0",
         ),
         (
-            {"rope_type": "llama3", **LLAMA31, "high_freq_factor": 1.0},
-            r"'high_freq_factor' must be greater than 'low_freq_factor', got high_freq_factor=1.0, low_freq_factor=1.0",
+            {"rope_type": "llama3", **LLAMA31, "low_freq_factor": 4.0, "high_freq_factor": 1.0},
+            r"'high_freq_factor' must be greater than 'low_freq_factor' or equal to it",
         ),
         (
             {**_longrope(16, factor=2.0), "long_factor": [1.0] * 15},

@@ -155,6 +155,13 @@ def _json(text: str, what: str) -> Any:
         raise ValueError(f"--scaling: {what} is not usable JSON ({err}); give an object like {example}") from None
 
 
+def _finite(value: float) -> float | None:
+    """A number JSON can hold: NaN and infinities become null."""
+    import math
+
+    return float(value) if math.isfinite(value) else None
+
+
 def _check_scheme(scheme: str) -> None:
     from ..viz.kinds import scheme_names
 
@@ -178,7 +185,7 @@ def register(app: Any) -> None:
             metavar="SCHEME",
             help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only.",
         ),
-        kind: str = typer.Option(..., "--kind", "-k", metavar="KIND", help=kind_help),
+        kind: str | None = typer.Option(None, "--kind", "-k", metavar="KIND", help=kind_help),
         out: Path = typer.Option(
             Path("figure.png"), "--out", "-o", metavar="FILE", help="Output file: .png, .svg or .pdf."
         ),
@@ -206,6 +213,8 @@ def register(app: Any) -> None:
         from ..viz._mpl import MAX_DPI, check_suffix
 
         _check_scheme(scheme)
+        if kind is None:
+            _fail(f"--kind is required; for {scheme} choose one of: {', '.join(kinds_for(scheme)) or '(none)'}")
         if kind == "list":
             typer.echo(f"kinds for {scheme}: {', '.join(kinds_for(scheme)) or '(none)'}")
             return
@@ -248,8 +257,15 @@ def register(app: Any) -> None:
         seed: int = typer.Option(
             0, min=0, max=2**63 - 1, metavar="SEED", help="Seed of random initialisations (learned, t5, shaw)."
         ),
+        as_json: bool = typer.Option(
+            False,
+            "--json",
+            help="Print the verdicts as JSON (one object: scheme, family, criteria) instead of a table.",
+        ),
+        strict: bool = typer.Option(False, "--strict", help="Exit with status 1 when a criterion fails."),
     ) -> None:
-        """Measure the seed articles' criteria for one scheme and print the property table."""
+        """Measure the seed articles' criteria for one scheme and print the property table (exit
+        status 0, or 1 with --strict when a criterion fails)."""
         from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
@@ -278,6 +294,24 @@ def register(app: Any) -> None:
                 row = verdict_table([target], seed=seed)[0]
         except (ValueError, TypeError) as err:
             _fail(str(err))
+        failed = [c for c, v in row["verdict"].items() if v == "fail"]
+        if as_json:
+            import json
+
+            criteria = {}
+            for criterion, result in row["results"].items():
+                criteria[criterion] = {
+                    "verdict": row["verdict"][criterion],  # pass, fail, n/a or input (depends on the input)
+                    "value": None if result is None else _finite(result.value),
+                    "comparison": None if result is None else result.comparison,
+                    "threshold": None if result is None else _finite(result.threshold),
+                    "reason": row["reasons"][criterion],
+                }
+            document = {"scheme": options.label(scheme), "family": row["family"], "criteria": criteria}
+            typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+            if strict and failed:
+                raise typer.Exit(1)
+            return
         title = escape(options.label(scheme))  # "rope, linear ×8" when a scaling is drawn
         table = Table(title=f"{title} ({row['family']}): the seed articles' criteria", show_lines=False)
         for column in ("criterion", "verdict", "value", "threshold", "what was found"):
@@ -297,6 +331,9 @@ def register(app: Any) -> None:
                     escape(row["reasons"][criterion]),
                 )
         Console().print(table)
+        if strict and failed:
+            typer.echo(f"failed: {', '.join(failed)}", err=True)
+            raise typer.Exit(1)
 
     @app.command("report", short_help="Write the atlas: index.html with every figure and check.")
     def report_command(

@@ -205,15 +205,24 @@ def _llama3(dim: int, base: float, params: Mapping[str, Any], seq_len: int | Non
     ``s = (original / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)``:
     ``(1 - s) inv_freq / factor + s inv_freq`` (continuous at both edges). Meta llama-models
     ``apply_scaling`` (models/llama3/reference_impl/model.py); HF ``_compute_llama3_parameters``.
+
+    ``low_freq_factor == high_freq_factor`` (Llama 4 Scout and Maverick: both 1.0) leaves no band in
+    between: wavelengths longer than ``original / low_freq_factor`` are divided by ``factor``, the
+    others kept. HF computes the same (it logs a warning and forms a 0/0 that it only uses at a
+    wavelength exactly equal to the edge, where it gives NaN and posenc keeps the frequency; Meta's
+    Llama 4 ``apply_scaling`` asserts there).
     """
     factor = float(params["factor"])
     low, high = float(params["low_freq_factor"]), float(params["high_freq_factor"])
     original = float(params["original_max_position_embeddings"])
     inv_freq = default_inv_freq(dim, base)  # [dim/2]
     wavelength = 2 * math.pi / inv_freq
-    smooth = ((original / wavelength - low) / (high - low)).clamp(0, 1)  # 0: long waves, 1: short waves
-    scaled = (1 - smooth) * inv_freq / factor + smooth * inv_freq
-    scaled = torch.where(wavelength < original / high, inv_freq, scaled)
+    if high > low:
+        smooth = ((original / wavelength - low) / (high - low)).clamp(0, 1)  # 0: long waves, 1: short waves
+        scaled = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+        scaled = torch.where(wavelength < original / high, inv_freq, scaled)
+    else:  # equal factors: no smooth band
+        scaled = inv_freq
     return torch.where(wavelength > original / low, inv_freq / factor, scaled), 1.0
 
 
@@ -356,7 +365,7 @@ _VALUE_RULES: dict[str, tuple[Callable[[object], bool], str]] = {
     "factor": (_positive, "a positive number"),
     "original_max_position_embeddings": (_positive_whole, "a positive whole number"),
     "low_freq_factor": (_positive, "a positive number"),
-    "high_freq_factor": (_positive, "a positive number greater than low_freq_factor"),
+    "high_freq_factor": (_positive, "a positive number, at least low_freq_factor"),
     "beta_fast": (_positive, "a positive number greater than beta_slow"),
     "beta_slow": (_positive, "a positive number"),
     "mscale": (_non_negative, "a number >= 0 (0 means unset, as in HF)"),
@@ -387,10 +396,11 @@ def _check_values(kind: str, params: Mapping[str, Any]) -> None:
                 f"rope scaling {kind!r}: {key!r} must be {description}, got {value!r}; "
                 f"{kind!r} accepts: {_describe(kind)}"
             )
-    if kind == "llama3" and not params["high_freq_factor"] > params["low_freq_factor"]:
+    if kind == "llama3" and not params["high_freq_factor"] >= params["low_freq_factor"]:
         raise ValueError(
-            f"rope scaling 'llama3': 'high_freq_factor' must be greater than 'low_freq_factor', "
-            f"got high_freq_factor={params['high_freq_factor']!r}, low_freq_factor={params['low_freq_factor']!r}"
+            f"rope scaling 'llama3': 'high_freq_factor' must be greater than 'low_freq_factor' or equal to it "
+            f"(Llama 4: both 1.0, no smooth band), got high_freq_factor={params['high_freq_factor']!r}, "
+            f"low_freq_factor={params['low_freq_factor']!r}; 'llama3' accepts: {_describe('llama3')}"
         )
     if kind == "yarn" and not params.get("beta_fast", 32) > params.get("beta_slow", 1):
         raise ValueError(

@@ -82,7 +82,7 @@ PLOT = [
     bad("plot-unknown-scheme", ("plot", "bogus", "--kind", "heatmap"), r"unknown scheme 'bogus'; choose one of: none, sinusoidal"),
     bad("plot-empty-scheme", ("plot", "", "--kind", "heatmap"), r"unknown scheme ''; choose one of"),
     usage("plot-missing-scheme", ("plot",), r"Missing argument 'SCHEME'"),
-    usage("plot-missing-kind", ("plot", "sinusoidal"), r"Missing option '--kind'"),
+    bad("plot-missing-kind", ("plot", "sinusoidal"), r"--kind is required; for sinusoidal choose one of: heatmap, clock"),
     usage("plot-kind-without-value", ("plot", "sinusoidal", "--kind"), r"Option '--kind' requires an argument"),
     bad("plot-unknown-kind", ("plot", "sinusoidal", "--kind", "spiral"), r"unknown kind of figure 'spiral'; choose one of: heatmap"),
     bad("plot-empty-kind", ("plot", "sinusoidal", "--kind", ""), r"unknown kind of figure ''"),

@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
@@ -116,27 +117,29 @@ def bench_bias(
                 num_threads=num_threads,
                 min_run_time=min_run_time,
             )
-        for name in cases:
-            p = paired.get(name)
-            m = floor if p is None else p.case
-            rows.append(
-                {
-                    "L": L,
-                    "heads": heads,
-                    "case": name,
-                    "kind": "steady",
-                    "median_ms": m.median_s * 1e3,
-                    "iqr_ms": m.iqr_s * 1e3,
-                    "runs": m.runs,
-                    "x_floor": 1.0 if p is None else p.x_floor,
-                    "x_floor_best": 1.0 if p is None else p.x_floor_best,
-                    "floor_ms_paired": None if p is None else p.floor.median_s * 1e3,
-                    "other_cpu": m.other_cpu,
-                    "num_threads": num_threads,
-                }
-            )
+        rows += [_row(L, heads, name, floor, paired.get(name), num_threads) for name in cases]
         cases, out = None, None  # the [h, L, L] buffer goes before the next length allocates its own
     return rows
+
+
+def _row(L: int, heads: int, name: str, floor: Any, p: Any, num_threads: int) -> dict[str, Any]:
+    """One table row: the case ``name``'s timing (``p``, paired with the floor; the floor itself
+    where ``p`` is None) and its ratios to the floor."""
+    m = floor if p is None else p.case
+    return {
+        "L": L,
+        "heads": heads,
+        "case": name,
+        "kind": "steady",
+        "median_ms": m.median_s * 1e3,
+        "iqr_ms": m.iqr_s * 1e3,
+        "runs": m.runs,
+        "x_floor": 1.0 if p is None else p.x_floor,
+        "x_floor_best": 1.0 if p is None else p.x_floor_best,
+        "floor_ms_paired": None if p is None else p.floor.median_s * 1e3,
+        "other_cpu": m.other_cpu,
+        "num_threads": num_threads,
+    }
 
 
 def _bias_scheme(name: str, heads: int, bidirectional: bool, **options: object) -> torch.nn.Module:
@@ -230,29 +233,11 @@ def bench_bias_build(
             )
         floor = min((p.floor for p in paired.values()), key=lambda m: m.median_s)
         for name in cases:
-            p = paired.get(name)
-            m = floor if p is None else p.case
             scheme, _, build = name.partition(" ")
-            rows.append(
-                {
-                    "L": L,
-                    "heads": heads,
-                    "case": name,
-                    "scheme": None if scheme == "floor" else scheme,
-                    "build": build,
-                    "bidirectional": bidirectional,
-                    "kind": "steady",
-                    "median_ms": m.median_s * 1e3,
-                    "iqr_ms": m.iqr_s * 1e3,
-                    "runs": m.runs,
-                    "x_floor": 1.0 if p is None else p.x_floor,
-                    "x_floor_best": 1.0 if p is None else p.x_floor_best,
-                    "floor_ms_paired": None if p is None else p.floor.median_s * 1e3,
-                    "target_x_floor": 2.0 if scheme != "floor" and build.startswith("out=") else None,
-                    "other_cpu": m.other_cpu,
-                    "num_threads": num_threads,
-                }
-            )
+            row = _row(L, heads, name, floor, paired.get(name), num_threads)
+            row.update(scheme=None if scheme == "floor" else scheme, build=build, bidirectional=bidirectional)
+            row["target_x_floor"] = 2.0 if scheme != "floor" and build.startswith("out=") else None
+            rows.append(row)
         cases, out, source = None, None, None  # free the [h, L, L] buffers before the next length
     return rows
 

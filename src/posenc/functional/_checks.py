@@ -73,6 +73,16 @@ def check_fits(
     _memory.check_fits(what, shape, dtype, device, **({} if hint is None else {"hint": hint}))
 
 
+def check_out(out: object, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, what: str = "") -> Tensor:
+    """``out`` if it is a tensor of ``shape``, ``dtype`` and ``device`` (what a function writes
+    into); else a ValueError naming what is accepted (``what``: a note after it) and what was given."""
+    if isinstance(out, Tensor) and out.shape == shape and out.dtype == dtype and out.device == device:
+        return out
+    got = f"{tuple(out.shape)} {out.dtype} {out.device}" if isinstance(out, Tensor) else type(out).__name__
+    dims = ", ".join(str(n) for n in shape)
+    raise ValueError(f"out must be [{dims}] of dtype {dtype} on {device}{what}, got {got}")
+
+
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
     """The shape ``a`` and ``b`` broadcast to, or None where they do not (a plain loop:
     ``torch.broadcast_shapes`` costs ~15 us, as much as a cached bias lookup)."""

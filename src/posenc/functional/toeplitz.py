@@ -19,7 +19,7 @@ import operator
 import torch
 from torch import Tensor
 
-from ._checks import check_fits
+from ._checks import check_fits, check_out
 
 __all__ = ["relative_range", "toeplitz", "toeplitz_gather"]
 
@@ -68,14 +68,8 @@ def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> 
     if out is None:
         check_fits("a relative-position bias", (h, sq, sk), values.dtype, values.device)
         out = values.new_empty(h, sq, sk)
-    elif (
-        not isinstance(out, Tensor)
-        or out.shape != (h, sq, sk)
-        or out.dtype != values.dtype
-        or out.device != values.device
-    ):
-        got = f"{tuple(out.shape)} {out.dtype} {out.device}" if isinstance(out, Tensor) else type(out).__name__
-        raise ValueError(f"out must be [{h}, {sq}, {sk}] of dtype {values.dtype} on {values.device}, got {got}")
+    else:
+        check_out(out, (h, sq, sk), values.dtype, values.device)
     if out.numel() == 0:
         return out
     if out.is_contiguous():

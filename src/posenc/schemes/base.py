@@ -55,7 +55,7 @@ import torch
 from torch import Tensor, nn
 
 from .._memory import check_fits
-from ..functional._checks import as_positions, broadcast_shape
+from ..functional._checks import as_positions, broadcast_shape, check_out
 from ..functional.relative import relative_positions
 from ..kernels.bias import build_bias, cached_bias
 from ..kernels.ranges import mark_range
@@ -148,12 +148,7 @@ def bias_into(out: object, bias: Tensor) -> Tensor:
     """``out`` holding ``bias`` (copied without gradient): what :meth:`PositionalEncoding.bias` does
     with ``out=`` where no build writes into it directly. A ValueError naming the shape, dtype and
     device accepted and those given when ``out`` is not a tensor of ``bias``'s."""
-    if not isinstance(out, Tensor) or out.shape != bias.shape or out.dtype != bias.dtype or out.device != bias.device:
-        got = f"{tuple(out.shape)} {out.dtype} {out.device}" if isinstance(out, Tensor) else type(out).__name__
-        raise ValueError(
-            f"out must be {list(bias.shape)} of dtype {bias.dtype} on {bias.device} (the bias of these "
-            f"positions), got {got}"
-        )
+    check_out(out, tuple(bias.shape), bias.dtype, bias.device, " (the bias of these positions)")
     with torch.no_grad():
         return out.copy_(bias)
 

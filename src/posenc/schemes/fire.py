@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as F
-from ..functional._checks import check_number, check_positive_int, has_values
+from ..functional._checks import check_number, check_out, check_positive_int, has_values
 from ..functional.toeplitz import relative_range, toeplitz
 from ..kernels.bias import range_starts, toeplitz_into
 from ..kernels.flex import ScoreMod
@@ -104,14 +104,8 @@ def fire_bias(
     h = mlp[-1].out_features
     if out is None:
         out = weight.new_empty(h, sq, sk)
-    elif (
-        not isinstance(out, Tensor)
-        or out.shape != (h, sq, sk)
-        or out.dtype != weight.dtype
-        or out.device != weight.device
-    ):
-        got = f"{tuple(out.shape)} {out.dtype} {out.device}" if isinstance(out, Tensor) else type(out).__name__
-        raise ValueError(f"out must be [{h}, {sq}, {sk}] of dtype {weight.dtype} on {weight.device}, got {got}")
+    else:
+        check_out(out, (h, sq, sk), weight.dtype, weight.device)
     if out.numel() == 0:
         return out
     dtype = torch.promote_types(weight.dtype, torch.float32)  # positions never in 16 bits, as in FIRE.bias

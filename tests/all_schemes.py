@@ -21,6 +21,7 @@ SCHEMES = [
     "xpos",
     "sinusoidal_nd",
     "rope_axial",
+    "mrope",
     "fire",
     "dpb",
     "cope",
@@ -28,7 +29,7 @@ SCHEMES = [
     "kerple",
     "sandwich",
 ]
-ROTARY = ["rope", "xpos", "rope_axial"]
+ROTARY = ["rope", "xpos", "rope_axial", "mrope"]
 DIM, HEADS = 12, 3  # head width 4: the smallest that every scheme (rope_axial: 2 axes) accepts
 
 
@@ -44,6 +45,7 @@ LEARNED_PARAMETERS = {
     "xpos": set(),
     "sinusoidal_nd": set(),
     "rope_axial": set(),
+    "mrope": set(),
     "learned": {"table.weight"},
     "t5": {"relative_attention_bias.weight"},
     "shaw": {"key_embeddings.weight", "value_embeddings.weight"},

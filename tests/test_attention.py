@@ -38,10 +38,14 @@ def reference(
     """Explicit attention through the scheme's hooks: no SDPA, masks built here."""
     enc = attn.encoding
     b, s, _ = x.shape
-    if enc.n_axes > 1:  # N-D schemes read 1-D positions as axis 0, as Attention does
+    if enc.n_axes > 1:  # N-D schemes read 1-D positions as axis 0 (MRoPE: t = h = w), as Attention does
+        from posenc.functional.mrope import mrope_coordinates
         from posenc.functional.multidim import as_coordinates
 
-        positions = as_coordinates(positions, enc.n_axes, length=s)  # [s, n] or [b, s, n]
+        if enc.name == "mrope":
+            positions = mrope_coordinates(positions, length=s)  # [s, 3] or [b, s, 3]
+        else:
+            positions = as_coordinates(positions, enc.n_axes, length=s)  # [s, n] or [b, s, n]
     if enc.family == "absolute":
         x = enc.embed(x, positions)
     q, k, v = attn.qkv(x).view(b, s, 3, H, HD).permute(2, 0, 3, 1, 4)  # 3 × [b, h, s, hd]

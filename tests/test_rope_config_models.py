@@ -119,7 +119,9 @@ def test_hunyuan_without_alpha_stays_dynamic():
 
 def test_hunyuan_alpha_beside_linear_is_ignored_as_transformers_ignores_it():
     config = {**HUNYUAN, "rope_scaling": {"type": "linear", "alpha": 1000.0, "factor": 2.0}}
-    with pytest.warns(UserWarning, match=r"'linear' does not take \['alpha'\]: ignored"):
+    with pytest.warns(
+        UserWarning, match=r"'linear' does not take \['alpha'\] \(it takes \['factor'\]\); posenc rotates"
+    ):
         rope = posenc.rope_from_config(config)
     hf = _HUNYUAN_ROTARY["hunyuan_v1_dense"](_hf_config(config))
     torch.testing.assert_close(rope.inv_freq.float(), hf.inv_freq, rtol=1e-6, atol=0)

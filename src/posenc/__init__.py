@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from . import functional
     from .attention import Attention, KVCache
+    from .layers import encodings_from_config, layer_schedule, query_scales_from_config
     from .rope_config import rope_from_config
     from .schemes import PositionalEncoding, available, create, register, scheme_class
 
@@ -27,7 +28,10 @@ __all__ = [
     "PositionalEncoding",
     "available",
     "create",
+    "encodings_from_config",
     "functional",
+    "layer_schedule",
+    "query_scales_from_config",
     "register",
     "rope_from_config",
     "scheme_class",
@@ -42,6 +46,9 @@ _HOMES = {
     "PositionalEncoding": "schemes",
     "available": "schemes",
     "create": "schemes",
+    "encodings_from_config": "layers",
+    "layer_schedule": "layers",
+    "query_scales_from_config": "layers",
     "functional": None,  # the submodule itself
     "register": "schemes",
     "rope_from_config": "rope_config",

@@ -24,6 +24,11 @@ What a scheme requires of the layer (head count, head width, causality) it check
 that range, and take the same path as positions given explicitly: the schemes serve the range
 from their caches without reading it.
 
+Packed documents: ``cu_seqlens`` (flash-attention's varlen description, one packed row) or
+``document_ids [s]`` / ``[b, s]`` given to ``forward`` mask attention across documents (in SDPA's
+float mask, or FlexAttention's block mask) and restart the default positions at 0 in each, for
+every scheme family: absolute codes, rotations and biases see each document as if it ran alone.
+
 Decoding: pass a :class:`KVCache` (one per layer: a cache refuses a second layer); the new
 tokens' positions default to continuing after the cached ones, keys are cached after rotation, and
 the causal mask is by index in the stream.
@@ -45,7 +50,12 @@ from torch import Tensor, nn
 from . import flex
 from ._memory import check_fits
 from .functional._checks import check_bool, check_number, check_positive_int, has_tangent, plain, tracing
-from .functional.multidim import as_coordinates
+from .functional.packed import (
+    check_cu_seqlens,
+    document_ids_from_cu_seqlens,
+    positions_from_document_ids,
+    segments_from_document_ids,
+)
 from .kernels.ranges import known_range
 from .kv_cache import KVCache
 from .schemes.base import PositionalEncoding, create, default_positions, no_encoding, scheme_class
@@ -159,6 +169,41 @@ def _check_inputs(x: object, dim: int, device: torch.device, cache: object, key_
         )
 
 
+def _documents(
+    x: Tensor, cache: KVCache | None, cu_seqlens: Tensor | None, document_ids: Tensor | None
+) -> Tensor | None:
+    """Packed documents as non-decreasing indices ``[1 or b, s]`` on ``x``'s device, or None:
+    from ``cu_seqlens`` (one packed row) or ``document_ids [s]`` / ``[b, s]``, checked."""
+    if cu_seqlens is None and document_ids is None:
+        return None
+    if cu_seqlens is not None and document_ids is not None:
+        raise ValueError("pass packed documents as cu_seqlens or as document_ids, not both")
+    if cache is not None:
+        raise ValueError(
+            "packed documents (cu_seqlens / document_ids) take no KVCache: decode each document with its own cache"
+        )
+    b, s, _ = x.shape
+    if cu_seqlens is not None:
+        if b != 1:
+            raise ValueError(
+                f"cu_seqlens describes one packed row (flash-attention's [total, ...]), but x has {b} rows: "
+                "pass x [1, total, d], or document_ids [b, s] for several packed rows"
+            )
+        ids = document_ids_from_cu_seqlens(check_cu_seqlens(cu_seqlens, s), s)  # [s]
+    else:
+        ids = document_ids
+        if (
+            not isinstance(ids, Tensor)
+            or ids.shape[-1:] != (s,)
+            or ids.dim() not in (1, 2)
+            or (ids.dim() == 2 and ids.shape[0] not in (1, b))
+        ):
+            got = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
+            raise ValueError(f"document_ids must be [s] or [b, s] with b={b}, s={s} (one id per token), got {got}")
+    segments = segments_from_document_ids(ids.to(x.device))  # [s] or [b, s]
+    return segments if segments.dim() == 2 else segments[None]  # [1 or b, s]
+
+
 def _continued(cached: Tensor, s: int) -> Tensor:
     """The positions of ``s`` new tokens after each row's last cached one (left-padded rows start
     lower): ``[s]`` or ``[b, s]``. A cache of default positions holds a known range: continued
@@ -198,8 +243,15 @@ class Attention(nn.Module):
         scale: float | None = None,
         num_kv_heads: int | None = None,
         head_dim: int | None = None,
+        query_scale: Any = None,
     ) -> None:
         super().__init__()
+        from .functional.temperature import as_query_scale  # the functional core is loaded already
+
+        #: a factor on each query by its absolute position (``posenc.functional.QueryTemperature``:
+        #: Llama 4's NoPE-layer temperature, Mistral's ``llama_4_scaling_beta``; or a function of
+        #: positions ``[s]`` / ``[b, s]``), applied after the rotation; None: no factor
+        self.query_scale = as_query_scale(query_scale)
         dim, num_heads, head_dim, num_kv_heads = _check_sizes(dim, num_heads, head_dim, num_kv_heads)
         self.dim, self.num_heads, self.head_dim = dim, num_heads, head_dim
         #: key/value heads: fewer than ``num_heads`` is grouped-query attention (one for multi-query)
@@ -226,12 +278,15 @@ class Attention(nn.Module):
         *,
         cache: KVCache | None = None,
         key_mask: Tensor | None = None,
+        cu_seqlens: Tensor | None = None,
+        document_ids: Tensor | None = None,
     ) -> Tensor:
         """``x [b, s, d]`` at ``positions`` (``[s]`` or ``[b, s]``; default: each row continues after its
         last cached position, or ``0..s-1`` without a cache).
 
-        Schemes with ``n_axes > 1`` (``rope_axial``, ``sinusoidal_nd``) take coordinates ``[s, n_axes]``
-        or ``[b, s, n_axes]``; 1-D positions given to them are read as axis 0 (other coordinates 0).
+        Schemes with ``n_axes > 1`` (``rope_axial``, ``sinusoidal_nd``, ``mrope``) take coordinates
+        ``[s, n_axes]`` or ``[b, s, n_axes]``; 1-D positions given to them are read by the scheme's
+        ``coordinates`` (axis 0, the other coordinates 0; MRoPE's text tokens: t = h = w).
         A 2-D tensor of shape ``[s, n_axes]`` is read as coordinates even when it could be positions
         ``[b, s]`` (``b = s = n_axes``): give per-row positions there as coordinates
         ``[b, s, n_axes]`` (axis 0 the positions, the rest 0).
@@ -239,21 +294,33 @@ class Attention(nn.Module):
         tokens): a grid has no "next" coordinate, so pass coordinates when decoding one.
 
         ``key_mask [b, sk]`` (bool, True = attend) masks padding keys, cached ones included.
+
+        Packed documents: ``cu_seqlens [n + 1]`` (for ``b = 1``: ``0, l_0, l_0 + l_1, ..., s``) or
+        ``document_ids [s]`` / ``[b, s]`` (a document is a run of equal ids): no token attends to
+        another document, and positions (when not given) restart at 0 in each document. Not with a
+        ``cache``: decode each document with its own.
         """
         _check_inputs(x, self.dim, self.qkv.weight.device, cache, key_mask)
         enc = self.encoding
         past = cache.length if cache is not None else 0
+        documents = _documents(x, cache, cu_seqlens, document_ids)  # [1 or b, s] or None
+        restart = documents is not None and positions is None  # positions restart per document
+        if restart:
+            positions = positions_from_document_ids(documents)  # [1 or b, s]
+            positions = positions[0] if positions.shape[0] == 1 else positions  # [s] or [b, s]
         positions = self._positions(x, positions, cache)  # [s] or [b, s]; coordinates [.., s, n_axes]
         x = enc.embed(x, positions)  # absolute schemes add their code; the others return x
         q, k, v = self._project(x)  # [b, h, s, hd], [b, kv, s, hd], [b, kv, s, hd]
         q, k = enc.rotate(q, k, positions, positions)
+        if self.query_scale is not None:  # at the queries' absolute positions (after the cached ones)
+            q = self.query_scale.scale(q, positions, enc.n_axes)
         terms = enc.input_terms(x) if enc.uses_input_terms else None  # [b, h, s]: forgetting attention
         k_positions = positions
         if cache is not None:  # [b, kv, sk, hd] x 2, [.., sk(, n_axes)]
             seq_dim = -2 if enc.n_axes > 1 else -1
             k, v, k_positions = cache.append(k, v, positions, seq_dim=seq_dim, owner=self, terms=terms)
             terms = cache.terms  # [b, h, sk]: every cached key's
-        out = self._attend(q, k, v, positions, k_positions, past, key_mask, terms)  # [b, h, s, hd]
+        out = self._attend(q, k, v, positions, k_positions, past, key_mask, terms, documents, restart)  # [b, h, s, hd]
         out = out.transpose(1, 2).flatten(2)  # [b, h, s, hd] -> [b, s, h hd]
         return self.proj(out)
 
@@ -266,7 +333,7 @@ class Attention(nn.Module):
             positions = _continued(cache.positions, s)
         positions = default_positions(positions, s, x.device, offset=past)
         if n_axes > 1:
-            positions = as_coordinates(positions, n_axes, length=s)  # [s, n] or [b, s, n]
+            positions = self.encoding.coordinates(positions, length=s)  # [s, n] or [b, s, n]; MRoPE text: t = h = w
         _check_positions_shape(positions, n_axes, b, s)
         return positions
 
@@ -293,31 +360,38 @@ class Attention(nn.Module):
         past: int,
         key_mask: Tensor | None,
         terms: Tensor | None = None,
+        documents: Tensor | None = None,
+        restart: bool = False,
     ) -> Tensor:
         """The kernel, ``[b, h, sq, hd]``: FlexAttention where it applies (the bias per score, never
         materialised; see :mod:`posenc.kernels.flex`); explicit math for query or value terms and,
         on the CPU, a bias that needs gradients; SDPA otherwise. ``terms [b, h, sk]``: the scheme's
-        input terms of every key (``uses_input_terms``), from which its bias is built."""
+        input terms of every key (``uses_input_terms``), from which its bias is built.
+        ``documents [1 or b, s]``: packed documents (non-decreasing indices) attended separately;
+        ``restart``: their positions restart in each (FlexAttention's score mods assume it)."""
         enc, grouped = self.encoding, k.shape[1] != q.shape[1]
-        out = flex.attend(
-            enc,
-            q,
-            k,
-            v,
-            q_positions,
-            k_positions,
-            causal=self.causal,
-            past=past,
-            key_mask=key_mask,
-            dropout_p=self._p(),
-            scale=self.scale,
-            enable_gqa=grouped,
-            terms=terms,
-        )
+        out = None
+        if documents is None or restart:
+            out = flex.attend(
+                enc,
+                q,
+                k,
+                v,
+                q_positions,
+                k_positions,
+                causal=self.causal,
+                past=past,
+                key_mask=key_mask,
+                dropout_p=self._p(),
+                scale=self.scale,
+                enable_gqa=grouped,
+                terms=terms,
+                documents=documents,
+            )
         if out is not None:
             return out
         bias = enc.input_bias(terms, q.shape[-2]) if enc.uses_input_terms else enc.bias(q_positions, k_positions)
-        mask = self._mask(q, k, bias, past, key_mask)
+        mask = self._mask(q, k, bias, past, key_mask, documents)
         if enc.uses_query_terms or (mask is not None and mask.requires_grad and q.device.type == "cpu"):
             return self._explicit(q, k, v, mask, q_positions, k_positions)
         if mask is None:
@@ -330,18 +404,32 @@ class Attention(nn.Module):
     def _p(self) -> float:
         return self.dropout if self.training else 0.0
 
-    def _mask(self, q: Tensor, k: Tensor, bias: Tensor | None, past: int, key_mask: Tensor | None) -> Tensor | None:
-        """Float mask ``[(b,) h or 1, sq, sk]``: the bias, plus -inf where causality or padding forbid."""
+    def _mask(
+        self,
+        q: Tensor,
+        k: Tensor,
+        bias: Tensor | None,
+        past: int,
+        key_mask: Tensor | None,
+        documents: Tensor | None = None,
+    ) -> Tensor | None:
+        """Float mask ``[(b,) h or 1, sq, sk]``: the bias, plus -inf where causality, padding or
+        document boundaries forbid."""
         sq, sk = q.shape[-2], k.shape[-2]
         explicit_causal = self.causal and (
-            past > 0 or bias is not None or key_mask is not None or self.encoding.uses_query_terms
+            past > 0
+            or bias is not None
+            or key_mask is not None
+            or documents is not None
+            or self.encoding.uses_query_terms
         )
-        if bias is None and not explicit_causal and key_mask is None:
+        if bias is None and not explicit_causal and key_mask is None and documents is None:
             return None
         cacheable = (
             bias is not None
             and not tracing(q, k, bias)
             and key_mask is None  # not compiling, not in torch.func
+            and documents is None
             and not self.encoding.uses_input_terms  # a bias from the input: new at every call
             and not bias.requires_grad
             and not bias.is_inference()  # is_inference() stops Dynamo
@@ -366,16 +454,23 @@ class Attention(nn.Module):
             hit = self._mask_cache
             if hit is not None and hit[0] == key and hit[1] is bias:
                 return hit[2]
-        mask = self._build_mask(q, sk, bias, past, key_mask, explicit_causal)
+        mask = self._build_mask(q, sk, bias, past, key_mask, explicit_causal, documents)
         if cacheable:
             self._mask_cache = (key, bias, mask)
         return mask
 
     def _build_mask(
-        self, q: Tensor, sk: int, bias: Tensor | None, past: int, key_mask: Tensor | None, explicit_causal: bool
+        self,
+        q: Tensor,
+        sk: int,
+        bias: Tensor | None,
+        past: int,
+        key_mask: Tensor | None,
+        explicit_causal: bool,
+        documents: Tensor | None = None,
     ) -> Tensor:
         sq = q.shape[-2]
-        if key_mask is not None:
+        if key_mask is not None or (documents is not None and documents.shape[0] > 1):
             b = q.shape[0]
         else:
             b = bias.shape[0] if bias is not None and bias.dim() == 4 else 1
@@ -391,6 +486,9 @@ class Attention(nn.Module):
                 raise ValueError(f"key_mask must be [b, sk] = [{q.shape[0]}, {sk}], got {tuple(key_mask.shape)}")
             pad = ~key_mask.bool()[:, None, None, :]  # [b, 1, 1, sk]
             forbid = pad if forbid is None else (forbid | pad)
+        if documents is not None:  # sq == sk: no cache with packed documents
+            other = documents[:, None, :, None] != documents[:, None, None, :]  # [1 or b, 1, s, s]
+            forbid = other if forbid is None else (forbid | other)
         if forbid is not None:
             mask = mask.masked_fill(forbid, float("-inf"))
         if mask.dim() == 3:

@@ -37,6 +37,11 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
   Llama checkpoints are interleaved; HF's conversion permutes them to ``half``
   (:func:`posenc.functional.permute_qk_weight` does the same). Unknown model types need ``layout=``.
 
+* MRoPE (rope parameters with ``mrope_section``: Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V,
+  Ernie 4.5 VL, ...; ``_MROPE_TYPES``): the :class:`~posenc.schemes.mrope.MRope` module, with the
+  sections, the axis assignment (contiguous, interleaved or Ernie's h/w alternation) and the pair
+  layout of the model type's transformers code, and the frequencies and scaling read as for RoPE.
+  A legacy ``"type": "mrope"`` is the default RoPE type (HF ``Qwen2VLTextConfig``).
 * Phi-3.5-MoE (``phimoe``): its ``short_mscale`` / ``long_mscale`` scale cos and sin (when equal,
   as published; posenc has one scale for every length).
 * HunYuan (``hunyuan_v1_dense``, ``hunyuan_v1_moe``): a ``dynamic`` scaling with an ``alpha`` is
@@ -46,6 +51,27 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
   ``apply_rotary_emb``), Llama 3 scaling whose ``low_freq_factor`` equals ``high_freq_factor``.
   Its ``no_rope_layers`` (every fourth layer without RoPE) is a layer schedule that
   ``rope_from_config`` does not read: the module returned is the RoPE of the layers that have one.
+* Multi-head latent attention (``deepseek_v32``, ``glm4_moe_lite``, ``glm_moe_dsa``, ``mistral4``,
+  ``mistral_large4``, ``longcat_flash``, ``youtu``, ``axk1``, ``axk2``, ``bailing_hybrid``):
+  the ``qk_rope_head_dim`` slice, interleaved as DeepSeek-V3 (HF ``apply_rotary_pos_emb_interleave``;
+  ``rope_interleave: false`` gives ``half`` where the attention reads it, ``_ROPE_INTERLEAVE_FLAG``).
+  DeepSeek-V3.2's and GLM-MoE-DSA's indexers rotate their own queries and keys: not returned.
+* DeepSeek-V4 (``deepseek_v4``): the trailing ``qk_rope_head_dim`` features of each head, pairs
+  ``(2i, 2i+1)``, per rope kind (``layer_type`` ``"main"`` or ``"compress"``): the module returned has
+  ``rotary_start = head_dim - qk_rope_head_dim``; the de-rotation of the attention output (HF's
+  ``apply_rotary_pos_emb`` with ``-sin``) is the attention's to apply.
+* GPT-OSS (``gpt_oss``): YaRN with ``truncate: false`` by default; its ``_apply_rotary_emb`` rotates
+  the two halves (``half``); the OpenAI privacy filter applies the same tables to pairs
+  ``(2i, 2i+1)`` (``interleaved``).
+* Ministral 3 and Mistral 4: ``llama_4_scaling_beta`` in their rope dict is a query temperature that
+  their attention applies; posenc warns that it does not use it (issue 25 item 5).
+* ModernBERT's flat form: ``global_rope_theta`` and ``local_rope_theta`` are the bases of the full-
+  and sliding-window-attention RoPEs, and ``rope_scaling`` scales both (``layer_type`` picks one).
+* Field names and widths of single families: DBRX's ``d_model``, ``n_heads``, ``max_seq_len``;
+  Zamba2's heads ``2 * hidden_size // num_attention_heads`` wide; GPT-NeoX-Japanese reads only
+  ``rotary_emb_base`` and ``rotary_pct`` as GPT-NeoX; the Gemma 4 derivatives (``diffusion_gemma``,
+  ``gemma4_unified``, ``embedding_gemma2``) have Gemma 4's 512-wide full-attention heads; Mellum and
+  Step 3.5 read ``partial_rotary_factor`` from each layer type's dict only.
 
 Where transformers 5.23 departs from its own configs, posenc follows the config: ``phimoe``'s
 rotary module always uses ``short_factor`` (its ``forward`` recomputes the frequencies without the
@@ -71,6 +97,7 @@ from typing import Any
 from .functional._checks import check_choice
 from .functional.rope import ROPE_LAYOUTS
 from .functional.rope_scaling import SCALING_KEYS
+from .schemes.mrope import MRope, MRopeConfig
 from .schemes.rope import Rope, RopeConfig
 
 __all__ = ["rope_from_config", "MODEL_LAYOUTS"]
@@ -138,6 +165,116 @@ MODEL_LAYOUTS: dict[str, str] = {
             "lfm2_moe",
             "falcon_h1",
             "cwm",
+            "EvollaModel",
+            "afmoe",
+            "apertus1p5",
+            "apertus1p5_text",
+            "aria",
+            "aria_text",
+            "chameleon",
+            "csm",
+            "csm_depth_decoder_model",
+            "deepseek_ocr2",
+            "deepseek_ocr2_encoder",
+            "deepseek_ocr2_text",
+            "dia_decoder",
+            "dia_encoder",
+            "doge",
+            "dory",
+            "dots3_note_audio_encoder",
+            "embedding_gemma2",
+            "embedding_gemma2_text",
+            "emu3",
+            "emu3_text_model",
+            "esm",
+            "esmc",
+            "eurobert",
+            "evolla",
+            "flint",
+            "glm4_moe",
+            "glmasr",
+            "glmasr_encoder",
+            "gpt_neox_japanese",
+            "gpt_oss",
+            "gradium_phonon_tts",
+            "granite_docling",
+            "granite_docling_text",
+            "granite_swa",
+            "granitemoe_swa",
+            "gte",
+            "higgs_audio_v2",
+            "hrm_text",
+            "hy_v3",
+            "hy_v4",
+            "hyperclovax",
+            "idefics",
+            "jais2",
+            "jina_embeddings_v3",
+            "kolibri1",
+            "kyutai_speech_to_text",
+            "laguna",
+            "lara_mini",
+            "lasr_encoder",
+            "lfm3",
+            "mellum",
+            "mimi",
+            "mimi_decoder",
+            "mimi_encoder",
+            "mimo_v2_flash",
+            "minicpm3",
+            "minimax_m2",
+            "ministral3",
+            "mllama",
+            "mllama_text_model",
+            "modernbert",
+            "modernbert-decoder",
+            "molmo2",
+            "molmo2_text",
+            "moshi",
+            "muse_glimmer",
+            "muse_glimmer_assistant",
+            "muse_glimmer_text",
+            "muse_spark",
+            "muse_spark_text",
+            "nemotron3_5_transcribe_asr_audio",
+            "nemotron3_5_transcribe_word_timestamp",
+            "nemotron3_diarization_audio",
+            "neucodec",
+            "nomic_bert",
+            "olmo_hybrid",
+            "phi4_multimodal",
+            "pocket_tts",
+            "pocket_tts_audio_tokenizer",
+            "pocket_tts_audio_tokenizer_decoder",
+            "pocket_tts_audio_tokenizer_encoder",
+            "recurrent_gemma",
+            "step3p5",
+            "step3p7",
+            "t5_gemma_module",
+            "t5gemma2_decoder",
+            "t5gemma2_encoder",
+            "t5gemma2_text",
+            "timesfm2_5",
+            "ultrabert",
+            "unlimited_ocr",
+            "unlimited_ocr_text",
+            "voxtral_realtime",
+            "voxtral_realtime_encoder",
+            "voxtral_realtime_text",
+            "xcodec2",
+            "zaya",
+            "diffusion_gemma",
+            "diffusion_gemma_text",
+            "gemma4_unified",
+            "gemma4_unified_text",
+            "granite4_vision",
+            "granite4_vision_text",
+            "minimax_m3_vl",
+            "minimax_m3_vl_text",
+            "zamba2",
+            "qwen2_5_omni_dit",
+            "beam",
+            "dbrx",
         ),
         "half",
     ),
@@ -154,6 +291,32 @@ MODEL_LAYOUTS: dict[str, str] = {
             "ernie4_5",
             "llama4",
             "llama4_text",
+            "axk1",
+            "axk2",
+            "bailing_hybrid",
+            "blt_global_transformer",
+            "blt_local_decoder",
+            "blt_local_encoder",
+            "blt_patcher",
+            "cohere2_moe",
+            "deepseek_v32",
+            "dots3_note",
+            "dots3_note_text",
+            "ernie4_5_moe",
+            "glm4_moe_lite",
+            "glm_moe_dsa",
+            "helium",
+            "longcat_flash",
+            "mistral4",
+            "mistral_large4",
+            "mistral_large4_text",
+            "moonshine_streaming",
+            "pe_audio_encoder",
+            "pe_audio_video_encoder",
+            "pe_video_encoder",
+            "youtu",
+            "openai_privacy_filter",
+            "deepseek_v4",
         ),
         "interleaved",
     ),
@@ -179,6 +342,11 @@ _DEFAULT_PARTIAL = {
     "glm4": 0.5,
     "glm4_moe": 0.5,
     "bamba": 0.5,
+    "glmasr_encoder": 0.5,
+    "mistral4": 0.5,
+    "nemotron3_5_transcribe_asr_audio": 0.5,
+    "nemotron3_5_transcribe_word_timestamp": 0.5,
+    "recurrent_gemma": 0.5,
 }
 
 #: Models with a RoPE per kind of layer whose config.json may have the flat (pre-transformers-5)
@@ -194,7 +362,7 @@ _LAYER_TYPED: dict[str, tuple[float, str | None, float]] = {
     "olmo3": (500_000.0, None, 500_000.0),
 }
 
-#: What transformers' config classes (5.23) give the fields that published config.json files may
+#: What transformers' config classes (5.24, checked by the tests) give the fields that published config.json files may
 #: leave out: ``default_theta``, a ``head_dim`` that does not follow from ``hidden_size`` (Qwen3's
 #: 128, gemma-3-4b-it's ``text_config`` has none: 256), ``max_position_embeddings`` (the original
 #: length of ``dynamic``; the factor of ``yarn`` and ``longrope`` when theirs is absent), Phi-3's
@@ -297,14 +465,349 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
             "high_freq_factor": 4.0,
         },
     },
+    "EvollaModel": {"rope_theta": 500000.0, "max_position_embeddings": 8192},
+    "afmoe": {"head_dim": 128, "max_position_embeddings": 16384},
+    "apertus1p5_text": {
+        "rope_theta": 12000000.0,
+        "max_position_embeddings": 65536,
+        "rope_parameters": {
+            "rope_type": "llama3",
+            "rope_theta": 12000000.0,
+            "factor": 8.0,
+            "original_max_position_embeddings": 8192,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+        },
+    },
+    "aria_text": {"max_position_embeddings": 2048},
+    "axk1": {"qk_rope_head_dim": 64, "max_position_embeddings": 32768},
+    "axk2": {"qk_rope_head_dim": 32, "max_position_embeddings": 131072},
+    "bailing_hybrid": {"rope_theta": 6000000.0, "qk_rope_head_dim": 64, "max_position_embeddings": 262144},
+    "beam": {
+        "head_dim": 128,
+        "max_position_embeddings": 8192,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": None,
+        },
+    },
+    "blt_global_transformer": {"rope_theta": 500000.0, "max_position_embeddings": 4096},
+    "blt_local_decoder": {"rope_theta": 500000.0, "max_position_embeddings": 24576},
+    "blt_local_encoder": {"rope_theta": 500000.0, "max_position_embeddings": 24576},
+    "blt_patcher": {"max_position_embeddings": 8192},
+    "chameleon": {"max_position_embeddings": 4096},
+    "cohere2_moe": {"head_dim": 128, "max_position_embeddings": 8192},
+    "csm": {"rope_theta": 500000.0, "max_position_embeddings": 2048},
+    "csm_depth_decoder_model": {"rope_theta": 500000.0, "max_position_embeddings": 33},
+    "deepseek_ocr2_encoder": {"max_position_embeddings": 32768},
+    "deepseek_ocr2_text": {"max_position_embeddings": 2048},
+    "deepseek_v32": {"qk_rope_head_dim": 64, "max_position_embeddings": 163840},
+    "dia_encoder": {"head_dim": 128, "max_position_embeddings": 1024},
+    "doge": {"max_position_embeddings": 2048},
+    "dory": {
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 10000000.0},
+        },
+    },
+    "embedding_gemma2_text": {
+        "head_dim": 256,
+        "max_position_embeddings": 262144,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+    },
+    "emu3_text_model": {"rope_theta": 1000000.0, "max_position_embeddings": 9216},
+    "ernie4_5_moe": {"rope_theta": 500000.0, "max_position_embeddings": 131072},
+    "esm": {"max_position_embeddings": 1026},
+    "eurobert": {"max_position_embeddings": 8192},
+    "evolla": {"rope_theta": 500000.0, "max_position_embeddings": 8192},
+    "flint": {"head_dim": 128, "max_position_embeddings": 262144},
+    "glm4_moe": {"max_position_embeddings": 131072},
+    "glm4_moe_lite": {"qk_rope_head_dim": 64, "max_position_embeddings": 202752},
+    "glm_moe_dsa": {"qk_rope_head_dim": 64, "max_position_embeddings": 202752},
+    "glmasr_encoder": {"max_position_embeddings": 1500},
+    "gpt_neox_japanese": {"max_position_embeddings": 2048},
+    "gpt_oss": {
+        "rope_theta": 150000.0,
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+            "rope_theta": 150000.0,
+        },
+    },
+    "granite_docling_text": {"max_position_embeddings": 32768},
+    "granite_swa": {"max_position_embeddings": 8192},
+    "granitemoe_swa": {"max_position_embeddings": 2048},
+    "gte": {"rope_theta": 160000.0, "max_position_embeddings": 8192},
+    "helium": {"head_dim": 128, "rope_theta": 100000.0, "max_position_embeddings": 4096},
+    "higgs_audio_v2": {
+        "head_dim": 128,
+        "rope_theta": 500000.0,
+        "max_position_embeddings": 2048,
+        "rope_parameters": {
+            "factor": 32.0,
+            "rope_theta": 500000.0,
+            "high_freq_factor": 0.5,
+            "low_freq_factor": 0.125,
+            "original_max_position_embeddings": 1024,
+            "rope_type": "llama3",
+        },
+    },
+    "hrm_text": {"head_dim": 128, "max_position_embeddings": 2048},
+    "hy_v3": {"head_dim": 128, "rope_theta": 11158840.0, "max_position_embeddings": 131072},
+    "hy_v4": {"head_dim": 64, "max_position_embeddings": 262144},
+    "hyperclovax": {"max_position_embeddings": 2048},
+    "idefics": {"max_position_embeddings": 2048},
+    "jais2": {"max_position_embeddings": 8192},
+    "jina_embeddings_v3": {"rope_theta": 20000.0, "max_position_embeddings": 8194},
+    "kolibri1": {"head_dim": 128, "max_position_embeddings": 262144},
+    "kyutai_speech_to_text": {"max_position_embeddings": 750},
+    "laguna": {
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0},
+        },
+    },
+    "lara_mini": {"head_dim": 128, "max_position_embeddings": 131072},
+    "lasr_encoder": {"max_position_embeddings": 10000},
+    "lfm3": {
+        "head_dim": 128,
+        "max_position_embeddings": 128000,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0, "partial_rotary_factor": 0.5},
+        },
+    },
+    "longcat_flash": {"rope_theta": 10000000.0, "qk_rope_head_dim": 64, "max_position_embeddings": 131072},
+    "mellum": {
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 500000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        },
+    },
+    "mimi": {"max_position_embeddings": 8000},
+    "mimi_decoder": {"max_position_embeddings": 8000},
+    "mimi_encoder": {"max_position_embeddings": 8000},
+    "mimo_v2_flash": {
+        "head_dim": 192,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 5000000.0, "partial_rotary_factor": 0.334},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.334},
+        },
+    },
+    "minicpm3": {"head_dim": 32, "max_position_embeddings": 32768},
+    "minimax_m2": {"head_dim": 128, "rope_theta": 5000000.0, "max_position_embeddings": 196608},
+    "ministral3": {
+        "head_dim": 128,
+        "rope_theta": 1000000.0,
+        "max_position_embeddings": 262144,
+        "rope_parameters": {
+            "type": "yarn",
+            "rope_theta": 1000000.0,
+            "factor": 16.0,
+            "original_max_position_embeddings": 16384,
+            "max_position_embeddings": 262144,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale_all_dim": 1.0,
+            "mscale": 1.0,
+            "llama_4_scaling_beta": 0.1,
+            "rope_type": "yarn",
+        },
+    },
+    "mistral4": {
+        "qk_rope_head_dim": 64,
+        "max_position_embeddings": 1048576,
+        "rope_parameters": {
+            "type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 128.0,
+            "original_max_position_embeddings": 8192,
+            "max_position_embeddings": 1048576,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale_all_dim": 1.0,
+            "mscale": 1.0,
+            "llama_4_scaling_beta": 0.1,
+            "partial_rotary_factor": 0.5,
+            "rope_type": "yarn",
+        },
+    },
+    "mistral_large4_text": {
+        "qk_rope_head_dim": 64,
+        "max_position_embeddings": 1048576,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 2048.0,
+            "original_max_position_embeddings": 512,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "attention_factor": 1.0,
+        },
+    },
+    "mllama_text_model": {"rope_theta": 500000.0, "max_position_embeddings": 131072},
+    "modernbert": {"max_position_embeddings": 8192},
+    "modernbert-decoder": {"max_position_embeddings": 8192},
+    "molmo2_text": {"head_dim": 128, "max_position_embeddings": 36864},
+    "moshi": {"max_position_embeddings": 3000},
+    "muse_glimmer_assistant": {"head_dim": 128, "rope_theta": 500000.0, "max_position_embeddings": 131072},
+    "muse_glimmer_text": {"head_dim": 128, "max_position_embeddings": 131072},
+    "muse_spark_text": {"rope_theta": 500000.0, "head_dim": 64, "max_position_embeddings": 1048576},
+    "nemotron3_diarization_audio": {"max_position_embeddings": 5000},
+    "neucodec": {"head_dim": 64, "max_position_embeddings": 4096},
+    "nomic_bert": {"rope_theta": 1000.0, "max_position_embeddings": 2048},
+    "olmo_hybrid": {"max_position_embeddings": 65536},
+    "openai_privacy_filter": {
+        "rope_theta": 150000.0,
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+            "rope_theta": 150000.0,
+        },
+    },
+    "pe_audio_encoder": {"head_dim": 128, "rope_theta": 20000.0, "max_position_embeddings": 10000},
+    "pe_audio_video_encoder": {"head_dim": 128, "rope_theta": 20000.0, "max_position_embeddings": 10000},
+    "pe_video_encoder": {"head_dim": 128, "rope_theta": 20000.0, "max_position_embeddings": 10000},
+    "phi4_multimodal": {"max_position_embeddings": 131072},
+    "pocket_tts_audio_tokenizer": {"max_position_embeddings": 8000},
+    "pocket_tts_audio_tokenizer_decoder": {"max_position_embeddings": 8000},
+    "pocket_tts_audio_tokenizer_encoder": {"max_position_embeddings": 8000},
+    "step3p5": {
+        "head_dim": 128,
+        "max_position_embeddings": 128000,
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+    },
+    "t5_gemma_module": {"head_dim": 256, "max_position_embeddings": 8192},
+    "t5gemma2_decoder": {
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+    },
+    "t5gemma2_text": {
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+    },
+    "timesfm2_5": {"head_dim": 80, "max_position_embeddings": 16384},
+    "ultrabert": {
+        "max_position_embeddings": 32768,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 2560000.0},
+        },
+    },
+    "unlimited_ocr_text": {"max_position_embeddings": 32768},
+    "voxtral_realtime_encoder": {"head_dim": 64, "max_position_embeddings": 1500},
+    "voxtral_realtime_text": {"max_position_embeddings": 131072},
+    "xcodec2": {"head_dim": 64, "max_position_embeddings": 4096},
+    "youtu": {"qk_rope_head_dim": 64, "max_position_embeddings": 131072},
+    "zaya": {
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "hybrid": {"rope_type": "default", "rope_theta": 5000000.0, "partial_rotary_factor": 0.5},
+            "hybrid_sliding": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        },
+    },
+    "minimax_m3_vl_text": {"rope_theta": 5_000_000.0, "head_dim": 128, "max_position_embeddings": 524288},
+    "dots3_note_text": {"qk_rope_head_dim": 64},
+    "dbrx": {"max_position_embeddings": 2048},
+    "dia_decoder": {"max_position_embeddings": 3072},
+    "granite4_vision_text": {"max_position_embeddings": 2048},
+    "zamba2": {"max_position_embeddings": 4096},
+    "deepseek_v4": {
+        "head_dim": 512,
+        "qk_rope_head_dim": 64,
+        "max_position_embeddings": 1048576,
+        "rope_parameters": {
+            "main": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.125},
+            "compress": {"rope_type": "default", "rope_theta": 160_000.0, "partial_rotary_factor": 0.125},
+        },
+    },
+    "qwen2_5_omni_dit": {"head_dim": 64, "max_position_embeddings": 32768},
+    "moonshine_streaming": {
+        "max_position_embeddings": 4096,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.8},
+    },
+    "nemotron3_5_transcribe_asr_audio": {
+        "max_position_embeddings": 5000,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.5},
+    },
+    "nemotron3_5_transcribe_word_timestamp": {
+        "max_position_embeddings": 5000,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.5},
+    },
 }
+_HF_DEFAULTS["diffusion_gemma_text"] = _HF_DEFAULTS["gemma4_text"]
+_HF_DEFAULTS["gemma4_unified_text"] = {**_HF_DEFAULTS["gemma4_text"], "max_position_embeddings": 262144}
 #: Multimodal wrappers read without a ``text_config``: their text model's defaults.
 for _wrapper in ("gemma3", "gemma3n", "gemma4", "qwen3_5", "qwen3_5_moe", "llama4"):
     _HF_DEFAULTS[_wrapper] = _HF_DEFAULTS[f"{_wrapper}_text"]
-_GEMMA4 = ("gemma4", "gemma4_text")
-#: GPT-NeoX's class reads its base and rotated share only from ``rotary_emb_base`` and
-#: ``rotary_pct`` (a ``rope_theta`` or ``partial_rotary_factor`` beside them is ignored there).
-_NEOX = ("gpt_neox",)
+#: Multimodal wrappers whose text model has another name (``config.get_text_config().model_type``).
+_WRAPPED_TEXT = {
+    "apertus1p5": "apertus1p5_text",
+    "aria": "aria_text",
+    "deepseek_ocr2": "deepseek_ocr2_text",
+    "dots3_note": "dots3_note_text",
+    "embedding_gemma2": "embedding_gemma2_text",
+    "emu3": "emu3_text_model",
+    "granite_docling": "granite_docling_text",
+    "mistral_large4": "mistral_large4_text",
+    "mllama": "mllama_text_model",
+    "molmo2": "molmo2_text",
+    "muse_glimmer": "muse_glimmer_text",
+    "muse_spark": "muse_spark_text",
+    "step3p7": "step3p5",
+    "t5gemma2_encoder": "t5gemma2_text",
+    "unlimited_ocr": "unlimited_ocr_text",
+    "voxtral_realtime": "voxtral_realtime_text",
+}
+for _wrapper, _text in _WRAPPED_TEXT.items():
+    if _text in _HF_DEFAULTS:
+        _HF_DEFAULTS[_wrapper] = _HF_DEFAULTS[_text]
+#: Gemma 4 and the model types built on its text model: full-attention heads 512 wide by default.
+_GEMMA4 = (
+    "gemma4",
+    "gemma4_text",
+    "diffusion_gemma",
+    "diffusion_gemma_text",
+    "gemma4_unified",
+    "gemma4_unified_text",
+    "embedding_gemma2",
+    "embedding_gemma2_text",
+)
+#: GPT-NeoX's class (and GPT-NeoX-Japanese's) reads its base and rotated share only from
+#: ``rotary_emb_base`` and ``rotary_pct`` (a ``rope_theta`` or ``partial_rotary_factor`` beside them
+#: is ignored there).
+_NEOX = ("gpt_neox", "gpt_neox_japanese")
 #: Phi-3's class reads the legacy rope type ``yarn`` as ``longrope`` (and ``su``, which is read
 #: as ``longrope`` for every model type here).
 _YARN_IS_LONGROPE = ("phi3", "phi4_multimodal")
@@ -364,7 +867,7 @@ def _number(name: str, value: object) -> float:
 def _head_dim(config: Mapping[str, Any]) -> tuple[int, str]:
     """The head width and the config fields it comes from (for errors)."""
     rope_width = config.get("qk_rope_head_dim")  # DeepSeek MLA: the rotated slice of each head
-    if rope_width is not None:
+    if rope_width is not None and config.get("model_type") not in _TRAILING_ROPE:
         return _whole("qk_rope_head_dim", rope_width), "config field 'qk_rope_head_dim'"
     head_dim = config.get("head_dim")
     if head_dim:
@@ -385,6 +888,32 @@ def _head_dim(config: Mapping[str, Any]) -> tuple[int, str]:
     return width // heads, f"config fields {names[0]!r} // {names[1]!r} (head_dim = {width} // {heads})"
 
 
+#: Config classes that name the fields under other names (their ``attribute_map``): DBRX.
+_FIELD_ALIASES = {
+    "dbrx": {"d_model": "hidden_size", "n_heads": "num_attention_heads", "max_seq_len": "max_position_embeddings"}
+}
+
+
+def _own_field_names(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the standard field names where its class uses others (``_FIELD_ALIASES``), and
+    Zamba2's head width, which its class sets to ``2 * hidden_size // num_attention_heads`` whatever
+    the config.json says (``Zamba2Config.__post_init__``: its attention reads the hidden state
+    concatenated with the input embeddings)."""
+    model_type = config.get("model_type")
+    for name, standard in _FIELD_ALIASES.get(model_type, {}).items():
+        if config.get(standard) is None and config.get(name) is not None:
+            config = {**config, standard: config[name]}
+    if model_type == "zamba2" and config.get("hidden_size") and config.get("num_attention_heads"):
+        width = _whole("hidden_size", config["hidden_size"])
+        config = {**config, "head_dim": 2 * width // _whole("num_attention_heads", config["num_attention_heads"])}
+    return config
+
+
+#: Model types that rotate the trailing ``qk_rope_head_dim`` features of each whole head (DeepSeek-V4:
+#: HF ``apply_rotary_pos_emb`` takes ``x[..., -rope_dim:]``); the module returned acts on the head.
+_TRAILING_ROPE = ("deepseek_v4",)
+
+
 def _check_even_head(head_dim: int, source: str) -> int:
     if head_dim % 2:
         raise ValueError(
@@ -396,7 +925,7 @@ def _check_even_head(head_dim: int, source: str) -> int:
 
 #: Model types whose transformers code reads ``partial_rotary_factor`` (their rotary module's
 #: default frequencies span ``int(head_dim * factor)`` and their ``apply_rotary_pos_emb`` rotates
-#: only that much; transformers 5.23). Every other type in :data:`MODEL_LAYOUTS` rotates the whole
+#: only that much; transformers 5.24). Every other type in :data:`MODEL_LAYOUTS` rotates the whole
 #: head and ignores a factor in its config, as here (OLMoE, Llama, Qwen2/3, ...: honouring it
 #: there gives errors of 5-8 against transformers). Unknown model
 #: types, read with ``layout=``, honour it. GPT-J and CodeGen rotate ``rotary_dim`` features and
@@ -418,8 +947,43 @@ _READS_PARTIAL = frozenset(
         "qwen3_5_moe_text",
         "solar_open",
         "bamba",
+        "apertus1p5",
+        "apertus1p5_text",
+        "glm4_moe",
+        "glm4_moe_lite",
+        "glmasr_encoder",
+        "gpt_oss",
+        "higgs_audio_v2",
+        "minimax_m2",
+        "ministral3",
+        "mistral4",
+        "mistral_large4",
+        "mistral_large4_text",
+        "nemotron3_5_transcribe_asr_audio",
+        "nemotron3_5_transcribe_word_timestamp",
+        "nemotron3_diarization_audio",
+        "openai_privacy_filter",
+        "phi4_multimodal",
+        "recurrent_gemma",
+        "laguna",
+        "mimo_v2_flash",
+        "zaya",
+        "dots3_note",
+        "dots3_note_audio_encoder",
+        "dots3_note_text",
+        "gpt_neox_japanese",
+        "mellum",
+        "moonshine_streaming",
+        "step3p5",
+        "step3p7",
+        "minimax_m3_vl",
+        "minimax_m3_vl_text",
     }
 )
+#: Model types with a RoPE per layer type whose rotary module reads ``partial_rotary_factor`` from
+#: each layer type's dict only (1 when absent there), never from the config's top level (HF
+#: ``MellumRotaryEmbedding`` and ``Step3p7RotaryEmbedding``: ``rope_parameters[layer_type]``).
+_LAYER_PARTIAL_ONLY = ("mellum", "step3p5", "step3p7")
 #: Bamba's config class sets its factor to 0.5 whatever the config.json says at its top level
 #: (``kwargs["partial_rotary_factor"] = 0.5``); one inside ``rope_parameters`` still wins there.
 _FIXED_PARTIAL = {"bamba": 0.5}
@@ -442,6 +1006,8 @@ def _partial_factor(config: Mapping[str, Any], params: Mapping[str, Any]) -> flo
 
 def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: int) -> int:
     model_type = config.get("model_type")
+    if model_type in _TRAILING_ROPE and config.get("qk_rope_head_dim") is not None:
+        return _whole("qk_rope_head_dim", config["qk_rope_head_dim"])
     if "qk_rope_head_dim" in config:
         return head_dim
     if params.get("rope_type", params.get("type")) == "proportional":
@@ -453,6 +1019,8 @@ def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: 
         return _whole("rotary_dim", config["rotary_dim"])
     if model_type in MODEL_LAYOUTS and model_type not in _READS_PARTIAL:
         return head_dim  # rotates the whole head; a factor in its config is ignored there
+    if model_type in _LAYER_PARTIAL_ONLY and params.get("partial_rotary_factor") is None:
+        return head_dim  # reads the factor of each layer type's dict only
     # may be odd (GPT-NeoX with rotary_pct 0.3 of 64): RopeConfig reads it as transformers does
     return int(head_dim * _partial_factor(config, params))
 
@@ -545,26 +1113,50 @@ def _mscale(kind: str, scaling: dict[str, Any]) -> None:
     scaling["attention_factor"] = float(short)
 
 
+#: What a rope dict's keys that posenc's rules do not take are, where transformers 5.24's code was
+#: read to check it (a warning names the others without saying what transformers does with them).
+_KEY_NOTES = {
+    "llama_4_scaling_beta": (
+        "Ministral 3's and Mistral 4's query temperature, which their attention (not their rotary "
+        "embedding) applies in transformers: queries times 1 + beta * log(1 + floor(position / "
+        "original_max_position_embeddings)) (get_llama_4_attn_scale); posenc's RoPE leaves queries unscaled"
+    ),
+    "max_position_embeddings": (
+        "transformers' rope functions read the config's top-level max_position_embeddings, not a copy "
+        "inside the rope dict, and so does posenc"
+    ),
+}
+
+
 def _known_keys(kind: str, scaling: dict[str, Any]) -> dict[str, Any]:
-    """``scaling`` without the keys its rope type does not take, with a warning that names them, as
-    transformers reads a config (``_check_received_keys`` logs "Unrecognized keys" and goes on);
-    an unknown rope type is left whole for the validator to refuse."""
+    """``scaling`` without the keys its rope type does not take, with a warning that names them and
+    says what posenc does instead (transformers' ``_check_received_keys`` also just logs
+    "Unrecognized keys" and goes on); an unknown rope type is left whole for the validator to refuse."""
     if kind not in SCALING_KEYS:
         return scaling
     required, optional = SCALING_KEYS[kind]
     extra = sorted(k for k in scaling if k != "rope_type" and k not in required | optional)
     if extra:
+        takes = f"it takes {sorted(required | optional)}" if required | optional else "it takes no parameters"
+        notes = "".join(f"; {key}: {_KEY_NOTES[key]}" for key in extra if key in _KEY_NOTES)
         warnings.warn(
-            f"config rope scaling {kind!r} does not take {extra}: ignored, as transformers ignores them", stacklevel=4
+            f"config rope scaling {kind!r} does not take {extra} ({takes}); posenc rotates by the {kind!r} "
+            f"rule without them{notes}",
+            stacklevel=4,
         )
     return {k: v for k, v in scaling.items() if k not in extra}
+
+
+#: Model types whose attention applies ``apply_rotary_pos_emb_interleave`` unless the config's
+#: ``rope_interleave`` is false (HF ``DeepseekV3Attention.forward`` and its copies).
+_ROPE_INTERLEAVE_FLAG = ("deepseek_v3", "axk1", "glm4_moe_lite", "mistral4", "youtu")
 
 
 def _layout(config: Mapping[str, Any], layout: str | None) -> str:
     if layout is not None:
         return check_choice("layout", layout, ROPE_LAYOUTS)
     model_type = config.get("model_type")
-    if model_type == "deepseek_v3" and config.get("rope_interleave") is False:
+    if model_type in _ROPE_INTERLEAVE_FLAG and config.get("rope_interleave") is False:
         return "half"
     if model_type not in MODEL_LAYOUTS:
         raise ValueError(
@@ -598,6 +1190,13 @@ def _layer_head_dim(config: Mapping[str, Any], layer_type: str | None, head: tup
     return head
 
 
+#: ModernBERT's flat (pre-transformers-5) form: ``global_rope_theta`` and ``local_rope_theta`` are the
+#: bases of the full- and sliding-window-attention RoPEs (class defaults here), and a
+#: ``rope_scaling`` updates both (HF ``ModernBertConfig.convert_rope_params_to_dict``).
+_GLOBAL_LOCAL = {"modernbert": (160_000.0, 10_000.0), "modernbert-decoder": (160_000.0, 10_000.0)}
+_GLOBAL_LOCAL_FIELDS = ("global_rope_theta", "local_rope_theta")
+
+
 def _nested(params: object) -> bool:
     return isinstance(params, Mapping) and any(isinstance(v, Mapping) for v in params.values())
 
@@ -621,6 +1220,14 @@ def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str,
         local = dict(nested.get("sliding_attention") or {"rope_type": "default"})
         local.setdefault("rope_theta", (_field(config, local_field) if local_field else None) or local_theta)
         table: Any = {**nested, "full_attention": full, "sliding_attention": local}
+    elif config.get("model_type") in _GLOBAL_LOCAL:  # rope_scaling updates both RoPEs
+        nested = dict(parameters) if _nested(parameters) else {}
+        table = dict(nested)
+        kinds = ("full_attention", "sliding_attention")
+        for kind, field, theta in zip(kinds, _GLOBAL_LOCAL_FIELDS, _GLOBAL_LOCAL[config["model_type"]], strict=True):
+            rope = {**(nested.get(kind) or {"rope_type": "default"}), **(scaling or {})}
+            rope.setdefault("rope_theta", _field(config, field) or theta)
+            table[kind] = rope
     else:
         table = scaling or parameters or {}
     if not _nested(table):
@@ -638,10 +1245,109 @@ def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str,
     return dict(table[layer_type])
 
 
+#: MRoPE model types (transformers 5.24 rotary modules that read ``mrope_section``): whether their
+#: ``recomposition_frequencies`` interleaves the axes (Qwen3-VL's ``t h w t h w ...``) or takes
+#: contiguous sections (Qwen2-VL's ``freq.split(mrope_section)``), the pair layout of their
+#: ``apply_rotary_pos_emb`` (GLM-4V and GLM-OCR: ``rotate_half_llm`` on ``repeat_interleave(2)``
+#: tables), and the ``partial_rotary_factor`` their rotary module falls back to, None where it
+#: rotates the whole head whatever the config says (Qwen2-VL's ``compute_default_rope_parameters``).
+_MROPE_TYPES: dict[str, tuple[bool | str, str, float | None]] = {
+    **dict.fromkeys(
+        ("qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text", "paddleocr_vl", "paddleocr_vl_text"),
+        (False, "half", None),
+    ),
+    **dict.fromkeys(
+        ("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "cosmos3_edge", "cosmos3_edge_text"),
+        (True, "half", None),
+    ),
+    **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"), (True, "half", 0.25)),
+    **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), (True, "half", 1.0)),
+    **dict.fromkeys(("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text"), (False, "interleaved", 1.0)),
+    **dict.fromkeys(("glm_image", "glm_image_text"), (False, "half", 1.0)),
+    **dict.fromkeys(("glm4v_moe", "glm4v_moe_text"), (False, "half", 0.5)),
+    **dict.fromkeys(("ernie4_5_vl_moe", "ernie4_5_vl_moe_text"), ("hw", "interleaved", None)),
+}
+#: MRoPE model types whose ``mrope_section`` lists ``[h, w, t]`` (Ernie 4.5 VL), not ``[t, h, w]``.
+_MROPE_HWT_ORDER = ("ernie4_5_vl_moe", "ernie4_5_vl_moe_text")
+#: MRoPE model types whose frequencies posenc's sections cannot express, with what they do instead.
+_MROPE_REFUSED = {
+    "hunyuan_vl": "HunYuan-VL reads a variable number of MRoPE axes (len(mrope_section))",
+    "hy_v4_vl": "HY-V4-VL rotates a multi-head-latent slice with its own table layout",
+    "cohere_compass": "Cohere Compass keeps one MRoPE per layer type",
+    "neomme": "NeoMME has two axes with per-layer-type spectra",
+    "qwen2_5_omni": "Qwen2.5-Omni's thinker is nested under thinker_config",
+    "qwen3_omni_moe": "Qwen3-Omni's thinker is nested under thinker_config",
+}
+_MROPE_KEYS = ("mrope_section", "mrope_interleaved", "interleaved")
+
+
+def _mrope(config: Mapping[str, Any], params: dict[str, Any]) -> tuple[tuple[int, ...], bool | str] | None:
+    """``(sections, interleaved)`` of a config whose RoPE reads ``mrope_section``, else None. The
+    MRoPE keys are taken out of ``params`` (they are not scaling keys); a legacy ``"type": "mrope"``
+    is the default RoPE (HF ``Qwen2VLTextConfig.convert_rope_params_to_dict``)."""
+    if params.get("rope_type", params.get("type")) == "mrope":
+        params.pop("type", None)
+        params["rope_type"] = "default"
+    model_type = config.get("model_type")
+    found = {k: params.pop(k) for k in _MROPE_KEYS if k in params}
+    sections = found.get("mrope_section")
+    if sections is None:
+        return None
+    if model_type in _MROPE_REFUSED:
+        raise ValueError(
+            f"model_type {model_type!r}: {_MROPE_REFUSED[model_type]}, which posenc's MRoPE (three sections, "
+            f"contiguous or interleaved) does not express; supported MRoPE model types: {', '.join(sorted(_MROPE_TYPES))}"
+        )
+    flag = found.get("mrope_interleaved", found.get("interleaved"))
+    if model_type in _MROPE_TYPES:
+        interleaved = _MROPE_TYPES[model_type][0]
+        if flag is not None and bool(flag) != bool(interleaved):
+            warnings.warn(
+                f"config rope parameters say mrope_interleaved={flag!r}, but transformers' {model_type!r} rotary "
+                f"module is {'interleaved' if interleaved else 'contiguous'} whatever the config says; "
+                f"posenc follows the model code (interleaved={interleaved})",
+                stacklevel=3,
+            )
+    else:
+        if flag is not None and not isinstance(flag, bool):
+            raise ValueError(f"config field 'mrope_interleaved' must be true or false, got {flag!r}")
+        interleaved = bool(flag)
+    if isinstance(sections, (str, bytes)) or not isinstance(sections, (list, tuple)):
+        raise ValueError(
+            f"config field 'mrope_section' must be a list of three numbers of rotary pairs (t, h, w), "
+            f"such as [16, 24, 24], got {sections!r}"
+        )
+    if model_type in _MROPE_HWT_ORDER and len(sections) == 3:
+        sections = (sections[2], sections[0], sections[1])  # [h, w, t] -> (t, h, w)
+    return tuple(sections), interleaved
+
+
+def _mrope_rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: int) -> int:
+    """The rotated width of an MRoPE model: ``int(head_dim * partial_rotary_factor)`` where its rotary
+    module reads the factor (Qwen3.5: 0.25 by default, GLM-4V-MoE 0.5), the whole head elsewhere."""
+    model_type = config.get("model_type")
+    fallback = _MROPE_TYPES[model_type][2] if model_type in _MROPE_TYPES else 1.0
+    if fallback is None:
+        return head_dim
+    factor = _field(params, "partial_rotary_factor")
+    if factor is None:
+        factor = _field(config, "partial_rotary_factor")
+    factor = fallback if factor is None else factor
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        raise ValueError(f"partial_rotary_factor must be a number in (0, 1], got {factor!r}")
+    return int(head_dim * factor)
+
+
 def rope_from_config(
     config: Mapping[str, Any] | str | os.PathLike[str], *, layout: str | None = None, layer_type: str | None = None
 ) -> Rope:
     """The RoPE module for a model's ``config.json`` (a dict, a path to the file or its folder).
+
+    Configs whose rope parameters have ``mrope_section`` (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5,
+    GLM-4V, ...: :data:`_MROPE_TYPES`) give the :class:`~posenc.schemes.mrope.MRope` module (a
+    subclass of ``Rope``) with those sections, contiguous or interleaved as the model's transformers
+    code assigns them, and the same frequencies and scaling; its positions are ``(t, h, w)``
+    coordinates ``[b, s, 3]`` (:func:`posenc.mrope_positions.mrope_positions`).
 
     ``layout`` overrides the model type's pair layout (required for model types not in
     :data:`MODEL_LAYOUTS`). Multimodal configs are read from their ``text_config``. Models with a
@@ -666,6 +1372,7 @@ def rope_from_config(
     if text_config is not None and "num_attention_heads" not in config:
         config = {"model_type": config.get("model_type"), **text_config}
     config = {**_HF_DEFAULTS.get(config.get("model_type"), {}), **config}
+    config = _own_field_names(config)
     params = _rope_params(config, layer_type)
     base = _field(params, "rope_theta")
     if base is None:
@@ -677,8 +1384,25 @@ def rope_from_config(
         if not base > 1:
             raise ValueError(f"config field 'rope_theta' (the RoPE base) must be greater than 1, got {base!r}")
     head_dim = _check_even_head(*_layer_head_dim(config, layer_type, _head_dim(config)))
+    mrope = _mrope(config, params)  # takes the MRoPE keys out of params
+    if mrope is not None:
+        model_type = config.get("model_type")
+        rotary_dim = _mrope_rotary_dim(config, params, head_dim)
+        if layout is None and model_type in _MROPE_TYPES:
+            layout = _MROPE_TYPES[model_type][1]
+        return MRope(
+            MRopeConfig(
+                dim=head_dim,
+                base=base if base is not None else _DEFAULT_BASE,
+                sections=mrope[0],
+                interleaved=mrope[1],
+                layout=_layout(config, layout),
+                scaling=_scaling(config, {k: v for k, v in params.items() if k != "partial_rotary_factor"}, False),
+                rotary_dim=None if rotary_dim == head_dim else rotary_dim,
+            )
+        )
     rotary_dim = _rotary_dim(config, params, head_dim)
-    nested = config.get("model_type") in _LAYER_TYPED or _nested(
+    nested = config.get("model_type") in {**_LAYER_TYPED, **_GLOBAL_LOCAL} or _nested(
         config.get("rope_scaling") or config.get("rope_parameters")
     )
     return Rope(
@@ -688,5 +1412,6 @@ def rope_from_config(
             layout=_layout(config, layout),
             scaling=_scaling(config, params, nested),
             rotary_dim=None if rotary_dim == head_dim else rotary_dim,
+            rotary_start=head_dim - rotary_dim if config.get("model_type") in _TRAILING_ROPE else 0,
         )
     )

@@ -51,3 +51,42 @@ def test_rope_ratios_are_taken_over_their_own_floors() -> None:
     assert row["transformers_x_rotate"] == 5.0
     (row,) = rope_ratios([{**base, "case": "floor", "x_floor": 1.0}])
     assert row["rotate_x_clone"] is None and row["backend"] == "eager"  # no out= case of the recorded backend
+
+
+def test_varlen_and_transformers_sections_reach_the_tables():
+    """The two integration sections are run by name and written to the terminal and Markdown tables."""
+    from posenc.bench.report import SECTIONS, markdown, summary_columns
+
+    assert {"varlen", "transformers"} <= set(SECTIONS)
+    varlen = {
+        "packing": "varied",
+        "tokens": 1088,
+        "padded_tokens": 1536,
+        "dtype": "float32",
+        "layout": "half",
+        "case": "apply_rotary_emb",
+        "median_ms": 1.5,
+        "x_padded": 0.51,
+        "x_padded_best": 0.49,
+        "max_error": 0.0,
+        "other_cpu": 0.1,
+        "kind": "steady",
+    }
+    patched = {
+        "L": 2048,
+        "dtype": "bfloat16",
+        "case": "posenc",
+        "median_ms": 900.0,
+        "x_stock": 0.97,
+        "x_stock_best": 0.95,
+        "max_abs_diff": 0.0,
+        "other_cpu": 0.0,
+        "kind": "steady",
+        "layers": 2,
+        "hidden": 512,
+        "heads": 8,
+    }
+    text = markdown({"meta": {}, "varlen": [varlen], "transformers": [patched]})
+    assert "| varied | 1088 (1536) | float32 | apply_rotary_emb | 1.50 | 0.51 (0.49) | 0.10 |" in text
+    assert "| 2048 | bfloat16 | posenc | 900 | 0.97 (0.95) |" in text
+    assert set(summary_columns("varlen")) <= set(varlen) and set(summary_columns("transformers")) <= set(patched)

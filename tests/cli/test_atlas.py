@@ -528,7 +528,7 @@ def test_out_under_a_file_names_the_file(tmp_path, monkeypatch):
 def test_plot_without_a_kind_lists_the_kinds_of_the_scheme():
     result = _run("plot", "rope")
     assert result.exit_code == 2
-    assert "--kind is required; for rope choose one of: heatmap, clock, logits" in result.output
+    assert "--kind is required; for rope choose one of: heatmap, clock, dot, cosine, distance" in result.output
 
 
 def test_check_prints_json_and_strict_fails_on_a_failed_criterion():
@@ -547,3 +547,14 @@ def test_check_prints_json_and_strict_fails_on_a_failed_criterion():
     strict = _run("check", "index", "--strict")
     assert strict.exit_code == 1 and "failed: bounded" in strict.output
     assert _run("check", "sinusoidal", "--strict").exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["plot", "check"])
+def test_help_names_every_scheme(command):
+    import posenc
+
+    result = _run(command, "--help")
+    assert result.exit_code == 0, result.output
+    listed = " ".join(result.output.split())  # the help text wraps lines
+    for name in (*posenc.available(), "sine_only"):
+        assert f" {name}," in listed or f" {name};" in listed or f" {name}." in listed, name

@@ -243,11 +243,11 @@ def test_attention_by_name_with_head_width_not_multiple_of_four() -> None:
 
 def test_n_axes_attribute() -> None:
     """Every scheme says how many coordinates a position has: 1 for the sequence schemes, the
-    configured count for the N-D ones (on the instance), 2 by default on their classes."""
+    configured count for the N-D ones (on the instance), 2 by default on their classes; 3 for MRoPE."""
     from posenc.schemes.base import scheme_class
 
     for name in posenc.available():
-        expected = 2 if name in ("sinusoidal_nd", "rope_axial") else 1
+        expected = {"sinusoidal_nd": 2, "rope_axial": 2, "mrope": 3}.get(name, 1)  # MRoPE: (t, h, w)
         assert scheme_class(name).n_axes == expected, name
     assert posenc.create("rope_axial", dim=24, n_axes=3).n_axes == 3
     assert posenc.create("sinusoidal_nd", dim=9, n_axes=3).n_axes == 3

@@ -23,3 +23,26 @@ def test_summary_rows_keep_variants_apart() -> None:
     rows = _summary_rows([_record("default", 0.2), _record("yarn", 0.3)])
     assert len(rows) == 2
     assert {row[2] for row in rows} == {"default", "yarn"}
+
+
+def test_the_section_says_which_way_is_better_and_flags_smoke_tests(tmp_path) -> None:
+    """The metric is explained with its unit and direction; ``--quick`` runs are marked smoke tests;
+    a plot named after an experiment and task gets a caption saying what it shows."""
+    import json
+
+    from posenc.report.results import results_section
+
+    records = [
+        {**_record("default", 2.5), "task": "copy", "experiment": "length", "summary_metric": "exact_match",
+         "quick": True, "train_length": 16, "seed": seed}
+        for seed in (0, 1)
+    ]
+    (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "records": records}))
+    (tmp_path / "length_copy.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
+    html, shown, problems = results_section(tmp_path)
+    assert shown == 2 and not problems
+    assert "exact match: the fraction of sequences reproduced without one wrong token (higher is better)" in html
+    assert "2 of these 2 runs are <b>--quick smoke tests</b>" in html
+    assert "exact_match (higher is better) — smoke test (--quick)" in html
+    assert "length / copy: exact match" in html and "mean over seeds with a 95 % interval" in html
+    assert "trained on lengths up to 16" in html

@@ -157,10 +157,18 @@ def test_grid_distance_of_a_two_axis_sinusoid_is_symmetric_in_rows_and_columns()
 
 
 def test_kinds_follow_the_family():
-    assert kinds_for("sinusoidal") == ["heatmap", "clock", "dot", "cosine", "distance", "projection", "bits", "word"]
+    assert kinds_for("sinusoidal") == [
+        *("heatmap", "clock", "dot", "cosine", "distance", "projection", "bits", "word", "waves", "concat")
+    ]
+    assert kinds_for("shaw") == ["heatmap", "clipped", "logits"]
     assert kinds_for("alibi") == ["heatmap", "logits", "slopes", "bias"]
     assert kinds_for("t5") == ["heatmap", "logits", "buckets", "bias"]
-    assert "logits" in kinds_for("rope") and "cosine" not in kinds_for("rope")
+    assert kinds_for("rope") == [
+        *("heatmap", "clock", "dot", "cosine", "distance", "projection", "logits"),
+        *("rotation", "wavelengths", "scalings", "decay"),
+    ]
+    assert "decay" in kinds_for("xpos") and "wavelengths" not in kinds_for("xpos")
+    assert "grid" in kinds_for("rope_axial") and "grid" not in kinds_for("rope")
     assert kinds_for("none") == []
     assert "grid" in kinds_for("sinusoidal_nd") and "grid" not in kinds_for("sinusoidal")
 

@@ -12,8 +12,10 @@ import torch
 __all__ = ["run", "format_rows", "SECTIONS", "summary_columns", "rope_ratios", "markdown"]
 
 #: bias-build and bias-memory are issue 26's targets (parameter-only biases built against a fill;
-#: FlexAttention's memory with the newer bias schemes at L = 16384); not in the CLI's default list
-SECTIONS = ("rope", "bias", "attention", "flex", "training", "bias-build", "bias-memory")
+#: FlexAttention's memory with the newer bias schemes at L = 16384), varlen and transformers issue 27's
+#: (packed documents against the padded batch; a transformers Llama on posenc's RoPE against stock);
+#: not in the CLI's default list
+SECTIONS = ("rope", "bias", "attention", "flex", "training", "bias-build", "bias-memory", "varlen", "transformers")
 
 #: sizes of the full run and of ``--quick`` (the harness checked end to end in seconds)
 FULL = {
@@ -23,6 +25,7 @@ FULL = {
     "flex_L": (8192, 16384),
     "bias_build_lengths": (2048,),
     "bias_memory_L": 16384,
+    "transformers_lengths": (2048,),
     "min_run_time": 0.5,
 }
 QUICK = {
@@ -32,6 +35,7 @@ QUICK = {
     "flex_L": (1024,),
     "bias_build_lengths": (256,),
     "bias_memory_L": 512,
+    "transformers_lengths": (256,),
     "min_run_time": 0.05,
 }
 
@@ -55,6 +59,8 @@ def run(
     from .rope import bench_rope
     from .timing import device_name, resolve_device
     from .train import bench_training
+    from .transformers_patch import bench_transformers_patch
+    from .varlen import bench_varlen
 
     sections = list(dict.fromkeys(sections))  # each once, in the order given
     dtypes = tuple(dict.fromkeys(dtypes))
@@ -112,6 +118,10 @@ def run(
         "bias-build": lambda: bench_bias_build(size["bias_build_lengths"], **timing),
         "bias-memory": lambda: bench_bias_memory(
             size["bias_memory_L"], num_threads=num_threads, device=dev, progress=progress
+        ),
+        "varlen": lambda: bench_varlen(dtypes=dtypes, **timing),
+        "transformers": lambda: bench_transformers_patch(  # ~1 s forwards: x4 gives 7 paired rounds
+            size["transformers_lengths"], dtypes, **{**timing, "min_run_time": size["min_run_time"] * 4}
         ),
     }
     from ..kernels import compiled
@@ -225,6 +235,20 @@ def summary_columns(section: str) -> list[str]:
         "flex": ["L", "heads", "mode", "seconds", "peak_rss_mib", "peak_gpu_mib", "first_call_s", "other_cpu", "error"],
         "training": ["case", "median_ms", "overhead_vs_none", "first_step_ms", "other_cpu"],
         "bias-build": ["L", "heads", "case", "median_ms", "x_floor", "x_floor_best", "target_x_floor", "other_cpu"],
+        "varlen": [
+            "packing",
+            "tokens",
+            "padded_tokens",
+            "dtype",
+            "layout",
+            "case",
+            "median_ms",
+            "x_padded",
+            "x_padded_best",
+            "max_error",
+            "other_cpu",
+        ],
+        "transformers": ["L", "dtype", "case", "median_ms", "x_stock", "x_stock_best", "max_abs_diff", "other_cpu"],
         "bias-memory": [
             "L",
             "heads",
@@ -538,5 +562,38 @@ def markdown(result: dict) -> str:
             f"| {r['case'].removeprefix('train step ')} | {r['median_ms']:.1f} | {100 * r['overhead_vs_none']:+.0f}% | "
             f"{_cell(r.get('first_step_ms'))} | {r.get('other_cpu') or 0:.2f} |"
             for r in train
+        ]
+    varlen = [r for r in result.get("varlen", []) if r.get("kind", "steady") == "steady" and "x_padded" in r]
+    if varlen:
+        lines += [
+            "",
+            "#### Packed documents (`[total, h, hd]` + `cu_seqlens`) against the padded batch of the same documents",
+            "",
+            "Each case timed in alternation with the padded rotation: the median of the per-round ratios (the "
+            "fastest round in brackets). Target (issue 27): at most 1.2x.",
+            "",
+            "| packing | tokens (padded) | dtype | case | ms | x padded | other CPU |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['packing']} | {r['tokens']} ({r['padded_tokens']}) | {r['dtype']} | {r['case']} | "
+            f"{_num(r['median_ms'])} | {_num(r['x_padded'])} ({_num(r['x_padded_best'])}) | {r.get('other_cpu') or 0:.2f} |"
+            for r in varlen
+        ]
+    patched = [r for r in result.get("transformers", []) if r.get("kind") == "steady"]
+    if patched:
+        r0 = patched[0]
+        lines += [
+            "",
+            f"#### A transformers Llama ({r0['layers']} layers, hidden {r0['hidden']}, {r0['heads']} heads) switched "
+            "to posenc's RoPE against the stock model: forward time",
+            "",
+            "| L | dtype | case | ms | x stock | outputs differ by | other CPU |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['L']} | {r['dtype']} | {r['case']} | {_num(r['median_ms'])} | {_num(r['x_stock'])} "
+            f"({_num(r['x_stock_best'])}) | {_cell(r.get('max_abs_diff'))} | {r.get('other_cpu') or 0:.2f} |"
+            for r in patched
         ]
     return "\n".join(lines) + "\n"

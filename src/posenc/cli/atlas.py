@@ -174,16 +174,19 @@ def register(app: Any) -> None:
     """Add ``plot``, ``check`` and ``report`` to the root Typer ``app``."""
     import typer
 
+    from ..analysis.references import REFERENCE_ENCODINGS
+    from ..schemes import available
     from ..viz.kinds import KINDS  # torch-only: the catalogue's names, no matplotlib
 
     kind_help = f"Kind of figure: {', '.join(KINDS)} (`--kind list` shows those that apply to SCHEME)."
+    scheme_help = f"One of: {', '.join(available())}; or a naive reference: {', '.join(REFERENCE_ENCODINGS)}."
 
     @app.command("plot", short_help="Draw one figure of one scheme (PNG, SVG or PDF).")
     def plot_command(
         scheme: str = typer.Argument(
             ...,
             metavar="SCHEME",
-            help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only.",
+            help=scheme_help,
         ),
         kind: str | None = typer.Option(None, "--kind", "-k", metavar="KIND", help=kind_help),
         out: Path = typer.Option(
@@ -248,7 +251,7 @@ def register(app: Any) -> None:
         scheme: str = typer.Argument(
             ...,
             metavar="SCHEME",
-            help="A scheme (posenc.available()) or a reference: index, fraction, binary, sine_only.",
+            help=scheme_help,
         ),
         dim: int | None = typer.Option(None, metavar="D", help="Code width (head width for rope, xpos, shaw)."),
         base: float | None = typer.Option(None, metavar="BASE", help="Frequency base (sinusoids, rotary schemes)."),

@@ -29,8 +29,9 @@ def register(app) -> None:  # app: typer.Typer
             "--sections",
             metavar="LIST",
             help="Comma-separated: rope, bias, attention, flex, training; also bias-build (each parameter-only "
-            "bias built into a preallocated tensor vs a fill) and bias-memory (FlexAttention's peak memory per "
-            "bias scheme at L = 16384), not run by default.",
+            "bias built into a preallocated tensor vs a fill), bias-memory (FlexAttention's peak memory per "
+            "bias scheme at L = 16384), varlen (packed documents with cu_seqlens vs the padded batch) and "
+            "transformers (a transformers Llama switched to posenc's RoPE vs stock), not run by default.",
         ),
         threads: int = typer.Option(
             1, "--threads", min=1, max=MAX_THREADS, metavar="N", help="Threads for torch and for every timing."

@@ -194,7 +194,13 @@ def experiment(
         ..., metavar="NAME", help="length, learned-vs-sinusoidal, add-vs-concat, probe or extend"
     ),
     schemes: str | None = typer.Option(
-        None, metavar="NAMES", help="comma-separated scheme names (NAME or NAME+randomized)"
+        None,
+        metavar="NAMES",
+        help="comma-separated scheme labels: NAME, NAME+randomized, NAME+nopeN (layers N, 2N, ... without "
+        "positional encoding, as Llama 4's every fourth: rope+nope4 with --layers 4 or more)",
+    ),
+    layers: int | None = typer.Option(
+        None, min=1, metavar="L", help="transformer layers of every model (default: the experiment's, 2; probe 3)"
     ),
     seeds: str | None = typer.Option(None, metavar="SEEDS", help="comma-separated integer seeds"),
     steps: int | None = typer.Option(
@@ -253,6 +259,7 @@ def experiment(
                 ("--quick", quick),
                 ("--tasks", tasks is not None),
                 ("--schemes", schemes is not None),
+                ("--layers", layers is not None),
                 ("--threads", threads != 1),
             )
             if used
@@ -295,6 +302,7 @@ def experiment(
         tasks=_split(tasks, "--tasks"),
         quick=quick,
         device=device,
+        layers=layers,
     )
     try:
         plan(name, settings)  # every name checked before anything trains

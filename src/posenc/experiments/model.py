@@ -10,7 +10,12 @@ Normalization in the Transformer Architecture"; nanoGPT's ``Block``). Position e
   to the token embedding, or concatenated after a narrower one (``combine="concat"``: token width
   ``d - code_dim``, so the model width and every layer stay the same);
 * rotary and bias schemes (``rope``, ``t5``, ``alibi``, ...) are built once and shared by every
-  layer's attention, as T5 shares its relative bias across layers (Raffel et al. 2020, 2.1).
+  layer's attention, as T5 shares its relative bias across layers (Raffel et al. 2020, 2.1);
+* a layer schedule (``layer_schemes``: one scheme name per layer) gives layers schemes of their
+  own: ``"none"`` for NoPE layers, as Llama 4 and SmolLM3 interleave RoPE layers with every fourth
+  one without (``posenc.layer_schedule`` reads such schedules from a model's config). Layers with
+  the same name share one module; ``scheme`` (with ``scheme_options``) is the one the schedule must
+  name at least once.
 
 ``residual=False`` drops the skip connections (the probe experiment asks what they carry).
 """
@@ -26,7 +31,7 @@ from torch import Tensor, nn
 from ..attention import Attention
 from ..schemes.base import PositionalEncoding, create, scheme_class
 
-__all__ = ["ModelConfig", "TinyTransformer", "build_encoding"]
+__all__ = ["ModelConfig", "TinyTransformer", "build_encoding", "build_layer_encodings"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,9 @@ class ModelConfig:
     # token embeddings times this; None: sqrt(dim) under a sinusoid (Vaswani et al. 2017, 3.4: the code has
     # amplitude 1 and would drown N(0, 0.02) token embeddings), 1 otherwise (GPT-2)
     embedding_scale: float | None = None
+    # one scheme name per layer ("none": a NoPE layer), None: `scheme` in every layer; rotary and bias
+    # schemes only (an absolute code enters once, at the input)
+    layer_schemes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         cls = scheme_class(self.scheme)  # unknown names list the choices
@@ -62,6 +70,8 @@ class ModelConfig:
             raise ValueError(f"embedding_scale must be a positive number or None, got {self.embedding_scale!r}")
         if not isinstance(self.scheme_options, Mapping):
             raise TypeError(f"scheme_options must be a mapping, got {type(self.scheme_options).__name__}")
+        if self.layer_schemes is not None:
+            object.__setattr__(self, "layer_schemes", _check_layer_schemes(self))
 
     @property
     def family(self) -> str:
@@ -72,6 +82,31 @@ class ModelConfig:
         if self.embedding_scale is not None:
             return float(self.embedding_scale)
         return self.dim**0.5 if self.scheme == "sinusoidal" else 1.0
+
+
+def _check_layer_schemes(config: ModelConfig) -> tuple[str, ...]:
+    """``config.layer_schemes`` as a tuple, checked: one registered 1-D, non-absolute scheme per layer,
+    ``config.scheme`` among them."""
+    names = config.layer_schemes
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"layer_schemes must be a list of scheme names, one per layer, got {names!r}")
+    if len(names) != config.num_layers:
+        raise ValueError(
+            f"layer_schemes names {len(names)} layers; the model has num_layers={config.num_layers}: give one "
+            "scheme name per layer"
+        )
+    for name in (config.scheme, *names):
+        cls = scheme_class(name)  # unknown names list the choices
+        if cls.family == "absolute" or getattr(cls, "n_axes", 1) != 1:
+            raise ValueError(
+                f"layer_schemes takes rotary and bias schemes (and 'none') acting on 1-D positions; {name!r} "
+                + ("is absolute: it encodes the input once, not a layer" if cls.family == "absolute" else "is N-D")
+            )
+    if config.scheme not in names:
+        raise ValueError(
+            f"layer_schemes {list(names)} never names the model's scheme {config.scheme!r}; name it in at least one layer"
+        )
+    return tuple(names)
 
 
 def build_encoding(config: ModelConfig) -> tuple[PositionalEncoding, int]:
@@ -102,6 +137,21 @@ def build_encoding(config: ModelConfig) -> tuple[PositionalEncoding, int]:
     return encoding, token_dim
 
 
+def build_layer_encodings(config: ModelConfig, encoding: PositionalEncoding) -> list[PositionalEncoding]:
+    """The encoding of each layer: ``encoding`` (the model's scheme) wherever ``layer_schemes`` names
+    it or when there is no schedule, a module of each other named scheme (its Attention defaults)
+    shared by the layers that name it."""
+    if config.layer_schemes is None:
+        return [encoding] * config.num_layers
+    head_dim = config.dim // config.num_heads
+    built = {config.scheme: encoding}
+    for name in config.layer_schemes:
+        if name not in built:
+            defaults = scheme_class(name).attention_defaults(head_dim, config.num_heads, config.dim, config.causal)
+            built[name] = create(name, **defaults)
+    return [built[name] for name in config.layer_schemes]
+
+
 class Block(nn.Module):
     """One pre-LN transformer layer; the attention's encoding is shared (or None for absolute schemes)."""
 
@@ -130,22 +180,25 @@ class TinyTransformer(nn.Module):
         self.token_embedding = nn.Embedding(config.vocab_size, token_dim)
         absolute = config.family == "absolute"
         self.encoding = encoding if absolute else None  # applied once at the input
-        layer_encoding = None if absolute else encoding  # one module shared by every layer
-        self.blocks = nn.ModuleList(Block(config, layer_encoding) for _ in range(config.num_layers))
+        layers = [None] * config.num_layers if absolute else build_layer_encodings(config, encoding)
+        self.blocks = nn.ModuleList(Block(config, layer_encoding) for layer_encoding in layers)
+        #: the first layer with the model's scheme (the others may have a schedule's NoPE)
+        self._scheme_layer = 0 if absolute else layers.index(encoding)
         self.register_load_state_dict_post_hook(_encoding_off_meta)
         self.ln_f = nn.LayerNorm(config.dim)
         self.head = nn.Linear(config.dim, config.num_classes or config.vocab_size)
         # GPT-2's rule for the transformer's own layers; the encoding keeps the initialisation its
         # scheme defines (forgetting's gate bias of 5, FIRE's and DPB's MLPs, T5's and learned tables)
-        own = {id(m) for m in encoding.modules()}
+        own = {id(m) for e in (encoding, *(b.attn.encoding for b in self.blocks)) for m in e.modules()}
         for module in self.modules():
             if id(module) not in own:
                 _init_weights(module)
 
     @property
     def scheme(self) -> PositionalEncoding:
-        """The positional-encoding module (the input's, or the one the layers share)."""
-        return self.encoding if self.encoding is not None else self.blocks[0].attn.encoding
+        """The positional-encoding module (the input's, or the one the layers share: with a layer
+        schedule, that of the model's ``scheme``)."""
+        return self.encoding if self.encoding is not None else self.blocks[self._scheme_layer].attn.encoding
 
     def forward(
         self, tokens: Tensor, positions: Tensor | None = None, *, hidden_states: bool = False

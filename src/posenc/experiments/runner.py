@@ -38,7 +38,7 @@ from .train import (
     train,
 )
 
-__all__ = ["Hooks", "run_experiment", "run_job", "LOCK_FILE"]
+__all__ = ["Hooks", "run_experiment", "run_job", "LOCK_FILE", "save_encoding", "load_encoding", "load_layer_encodings"]
 
 LOCK_FILE = ".lock"  # in the output folder, held by the run writing to it
 
@@ -77,29 +77,61 @@ def encoding_path(job: Job, out: Path) -> Path:
     return out / "encodings" / (job.label.replace("/", "__").replace("+", "_") + ".pt")
 
 
-def save_encoding(encoding: Any, path: Path) -> None:
-    """The trained positional encoding: its scheme name, config and tensors (no pickled classes:
-    :func:`load_encoding` reads it with ``weights_only=True``), written whole or not at all."""
-    payload = {
+def _encoding_payload(encoding: Any) -> dict[str, Any]:
+    return {
         "scheme": encoding.name,
         "config": _jsonable(dataclasses.asdict(encoding.config)),
         "state": {k: v.detach().cpu().clone() for k, v in encoding.state_dict().items()},
     }
+
+
+def save_encoding(encoding: Any, path: Path, *, layers: list[Any] | None = None) -> None:
+    """The trained positional encoding: its scheme name, config and tensors (no pickled classes:
+    :func:`load_encoding` reads it with ``weights_only=True``), written whole or not at all.
+
+    ``layers``: with a layer schedule (``ModelConfig.layer_schemes``), each layer's encoding
+    (``encoding`` is the model's scheme among them): their scheme names are stored in layer order,
+    and each other scheme once (:func:`load_layer_encodings` rebuilds the list)."""
+    payload = _encoding_payload(encoding)
+    if layers is not None:
+        payload["layers"] = [e.name for e in layers]
+        payload["other_layers"] = {e.name: _encoding_payload(e) for e in layers if e is not encoding}
     path.parent.mkdir(parents=True, exist_ok=True)
     with replaced_whole(path) as tmp:
         torch.save(payload, tmp)
 
 
 def load_encoding(path: Path | str) -> Any:
-    """The encoding :func:`save_encoding` wrote, rebuilt from its scheme, config and tensors."""
-    from ..schemes.base import create
-
+    """The encoding :func:`save_encoding` wrote, rebuilt from its scheme, config and tensors (with a
+    layer schedule: the model's scheme; :func:`load_layer_encodings` gives every layer's)."""
     payload = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(payload, dict) or not {"scheme", "config", "state"} <= payload.keys():
         raise ValueError(f"{path} is not a trained encoding written by posenc experiment")
+    return _rebuilt(payload)
+
+
+def _rebuilt(payload: dict[str, Any]) -> Any:
+    from ..schemes.base import create
+
     encoding = create(payload["scheme"], **payload["config"])
     encoding.load_state_dict(payload["state"])
     return encoding.eval()
+
+
+def load_layer_encodings(path: Path | str) -> list[Any]:
+    """Each layer's encoding of a run with a layer schedule (``rope+nope4``), as :func:`save_encoding`
+    wrote them: layers with the same scheme share one module, the model's own scheme is the one
+    :func:`load_encoding` gives. A file of a run without a schedule is a ValueError."""
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(payload, dict) or not {"scheme", "config", "state"} <= payload.keys():
+        raise ValueError(f"{path} is not a trained encoding written by posenc experiment")
+    if "layers" not in payload:
+        raise ValueError(
+            f"{path} holds one encoding shared by every layer (a run without a layer schedule): read it with load_encoding"
+        )
+    built = {payload["scheme"]: _rebuilt(payload)}
+    built.update({name: _rebuilt(other) for name, other in payload["other_layers"].items()})
+    return [built[name] for name in payload["layers"]]
 
 
 def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict[str, Any]]:
@@ -114,7 +146,8 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
     config = job_config(job)
     rank, _ = distributed_context()
     if out is not None and rank == 0:
-        save_encoding(result.model.scheme, encoding_path(job, out))
+        layers = [b.attn.encoding for b in result.model.blocks] if job.model.layer_schemes is not None else None
+        save_encoding(result.model.scheme, encoding_path(job, out), layers=layers)
     records = []
     for variant, values in fields.items():
         record = {
@@ -130,6 +163,7 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
             "resumed_from_step": result.resumed_from,
             "final_train_loss": result.losses[-1],
             "parameters": result.model.num_parameters(),
+            "quick": bool(job.extra.get("quick", False)),  # a --quick smoke test, not a measurement
             "config": _jsonable(config),
         }
         records.append(record)

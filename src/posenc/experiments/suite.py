@@ -14,6 +14,7 @@ the schemes; language models see 64-byte windows.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,7 +25,7 @@ from .probe import probe_positions
 from .tasks import Task, Text, get_task
 from .train import TrainConfig
 
-__all__ = ["Job", "Settings", "EXPERIMENTS", "plan", "parse_scheme"]
+__all__ = ["Job", "Settings", "EXPERIMENTS", "SchemeLabel", "plan", "parse_label", "parse_scheme", "nope_schedule"]
 
 SEQ2SEQ_LENGTH = 16  # L for copy / reverse / sort / addition / binary-reverse: evaluated at 1 .. 2L
 ADDITION_LENGTH = 8  # digits per operand (the sum needs 64-bit integers up to 18 digits)
@@ -42,6 +43,7 @@ class Settings:
     tasks: tuple[str, ...] | None = None
     quick: bool = False
     device: str = "cpu"
+    layers: int | None = None  # transformer layers of every model (None: the experiment's, 2 but probe's 3)
 
 
 @dataclass
@@ -72,23 +74,85 @@ class Job:
         return self.base_label + (f"/{own}" if own else "")
 
 
-def parse_scheme(spec: str) -> tuple[str, bool]:
-    """``"rope"`` -> ("rope", False); ``"rope+randomized"`` -> ("rope", True). Names are checked."""
+#: What a scheme label may append to the scheme's name, for error messages and ``--help``.
+MODIFIERS = (
+    "'+randomized' (positions drawn at random below the longest evaluated length, Ruoss et al. 2023), "
+    "'+nopeN' (every N-th layer without positional encoding, N >= 2: layers N, 2N, ... counted from 1, "
+    "as Llama 4 and SmolLM3 interleave NoPE layers; rope+nope4 needs a model of at least 4 layers)"
+)
+_NOPE = re.compile(r"nope([0-9]+)")
+
+
+@dataclass(frozen=True)
+class SchemeLabel:
+    """A scheme label as written on the command line: ``NAME[+randomized][+nopeN]``."""
+
+    name: str
+    randomized: bool = False
+    nope_every: int | None = None  # every N-th layer NoPE (layers N, 2N, ...); None: the scheme in every layer
+
+
+def parse_label(spec: str) -> SchemeLabel:
+    """``"rope"``, ``"rope+randomized"``, ``"rope+nope4"`` (every fourth layer NoPE), in any
+    combination and order of the modifiers, each at most once. Names and modifiers are checked."""
     from ..schemes.base import available, scheme_class
 
-    name, _, suffix = spec.partition("+")
-    if suffix not in ("", "randomized"):
-        raise ValueError(f"unknown scheme modifier {suffix!r} in {spec!r}; the only one is '+randomized'")
+    name, *suffixes = spec.split("+")
     one_d = [n for n in available() if getattr(scheme_class(n), "n_axes", 1) == 1]
     if name in available() and name not in one_d:
         raise ValueError(
             f"scheme {name!r} encodes multi-axis positions; the experiments use the 1-D schemes: {', '.join(one_d)}"
         )
     if name not in one_d:
+        raise ValueError(f"unknown scheme {name!r}; choose from: {', '.join(one_d)} (modifiers: {MODIFIERS})")
+    randomized, every = False, None
+    for suffix in suffixes:
+        nope = _NOPE.fullmatch(suffix)
+        if suffix == "randomized" and not randomized:
+            randomized = True
+        elif nope is not None and every is None:
+            every = int(nope.group(1))
+            if every < 2:
+                raise ValueError(f"{spec!r}: '+nope{every}' has no layer with the scheme; use 'none', or N >= 2")
+            family = scheme_class(name).family
+            if family in ("absolute", "none"):
+                why = (
+                    "has no encoding to leave out" if family == "none" else "is absolute: it enters once, at the input"
+                )
+                raise ValueError(
+                    f"{spec!r}: '+nopeN' leaves the encoding out of some layers, and {name!r} {why}; "
+                    "use a rotary or bias scheme such as rope"
+                )
+        else:
+            again = suffix == "randomized" or nope is not None
+            raise ValueError(
+                f"{'repeated' if again else 'unknown'} scheme modifier {suffix!r} in {spec!r}; the modifiers are "
+                f"{MODIFIERS}, each at most once"
+            )
+    return SchemeLabel(name, randomized, every)
+
+
+def parse_scheme(spec: str) -> tuple[str, bool]:
+    """``"rope"`` -> ("rope", False); ``"rope+randomized"`` -> ("rope", True). Names are checked
+    (:func:`parse_label` gives the layer schedule as well)."""
+    label = parse_label(spec)
+    return label.name, label.randomized
+
+
+def nope_schedule(name: str, num_layers: int, every: int) -> tuple[str, ...]:
+    """``layer_schemes`` with every ``every``-th layer NoPE: layer ``i`` (from 0) is ``"none"`` when
+    ``(i + 1) % every == 0`` (transformers ``Llama4TextConfig`` / ``SmolLM3Config``'s default
+    ``no_rope_layers`` with ``no_rope_layer_interval = every``), ``name`` otherwise.
+
+    >>> nope_schedule("rope", 4, 2)
+    ('rope', 'none', 'rope', 'none')
+    """
+    if every > num_layers:
         raise ValueError(
-            f"unknown scheme {name!r}; choose from: {', '.join(one_d)} (append '+randomized' for randomized positions)"
+            f"'+nope{every}' makes layers {every}, {2 * every}, ... NoPE; a model of {num_layers} layers has "
+            f"none of them: use +nope{num_layers} or fewer, or a deeper model (layers={every} or more)"
         )
-    return name, bool(suffix)
+    return tuple("none" if (i + 1) % every == 0 else name for i in range(num_layers))
 
 
 # -- summaries -------------------------------------------------------------------------------
@@ -156,15 +220,16 @@ def _extend_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
         "yarn": {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": L},
     }
     trained = model.scheme
+    rotary = [block for block in model.blocks if block.attn.encoding is trained]  # a schedule's NoPE layers stay
     out = {}
     for variant in job.variants:
         options = {**dataclasses.asdict(trained.config), "scaling": scalings[variant]}
         rope = create("rope", **options).to(next(model.parameters()).device)
-        for block in model.blocks:
+        for block in rotary:
             block.attn.encoding = rope
         out[variant] = _lm_fields(model, job.task, L, factor * L, job.extra["samples"])
         out[variant]["metrics"]["scaling"] = scalings[variant]
-    for block in model.blocks:
+    for block in rotary:
         block.attn.encoding = trained
     return out
 
@@ -195,7 +260,8 @@ def _job(
     **extra: Any,
 ) -> Job:
     task = get_task(task_name)
-    name, randomized = parse_scheme(spec)
+    label = parse_label(spec)
+    name, randomized = label.name, label.randomized
     L = TEXT_LENGTH if task.kind == "lm" else ADDITION_LENGTH if task.name == "addition" else SEQ2SEQ_LENGTH
     if task.kind == "classify":
         L = task.min_length
@@ -211,6 +277,11 @@ def _job(
         randomized_max_position=longest if randomized else None,
     )
     model_options = dict(model_options or {})
+    if settings.layers is not None:
+        model_options["num_layers"] = settings.layers
+    if label.nope_every is not None:
+        depth = model_options.get("num_layers", ModelConfig.num_layers)
+        model_options["layer_schemes"] = nope_schedule(name, depth, label.nope_every)
     # a learned table covers what training shows it (all of [0, longest) when positions are randomized)
     max_len = longest if randomized else task.sequence_length(L)
     model = ModelConfig(vocab_size=task.vocab_size, scheme=name, causal=task.causal, max_len=max_len, **model_options)
@@ -342,7 +413,7 @@ def _plan_probe(s: Settings) -> list[Job]:
 
 def _plan_extend(s: Settings) -> list[Job]:
     schemes = s.schemes or ("rope",)
-    if any(parse_scheme(spec) != ("rope", False) for spec in schemes):
+    if any(parse_label(spec) != SchemeLabel("rope") for spec in schemes):
         raise ValueError(f"the extend experiment rescales RoPE; its only scheme is 'rope', got {list(schemes)}")
     from .tasks import TASKS
 
@@ -393,6 +464,10 @@ def plan(name: str, settings: Settings) -> list[Job]:
     """The jobs of experiment ``name``; unknown names raise a ValueError listing the choices."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; choose one of: {', '.join(EXPERIMENTS)}")
+    if settings.layers is not None and (
+        isinstance(settings.layers, bool) or not isinstance(settings.layers, int) or settings.layers <= 0
+    ):
+        raise ValueError(f"layers must be a positive integer (the depth of every model), got {settings.layers!r}")
     for task in settings.tasks or ():
         get_task(task)
     return EXPERIMENTS[name][1](settings)

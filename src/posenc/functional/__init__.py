@@ -1,11 +1,13 @@
 """posenc's functional core: pure tensor functions, torch only.
 
 Tables (:func:`sinusoidal`), RoPE frequencies, tables and rotation (:func:`rope_inv_freq`,
-:func:`rope_cos_sin`, :func:`apply_rope`), T5 buckets, ALiBi slopes and Shaw's clipped index.
+:func:`rope_cos_sin`, :func:`apply_rope`), MRoPE tables (:func:`mrope_cos_sin`), T5 buckets, ALiBi slopes and Shaw's clipped index.
 """
 
 from ._checks import as_positions
+from .interpolate import GRID_INTERPOLATION_MODES, INTERPOLATION_MODES, interpolate_grid, interpolate_positions
 from .layouts import permute_qk_weight, rope_layout_permutation
+from .mrope import MROPE_ASSIGNMENTS, MROPE_AXES, mrope_axes, mrope_coordinates, mrope_cos_sin, mrope_sections
 from .multidim import (
     AXIAL_FREQUENCIES,
     as_coordinates,
@@ -14,6 +16,14 @@ from .multidim import (
     grid_positions,
     sinusoidal_nd,
     sinusoidal_nd_axis_width,
+)
+from .packed import (
+    apply_rotary_emb,
+    check_cu_seqlens,
+    document_ids_from_cu_seqlens,
+    positions_from_cu_seqlens,
+    positions_from_document_ids,
+    segments_from_document_ids,
 )
 from .randomized import randomized_positions
 from .relative import (
@@ -26,10 +36,22 @@ from .relative import (
     t5_bias_range,
     t5_relative_bucket,
 )
-from .rope import ROPE_LAYOUTS, apply_rope, rope_cos_sin, rope_inv_freq, rotate_pairs
+from .rope import ROPE_LAYOUTS, TABLE_WIDTHS, apply_rope, resolve_layout, rope_cos_sin, rope_inv_freq, rotate_pairs
 from .rope_scaling import ROPE_SCALINGS
 from .sinusoidal import LAYOUTS, SINUSOID_FREQUENCIES, sinusoidal, sinusoidal_inv_freq
+from .temperature import QueryScale, QueryTemperature, query_temperature
 from .toeplitz import relative_range, toeplitz
+from .vision_rope import (
+    VISION_ROPES,
+    apply_vision_rope,
+    augment_patch_coordinates,
+    llama4_vision_coordinates,
+    pad_unrotated,
+    patch_centre_coordinates,
+    patch_grid_coordinates,
+    vision_rope_cos_sin,
+    vision_rope_inv_freq,
+)
 
 __all__ = [
     "sinusoidal",
@@ -37,6 +59,14 @@ __all__ = [
     "rope_inv_freq",
     "rope_cos_sin",
     "apply_rope",
+    "apply_rotary_emb",
+    "check_cu_seqlens",
+    "positions_from_cu_seqlens",
+    "document_ids_from_cu_seqlens",
+    "positions_from_document_ids",
+    "segments_from_document_ids",
+    "resolve_layout",
+    "TABLE_WIDTHS",
     "alibi_bias_range",
     "t5_bias_range",
     "toeplitz",
@@ -59,10 +89,32 @@ __all__ = [
     "axial_rope_inv_freq",
     "axial_rope_cos_sin",
     "AXIAL_FREQUENCIES",
+    "mrope_axes",
+    "mrope_coordinates",
+    "mrope_cos_sin",
+    "mrope_sections",
+    "MROPE_AXES",
+    "MROPE_ASSIGNMENTS",
     "LAYOUTS",
     "ROPE_LAYOUTS",
     "ROPE_SCALINGS",
     "SINUSOID_FREQUENCIES",
+    "query_temperature",
+    "QueryScale",
+    "QueryTemperature",
+    "interpolate_positions",
+    "interpolate_grid",
+    "INTERPOLATION_MODES",
+    "GRID_INTERPOLATION_MODES",
+    "vision_rope_inv_freq",
+    "vision_rope_cos_sin",
+    "apply_vision_rope",
+    "patch_grid_coordinates",
+    "llama4_vision_coordinates",
+    "patch_centre_coordinates",
+    "augment_patch_coordinates",
+    "pad_unrotated",
+    "VISION_ROPES",
 ]
 
 

@@ -12,6 +12,16 @@ Feature pairs ``(x_a, x_b)`` are rotated by the angle ``position * inv_freq[i]``
 ``rotate_half``); ``layout="interleaved"`` pairs ``(2i, 2i+1)`` (the paper, Meta's Llama, GPT-J's
 ``rotate_every_two``). Both give the same attention scores up to a fixed permutation of features.
 
+Other kernels' conventions are accepted as they stand: ``interleaved=True/False`` (flash-attention,
+torchtune) and ``is_neox_style=True/False`` (vLLM) name the pair layout (:func:`resolve_layout`);
+``tables="half"`` takes half-width tables ``[*p, r/2]``, one value per pair (flash-attention's
+``apply_rotary_emb``, vLLM, the proposed ``torch.nn.functional.rotary_embedding``); ``seq_dim``
+says which axis of ``x`` is the sequence, so ``[b, s, h, hd]`` and packed ``[total, h, hd]`` inputs
+(``seq_dim=-3``) rotate as they lie, without a transpose. ``inverse=True`` rotates by the negative
+angles (``R(a)^T = R(-a)``: DeepSeek-V4 de-rotates attention outputs with it) and
+``rotary_start`` moves the rotated slice to features ``[start, start + r)`` (DeepSeek-V4 rotates
+the trailing ``r`` features of each head).
+
 Precision policy: frequencies are float64; angles are formed from exact positions in float64 and
 reduced modulo 2π before cos/sin are cast (float32 products are ~0.05 rad off at position 4e6).
 The rotation itself runs in the promoted dtype of ``x`` and the tables (float32 tables and a bf16
@@ -38,9 +48,21 @@ from ._checks import (
 )
 from .rope_scaling import ODD_WIDTH_SCALINGS, ROPE_SCALINGS, parse_scaling
 
-__all__ = ["rope_inv_freq", "rope_cos_sin", "apply_rope", "rotate_pairs", "ROPE_LAYOUTS"]
+__all__ = [
+    "rope_inv_freq",
+    "rope_cos_sin",
+    "apply_rope",
+    "rotate_pairs",
+    "resolve_layout",
+    "full_width_tables",
+    "ROPE_LAYOUTS",
+    "TABLE_WIDTHS",
+]
 
 ROPE_LAYOUTS = ("half", "interleaved")
+#: ``"full"``: tables ``[*p, r]`` as :func:`rope_cos_sin` makes them; ``"half"``: ``[*p, r/2]``, one
+#: value per pair (flash-attention, vLLM, the proposed ``torch.nn.functional.rotary_embedding``).
+TABLE_WIDTHS = ("full", "half")
 
 
 def rope_inv_freq(
@@ -131,8 +153,69 @@ def rotate_pairs(x: Tensor, layout: str) -> Tensor:
     return torch.stack((-x2, x1), dim=-1).flatten(-2)  # [..., r/2, 2] -> [..., r]
 
 
-def _align_tables(x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
-    """Check table shapes and give ``[b, s, r]`` tables a head axis for ``[b, h, s, hd]`` inputs."""
+def resolve_layout(
+    layout: str | None = None, interleaved: bool | None = None, is_neox_style: bool | None = None
+) -> str:
+    """posenc's pair layout from its own name or the names other stacks use: ``interleaved=True``
+    (flash-attention ``apply_rotary_emb``, torchtune) or ``is_neox_style=False`` (vLLM) mean
+    ``"interleaved"``; ``interleaved=False`` or ``is_neox_style=True`` mean ``"half"``. Nothing
+    given: ``"half"``. Names that agree may be given together; names that contradict raise."""
+    said = {}
+    if layout is not None:
+        said["layout"] = check_choice("layout", layout, ROPE_LAYOUTS)
+    for name, value, when_true in (
+        ("interleaved", interleaved, "interleaved"),
+        ("is_neox_style", is_neox_style, "half"),
+    ):
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True, False or None, got {value!r}")
+        said[name] = when_true if value else ("half" if when_true == "interleaved" else "interleaved")
+    if len(set(said.values())) > 1:
+        given = ", ".join(
+            f"{k}={v!r}"
+            for k, v in (("layout", layout), ("interleaved", interleaved), ("is_neox_style", is_neox_style))
+            if v is not None
+        )
+        means = ", ".join(f"{k} means {v!r}" for k, v in said.items())
+        raise ValueError(f"contradictory pair layouts: {given} ({means}); give one of them")
+    return next(iter(said.values()), "half")
+
+
+def full_width_tables(cos: Tensor, sin: Tensor, layout: str) -> tuple[Tensor, Tensor]:
+    """Half-width tables ``[*p, r/2]`` (one value per pair, flash-attention's and vLLM's) as the
+    full-width ``[*p, r]`` that :func:`apply_rope` rotates with: ``[c, c]`` for ``half`` pairs,
+    ``[c_0, c_0, c_1, c_1, ...]`` for ``interleaved`` ones (what :func:`rope_cos_sin` builds)."""
+    if not isinstance(cos, Tensor) or not isinstance(sin, Tensor) or cos.dim() == 0:
+        raise TypeError(
+            f"cos and sin must be tensors [*p, r/2] (half-width tables), got {type(cos).__name__} and {type(sin).__name__}"
+        )
+    if cos.shape != sin.shape:
+        raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
+    if layout == "half":
+        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)  # [*p, r]
+    return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)  # [*p, r]
+
+
+def _seq_axis(x: Tensor, seq_dim: int) -> int:
+    """``seq_dim`` as a negative axis of ``x`` (at most -2: the last axis holds the features)."""
+    if isinstance(seq_dim, bool) or not isinstance(seq_dim, int):
+        raise TypeError(f"seq_dim must be an int (the axis of x holding the sequence), got {seq_dim!r}")
+    axis = seq_dim - x.dim() if seq_dim >= 0 else seq_dim
+    if not -x.dim() <= axis <= -2:
+        raise ValueError(
+            f"seq_dim={seq_dim} is not a sequence axis of x of shape {tuple(x.shape)}: it must name one of "
+            f"its axes but the last (the features): -2 for [b, h, s, hd], -3 (or 1) for [b, s, h, hd], "
+            "-3 (or 0) for packed [total, h, hd]"
+        )
+    return axis
+
+
+def _align_tables(x: Tensor, cos: Tensor, sin: Tensor, seq_dim: int = -2) -> tuple[Tensor, Tensor]:
+    """Check table shapes and give them the axes ``x`` has after its sequence axis: ``[b, s, r]``
+    tables a head axis for ``[b, h, s, hd]`` inputs, ``[s, r]`` / ``[b, s, r]`` tables one before the
+    features for ``[b, s, h, hd]`` ones (``seq_dim=-3``)."""
     if not isinstance(cos, Tensor) or not isinstance(sin, Tensor):
         raise TypeError(
             f"cos and sin must be tensors [*p, r] (from rope_cos_sin), got {type(cos).__name__} and "
@@ -142,42 +225,115 @@ def _align_tables(x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
         raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
     if cos.device != x.device or sin.device != x.device:
         raise ValueError(f"cos and sin (on {cos.device}, {sin.device}) must be on x's device, {x.device}")
+    if cos.dim() == 0:
+        raise ValueError("cos and sin must be tables [*p, r], got 0-d tensors")
     r = cos.shape[-1]
     if r % 2 or r == 0:
         raise ValueError(f"the rotated width cos.shape[-1] must be a positive even number, got {r}")
     if r > x.shape[-1]:
-        raise ValueError(f"cos/sin rotate {r} features but x has only {x.shape[-1]} (x shape {tuple(x.shape)})")
+        raise ValueError(
+            f"cos/sin rotate {r} features but x has only {x.shape[-1]} (x shape {tuple(x.shape)}); "
+            "half-width tables (one value per pair, flash-attention's and vLLM's) need tables='half'"
+        )
     given = tuple(cos.shape)
-    if x.dim() == 4 and cos.dim() == 3:
+    axis = _seq_axis(x, seq_dim) if seq_dim != -2 else -2
+    if cos.dim() < x.dim() and axis < -2:
+        for _ in range(-axis - 2):  # the axes of x between its sequence and its features
+            cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # [..., s, r] -> [..., s, 1, r]
+        lead = (None,) * (x.dim() - cos.dim())  # x's rank: aligning aligned tables changes nothing
+        cos, sin = cos[lead], sin[lead]  # e.g. [s, 1, r] -> [1, s, 1, r]
+    elif x.dim() == 4 and cos.dim() == 3:
         cos, sin = cos[:, None], sin[:, None]  # [b, s, r] -> [b, 1, s, r]
     # a plain loop: torch.broadcast_shapes costs ~40 us a call, as much as a small rotation
-    if any(a != b and a != 1 and b != 1 for a, b in zip(reversed(x.shape[:-1]), reversed(cos.shape[:-1]))):
+    if cos.dim() > x.dim() or any(
+        a != b and a != 1 and b != 1 for a, b in zip(reversed(x.shape[:-1]), reversed(cos.shape[:-1]))
+    ):
         raise ValueError(
-            f"cos/sin of shape {given} do not broadcast against x of shape {tuple(x.shape)}; expected tables "
-            "[s, r], [b, s, r] (read as [b, 1, s, r]) or [b, h, s, r] for x [b, h, s, hd], and 4-D tables "
-            "[1, s, 1, r] or [b, s, 1, r] for x [b, s, h, hd]"
+            f"cos/sin of shape {given} do not broadcast against x of shape {tuple(x.shape)} with seq_dim={seq_dim}; "
+            "expected tables [s, r], [b, s, r] (read as [b, 1, s, r]) or [b, h, s, r] for x [b, h, s, hd], and "
+            "4-D tables [1, s, 1, r] or [b, s, 1, r] for x [b, s, h, hd] (or [s, r] / [b, s, r] with "
+            "seq_dim=-3), [total, r] for packed x [total, h, hd] with seq_dim=-3"
         )
     return cos, sin
 
 
-def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half") -> Tensor:
-    """Rotate the first ``cos.shape[-1]`` features of ``x``'s last dim; the rest pass unchanged.
+def check_rotary_start(x: Tensor, r: int, rotary_start: int) -> int:
+    """``rotary_start`` checked: a non-negative int with ``rotary_start + r`` at most ``x``'s width."""
+    if isinstance(rotary_start, bool) or not isinstance(rotary_start, int) or rotary_start < 0:
+        raise ValueError(f"rotary_start must be a non-negative int (the first rotated feature), got {rotary_start!r}")
+    if rotary_start + r > x.shape[-1]:
+        raise ValueError(
+            f"rotary_start={rotary_start} with {r} rotated features needs {rotary_start + r} features, but x "
+            f"has {x.shape[-1]} (x shape {tuple(x.shape)}); the trailing slice starts at {x.shape[-1] - r}"
+        )
+    return rotary_start
 
-    ``x`` is ``[b, h, s, hd]``, with tables ``[s, r]``, ``[b, s, r]`` (a 3-D table for a 4-D ``x``
-    is always read as ``[b, s, r]`` and given a head axis) or ``[b, h, s, r]``; other ranks and
-    layouts (``[b, s, h, hd]``) need tables whose leading dims broadcast against ``x``'s as they
-    stand (``[1, s, 1, r]``). ``cos``/``sin`` come from :func:`rope_cos_sin`. Partial rotary (GPT-NeoX ``rotary_pct``, GPT-J
-    ``rotary_dim``) is simply a table narrower than ``hd``.
-    """
-    check_choice("layout", layout, ROPE_LAYOUTS)
+
+def prepare_tables(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: str, tables: str, rotary_start: int
+) -> tuple[Tensor, Tensor]:
+    """Full-width tables from ``tables="half"`` ones; the width and ``rotary_start`` checked. The
+    part of :func:`apply_rope`'s argument handling that the fast paths share."""
+    check_choice("tables", tables, TABLE_WIDTHS)
     if not isinstance(x, Tensor) or not x.is_floating_point():  # the rotated values would be truncated to integers
         what = f"dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
         raise TypeError(f"x must be a floating-point tensor, got {what}")
-    cos, sin = _align_tables(x, cos, sin)
+    if tables == "half":
+        if isinstance(cos, Tensor) and cos.dim() and 2 * cos.shape[-1] > x.shape[-1] - rotary_start:
+            raise ValueError(
+                f"half-width tables of width {cos.shape[-1]} rotate {2 * cos.shape[-1]} features, but x has "
+                f"{x.shape[-1]}"
+                + (f" from rotary_start={rotary_start}" if rotary_start else "")
+                + f" (x shape {tuple(x.shape)}); full-width tables [*p, r] (rope_cos_sin's) need tables='full'"
+            )
+        cos, sin = full_width_tables(cos, sin, layout)
+    if rotary_start and isinstance(cos, Tensor) and cos.dim():
+        check_rotary_start(x, cos.shape[-1], rotary_start)
+    elif rotary_start:
+        check_rotary_start(x, 0, rotary_start)
+    return cos, sin
+
+
+def apply_rope(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    *,
+    layout: str | None = None,
+    interleaved: bool | None = None,
+    is_neox_style: bool | None = None,
+    inverse: bool = False,
+    rotary_start: int = 0,
+    seq_dim: int = -2,
+    tables: str = "full",
+) -> Tensor:
+    """Rotate ``r`` features of ``x``'s last dim, from ``rotary_start`` (the first ``r`` by
+    default); the rest pass unchanged.
+
+    ``x`` is ``[b, h, s, hd]`` with tables ``[s, r]``, ``[b, s, r]`` (a 3-D table for a 4-D ``x``
+    is always read as ``[b, s, r]`` and given a head axis) or ``[b, h, s, r]``. ``seq_dim`` names
+    the sequence axis of other layouts: ``seq_dim=-3`` for ``[b, s, h, hd]`` (tables ``[s, r]`` or
+    ``[b, s, r]``) and for packed ``[total, h, hd]`` (tables ``[total, r]``, e.g. gathered at
+    :func:`~posenc.functional.positions_from_cu_seqlens`); tables of ``x``'s own rank broadcast
+    as they stand. ``cos``/``sin`` come from :func:`rope_cos_sin` (``tables="full"``, width
+    ``r``), or hold one value per pair (``tables="half"``, width ``r/2``: flash-attention's and
+    vLLM's ``(s, r/2)`` tables). Partial rotary (GPT-NeoX ``rotary_pct``, GPT-J ``rotary_dim``) is
+    simply a table narrower than ``hd``.
+
+    ``layout`` (``"half"`` by default) may be given as another stack names it: ``interleaved=``
+    (flash-attention) or ``is_neox_style=`` (vLLM); see :func:`resolve_layout`. ``inverse=True``
+    rotates by the negative angles (the transpose, Su et al. 2021, eq. 13), undoing the rotation.
+    """
+    layout = resolve_layout(layout, interleaved, is_neox_style)
+    cos, sin = prepare_tables(x, cos, sin, layout, tables, rotary_start)
+    cos, sin = _align_tables(x, cos, sin, seq_dim)
+    if inverse:
+        sin = -sin  # R(a)^T = R(-a)
     r = cos.shape[-1]
-    x_rot = x[..., :r]
+    start = rotary_start
+    x_rot = x[..., start : start + r]
     out = x_rot * cos + rotate_pairs(x_rot, layout) * sin  # promoted dtype
     out = out.to(x.dtype)
     if r == x.shape[-1]:
         return out
-    return torch.cat((out, x[..., r:]), dim=-1)
+    return torch.cat((x[..., :start], out, x[..., start + r :]), dim=-1)

@@ -9,6 +9,7 @@ Which code runs for an input (first match wins):
 | | at least :data:`COMPILE_MIN_NUMEL` (2^20) elements: interleaved pairs, fp32/fp64 ``x`` and tables of its dtype | ``complex``: one complex multiply (:mod:`.eager`) |
 | | at least :data:`COMPILE_MIN_NUMEL` elements, a working compiler | ``compiled``: one fused pass (:mod:`.compiled`) |
 | | the rest | ``eager``: four whole-width ATen ops (``x`` and tables of one dtype), else the formula (:mod:`.eager`) |
+| RoPE, flash-attention style: :func:`apply_rotary_emb` | ``[b, s, h, hd]`` / ``[total, h, hd]`` + ``cu_seqlens`` | rows gathered per token, then :func:`rope` with ``seq_dim=-3`` |
 | relative bias ``[h, sq, sk]`` | contiguous ranges of positions, the scheme's ``relative_bias_values`` hook | Toeplitz build, cached per module (:mod:`.bias`) |
 | attention with a bias | large inference, a scheme with a ``score_mod`` hook | FlexAttention, block masks from block counts (:mod:`.flex`) |
 
@@ -23,6 +24,7 @@ from .rotary import (
     BACKENDS,
     COMPILE_MIN_NUMEL,
     RopeFunction,
+    apply_rotary_emb,
     backend_for,
     fast_apply_rope,
     fast_apply_rope_,
@@ -34,6 +36,7 @@ from .rotary import (
 __all__ = [
     "rope",
     "rope_",
+    "apply_rotary_emb",
     "backend_for",
     "warmup",
     "fast_apply_rope",

@@ -20,6 +20,14 @@ mod captures what the bias is made from (``O(b h sk)``), never ``[b, h, sq, sk]`
 Block masks are built from block counts (:meth:`BlockMask.from_kv_blocks`): the causal one lists,
 per query block, the kv blocks wholly in the past (full, no mask_mod call) and the diagonal ones
 (partial); ``create_block_mask`` would first build a dense mask (2.95 GB at L = 16384).
+Packed documents (``documents [b, s]``: non-decreasing document indices, see
+:func:`posenc.functional.segments_from_document_ids`) add the document mask of FlexAttention's
+document-masking example (``document_id[q_idx] == document_id[kv_idx]``, combined with causal):
+blocks whose queries and keys share no document are skipped, blocks inside one document are full,
+the rest partial. Positions restart in each document, so within one the distance of positions is
+that of indices, and the scheme's score mod is asked for queries at the keys' start
+(``q_offset = 0``); a scheme whose score mod needs the query's own position (``k_start``) is
+left to SDPA.
 
 :class:`posenc.Attention` calls :func:`attend`, which answers None unless FlexAttention applies:
 a scheme with a score mod, no key mask, no dropout, positions that are contiguous ranges (not
@@ -151,12 +159,15 @@ def block_mask(
     q_offset: int = 0,
     device: torch.device | str = "cpu",
     block_size: int = BLOCK_SIZE,
+    documents: Tensor | None = None,
 ):
     """A :class:`BlockMask` for ``[sq, sk]`` built from block counts, never from a dense mask.
 
     Causal: query ``i`` sees keys ``j <= i + q_offset`` (decoding after ``q_offset`` cached keys).
     Per query block, kv blocks wholly visible are *full* (listed first, no mask_mod call), those
     crossing the diagonal *partial*; the rest are skipped. Non-causal: every block is full.
+    ``documents [b, s]`` (``sq == sk == s``, no cached keys): non-decreasing document indices of
+    packed sequences; a query sees only keys of its own document (:func:`_document_blocks`).
     """
     from torch.nn.attention.flex_attention import BlockMask
 
@@ -174,23 +185,67 @@ def block_mask(
     else:
         full = torch.ones(nq, nk, dtype=torch.bool, device=device)
         partial = torch.zeros_like(full)
-    # kv block indices per row, the selected ones first (a stable sort of "not selected")
-    full_idx = torch.sort((~full).to(torch.int8), dim=-1, stable=True).indices.to(torch.int32)  # [nq, nk]
-    part_idx = torch.sort((~partial).to(torch.int8), dim=-1, stable=True).indices.to(torch.int32)  # [nq, nk]
+    full, partial = full[None], partial[None]  # [1, nq, nk]
     offset = torch.as_tensor(q_offset, device=device)
 
     def causal_mask(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return q_idx + offset >= kv_idx
 
+    mask_mod = causal_mask if causal else None
+    if documents is not None:
+        full, partial, mask_mod = _document_blocks(documents, sq, sk, q_offset, block_size, full, partial, causal)
+    # kv block indices per row, the selected ones first (a stable sort of "not selected")
+    full_idx = torch.sort((~full).to(torch.int8), dim=-1, stable=True).indices.to(torch.int32)  # [B, nq, nk]
+    part_idx = torch.sort((~partial).to(torch.int8), dim=-1, stable=True).indices.to(torch.int32)  # [B, nq, nk]
     return BlockMask.from_kv_blocks(
-        partial.sum(-1, dtype=torch.int32)[None, None],
-        part_idx[None, None],  # [1, 1, nq], [1, 1, nq, nk]
-        full.sum(-1, dtype=torch.int32)[None, None],
-        full_idx[None, None],
+        partial.sum(-1, dtype=torch.int32)[:, None],
+        part_idx[:, None],  # [B, 1, nq], [B, 1, nq, nk]
+        full.sum(-1, dtype=torch.int32)[:, None],
+        full_idx[:, None],
         BLOCK_SIZE=block_size,
-        mask_mod=causal_mask if causal else None,
+        mask_mod=mask_mod,
         seq_lengths=(sq, sk),
     )
+
+
+def _document_blocks(
+    documents: Tensor, sq: int, sk: int, q_offset: int, block_size: int, full: Tensor, partial: Tensor, causal: bool
+) -> tuple[Tensor, Tensor, Callable]:
+    """The causal (or full) block lists ``[1, nq, nk]`` narrowed to packed documents ``[b, s]``
+    (non-decreasing indices): ``[b, nq, nk]`` each, and the mask_mod ``same document (and causal)``.
+
+    As the indices never decrease, a block's documents are the range from its first token's to
+    its last's: query and key blocks whose ranges do not meet share no document (skipped), and a
+    pair of blocks that both lie inside one document is masked by causality alone (full where the
+    causal mask left it full)."""
+    if not isinstance(documents, Tensor) or documents.dim() != 2 or documents.is_floating_point():
+        raise ValueError(
+            f"documents must be an integer tensor [b, s] of non-decreasing document indices, got "
+            f"{tuple(documents.shape) if isinstance(documents, Tensor) else type(documents).__name__}"
+        )
+    if sq != sk or q_offset != 0 or documents.shape[-1] != sk:
+        raise ValueError(
+            f"a document mask needs the queries to be the keys (sq == sk == s, no cached keys), got sq={sq}, "
+            f"sk={sk}, q_offset={q_offset}, documents of shape {tuple(documents.shape)}"
+        )
+    n = -(-sk // block_size)
+    pad = n * block_size - sk
+    docs = documents.long()
+    padded = torch.cat((docs, docs[:, -1:].expand(-1, pad)), dim=-1) if pad else docs  # [b, n B]
+    blocks = padded.view(docs.shape[0], n, block_size)  # [b, n, B]
+    first, last = blocks[..., 0], blocks[..., -1]  # [b, n] each: a block's lowest and highest document
+    meet = (first[:, None, :] <= last[:, :, None]) & (last[:, None, :] >= first[:, :, None])  # [b, nq, nk]
+    single = first == last  # [b, n]
+    inside = single[:, :, None] & single[:, None, :] & (first[:, :, None] == first[:, None, :])  # [b, nq, nk]
+    visible = (full | partial) & meet
+    full = full & inside
+    partial = visible & ~full
+
+    def document_mask(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        same = padded[b, q_idx] == padded[b, kv_idx]
+        return same & (q_idx >= kv_idx) if causal else same
+
+    return full, partial, document_mask
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,14 +320,24 @@ def attend(
     scale: float | None = None,
     enable_gqa: bool = False,
     terms: Tensor | None = None,
+    documents: Tensor | None = None,
 ) -> Tensor | None:
     """Attention ``[b, h, sq, hd]`` through FlexAttention when it applies (see module doc), else None.
     ``terms [b, h, sk]``: the input terms of every key, for a scheme with ``uses_input_terms``
-    (whose bias follows the index in the stream: its queries sit ``past`` keys after the first)."""
+    (whose bias follows the index in the stream: its queries sit ``past`` keys after the first).
+    ``documents [1 or b, s]``: packed documents (non-decreasing indices, no cached keys) whose
+    positions restart at 0 in each; a query attends to its own document only."""
     if not _wanted(encoding, q, k, v, key_mask, dropout_p, terms):
+        return None
+    if documents is not None and (tracing(documents) or past or q.shape[-2] != k.shape[-2]):
         return None
     if getattr(encoding, "uses_input_terms", False):
         score_mod = score_mod_for(encoding, q_offset=past, terms=terms)
+    elif documents is not None:
+        if getattr(encoding, "score_mod_takes_k_start", False):
+            return None  # its bias needs each query's own position, which restarts per document
+        # within a document positions and indices differ by the document's start: the distances agree
+        score_mod = score_mod_for(encoding, q_offset=0, k_start=0, sq=q.shape[-2], sk=k.shape[-2])
     else:
         if tracing(q_positions, k_positions):
             return None
@@ -282,7 +347,9 @@ def attend(
         score_mod = score_mod_for(encoding, q_offset=q0 - k0, k_start=k0, sq=q.shape[-2], sk=k.shape[-2])
     if score_mod is None:
         return None
-    mask = block_mask(q.shape[-2], k.shape[-2], causal=causal, q_offset=past, device=q.device)
+    if documents is not None:
+        documents = documents.to(q.device).expand(q.shape[0], -1)  # [b, s]: the mask_mod reads its row
+    mask = block_mask(q.shape[-2], k.shape[-2], causal=causal, q_offset=past, device=q.device, documents=documents)
     try:
         return flex_attention(q, k, v, score_mod, mask, scale, enable_gqa)
     except Exception as err:  # no compiler here, or a dtype the kernel refuses: SDPA with a bias is exact

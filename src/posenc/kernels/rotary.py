@@ -1,8 +1,9 @@
 """RoPE's one dispatch: which backend rotates an input, and the autograd Function around it.
 
 Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``hd`` head width, ``r`` rotated width
-(``cos.shape[-1]``); tables ``[s, r]``, ``[b, s, r]`` or ``[b, h, s, r]`` as
-:func:`posenc.functional.apply_rope` takes them.
+(``cos.shape[-1]``), ``total`` tokens of packed documents; tables ``[s, r]``, ``[b, s, r]`` or
+``[b, h, s, r]`` as :func:`posenc.functional.apply_rope` takes them (``[s, r]``, ``[b, s, r]`` or
+``[total, r]`` for ``[b, s, h, hd]`` and ``[total, h, hd]`` inputs with ``seq_dim=-3``).
 
 :func:`backend_for` is the whole choice (see the table in :mod:`posenc.kernels`). Every backend
 computes the reference formula (Su et al. 2021, RoFormer, section 3.4), and
@@ -22,7 +23,16 @@ import torch
 from torch import Tensor
 
 from ..functional._checks import check_choice, plain
-from ..functional.rope import ROPE_LAYOUTS, _align_tables, rope_cos_sin, rope_inv_freq
+from ..functional.packed import rotary_emb_tables
+from ..functional.rope import (
+    ROPE_LAYOUTS,
+    _align_tables,
+    apply_rope,
+    prepare_tables,
+    resolve_layout,
+    rope_cos_sin,
+    rope_inv_freq,
+)
 from . import compiled, eager, reference, triton
 
 __all__ = [
@@ -32,6 +42,7 @@ __all__ = [
     "warmup",
     "fast_apply_rope",
     "fast_apply_rope_",
+    "apply_rotary_emb",
     "BACKENDS",
     "COMPILE_MIN_NUMEL",
 ]
@@ -57,9 +68,18 @@ def backend_for(x: Tensor, cos: Tensor, layout: str) -> str:
     return "eager"
 
 
-def _run(backend: str, x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, inverse: bool) -> None:
+def _run(
+    backend: str, x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, inverse: bool, start: int = 0
+) -> None:
     """Rotate ``x`` into ``out`` (``x`` itself for in place) with ``backend``; a compiled, Triton or
-    complex pass that cannot take this input leaves the work to the eager backend."""
+    complex pass that cannot take this input leaves the work to the eager backend. ``start``: the
+    first rotated feature (the backends rotate the leading features of the views from there)."""
+    if start:
+        if out is not x:
+            out[..., :start].copy_(x[..., :start])  # the features before the rotated slice
+        in_place = out is x
+        x = x[..., start:]  # a view: the backends write through it
+        out = x if in_place else out[..., start:]  # in place stays one object (the backends test `out is x`)
     if backend == "reference":
         reference.rotate_into(x, cos, sin, out, layout, inverse)
     elif not (
@@ -79,35 +99,49 @@ class RopeFunction(torch.autograd.Function):
     rotate the gradient or tangent by the same tables (backward by the negative angles)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, cos: Tensor, sin: Tensor, layout: str, inverse: bool, backend: str) -> Tensor:
+    def forward(
+        ctx, x: Tensor, cos: Tensor, sin: Tensor, layout: str, inverse: bool, backend: str, start: int = 0
+    ) -> Tensor:
         # forward(ctx, ...) rather than setup_context: apply() then binds no signature per call
         # (~50 us); torch.func transforms never reach this Function (the dispatch gives them the reference)
         ctx.save_for_backward(cos, sin)
         ctx.save_for_forward(cos, sin)
-        ctx.layout, ctx.inverse = layout, inverse
+        ctx.layout, ctx.inverse, ctx.start = layout, inverse, start
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
-        _run(backend, x, cos, sin, out, layout, inverse)
+        _run(backend, x, cos, sin, out, layout, inverse, start)
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
-        cos, sin = ctx.saved_tensors
-        return rope(grad, cos, sin, layout=ctx.layout, inverse=not ctx.inverse), None, None, None, None, None
+        cos, sin = ctx.saved_tensors  # aligned to x's rank: they align to the gradient unchanged
+        grad_x = rope(grad, cos, sin, layout=ctx.layout, inverse=not ctx.inverse, rotary_start=ctx.start)
+        return grad_x, None, None, None, None, None, None
 
     @staticmethod
     def jvp(ctx, x_t: Tensor, *_: object) -> Tensor:
         cos, sin = ctx.saved_tensors
-        return rope(x_t, cos, sin, layout=ctx.layout, inverse=ctx.inverse)
+        return rope(x_t, cos, sin, layout=ctx.layout, inverse=ctx.inverse, rotary_start=ctx.start)
 
 
-def _check(x: Tensor, cos: Tensor, sin: Tensor, layout: str, backend: str | None) -> tuple[Tensor, Tensor]:
+def _check(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: str,
+    backend: str | None,
+    seq_dim: int = -2,
+    tables: str = "full",
+    start: int = 0,
+) -> tuple[Tensor, Tensor]:
     check_choice("layout", layout, ROPE_LAYOUTS)
     if backend is not None:
         check_choice("backend", backend, BACKENDS)
     if not isinstance(x, Tensor) or not x.is_floating_point():
         what = f"dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
         raise TypeError(f"x must be a floating-point tensor [..., s, hd], got {what}")
-    return _align_tables(x, cos, sin)
+    if tables != "full" or start:
+        cos, sin = prepare_tables(x, cos, sin, layout, tables, start)
+    return _align_tables(x, cos, sin, seq_dim)
 
 
 def _span(t: Tensor) -> tuple[int, int]:
@@ -136,31 +170,40 @@ def rope(
     cos: Tensor,
     sin: Tensor,
     *,
-    layout: str = "half",
+    layout: str | None = None,
+    interleaved: bool | None = None,
+    is_neox_style: bool | None = None,
     inverse: bool = False,
+    rotary_start: int = 0,
+    seq_dim: int = -2,
+    tables: str = "full",
     out: Tensor | None = None,
     backend: str | None = None,
 ) -> Tensor:
     """:func:`posenc.functional.apply_rope` through the fastest backend that serves ``x``.
 
-    Same arguments and result as the reference (the first ``cos.shape[-1]`` features rotate, the
-    rest pass unchanged); ``inverse`` rotates by the negative angles. ``out=`` writes into a
+    Same arguments and result as the reference (``r`` features from ``rotary_start`` rotate, the
+    rest pass unchanged; the pair layout by any of its names; ``[b, s, h, hd]`` or packed
+    ``[total, h, hd]`` inputs with ``seq_dim=-3``, rotated where they lie; half-width tables with
+    ``tables="half"``); ``inverse`` rotates by the negative angles. ``out=`` writes into a
     preallocated tensor of ``x``'s shape, dtype and device (``x`` itself: in place), outside
     autograd; an ``out`` that shares some memory with ``x`` without being ``x`` is refused, as
     torch's own ``out=`` ops refuse it. ``backend`` forces one of :data:`BACKENDS` (tests and
     benchmarks); by default :func:`backend_for` picks.
     """
-    cos, sin = _check(x, cos, sin, layout, backend)
+    layout = resolve_layout(layout, interleaved, is_neox_style)
+    cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start)
     name = backend or backend_for(x, cos, layout)
     if out is None:
         if name == "reference":
-            return reference.rotate(x, cos, sin, layout, inverse)
-        return RopeFunction.apply(x, cos, sin, layout, inverse, name)
+            # the formula itself (tables aligned to x already: aligning them again changes nothing)
+            return apply_rope(x, cos, sin, layout=layout, inverse=inverse, rotary_start=rotary_start)
+        return RopeFunction.apply(x, cos, sin, layout, inverse, name, rotary_start)
     if not isinstance(out, Tensor) or out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
         got = f"shape {tuple(out.shape)}, {out.dtype}, {out.device}" if isinstance(out, Tensor) else type(out).__name__
         raise ValueError(f"out must match x (shape {tuple(x.shape)}, {x.dtype}, {x.device}); got {got}")
     if out.data_ptr() == x.data_ptr() and out.stride() == x.stride():
-        return rope_(x, cos, sin, layout=layout, inverse=inverse, backend=backend)
+        return rope_(x, cos, sin, layout=layout, inverse=inverse, rotary_start=rotary_start, backend=backend)
     _writable(out, "rope(..., out=)")
     if plain(x) and plain(out) and x.numel() and out.numel():
         (x0, x1), (o0, o1) = _span(x), _span(out)
@@ -170,18 +213,53 @@ def rope(
                 "where each write would change inputs not yet read); pass x itself for in place, "
                 "or a separate tensor"
             )
-    _run(name, x, cos, sin, out, layout, inverse)
+    _run(name, x, cos, sin, out, layout, inverse, rotary_start)
     return out
 
 
 def rope_(
-    x: Tensor, cos: Tensor, sin: Tensor, *, layout: str = "half", inverse: bool = False, backend: str | None = None
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    *,
+    layout: str | None = None,
+    interleaved: bool | None = None,
+    is_neox_style: bool | None = None,
+    inverse: bool = False,
+    rotary_start: int = 0,
+    seq_dim: int = -2,
+    tables: str = "full",
+    backend: str | None = None,
 ) -> Tensor:
-    """In-place :func:`rope`: rotates ``x`` itself and returns it (outside autograd)."""
-    cos, sin = _check(x, cos, sin, layout, backend)
+    """In-place :func:`rope` (same arguments): rotates ``x`` itself and returns it (outside autograd)."""
+    layout = resolve_layout(layout, interleaved, is_neox_style)
+    cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start)
     _writable(x, "rope_ (in place)")
-    _run(backend or backend_for(x, cos, layout), x, cos, sin, x, layout, inverse)
+    _run(backend or backend_for(x, cos, layout), x, cos, sin, x, layout, inverse, rotary_start)
     return x
+
+
+def apply_rotary_emb(
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    interleaved: bool = False,
+    inplace: bool = False,
+    seqlen_offsets: int | Tensor = 0,
+    cu_seqlens: Tensor | None = None,
+    max_seqlen: int | None = None,
+) -> Tensor:
+    """flash-attention's ``apply_rotary_emb`` (``x [b, s, h, hd]`` or packed ``[total, h, hd]`` with
+    ``cu_seqlens``, half-width tables ``(seqlen_ro, r/2)``) through :func:`rope`'s dispatch: the
+    tables' rows gathered once for every token, then one pass over ``x`` where it lies
+    (``seq_dim=-3``). Same arguments, result and errors as
+    :func:`posenc.functional.apply_rotary_emb`; differentiable, in place too (as flash-attention's)."""
+    cos_full, sin_full, layout = rotary_emb_tables(x, cos, sin, interleaved, seqlen_offsets, cu_seqlens, max_seqlen)
+    if inplace and torch.is_grad_enabled() and x.requires_grad:  # flash-attention's in-place mode is differentiable
+        return x.copy_(rope(x, cos_full, sin_full, layout=layout, seq_dim=-3))
+    if inplace:
+        return rope_(x, cos_full, sin_full, layout=layout, seq_dim=-3)
+    return rope(x, cos_full, sin_full, layout=layout, seq_dim=-3)
 
 
 def warmup(

@@ -55,7 +55,9 @@ def _header(name: str, family: str) -> tuple[str, str]:
     from ..schemes import scheme_class
 
     if family == "reference":
-        return REFERENCE_ENCODINGS[name], REFERENCE_SOURCES.get(name, "naive reference code of the articles posenc was founded on")
+        return REFERENCE_ENCODINGS[name], REFERENCE_SOURCES.get(
+            name, "naive reference code of the articles posenc was founded on"
+        )
     cls = scheme_class(name)
     return cls.formula or "(no formula given)", cls.citation or "(no citation given)"
 
@@ -79,8 +81,15 @@ def _properties_table(row: dict[str, Any]) -> str:
         if result is None:
             rows.append([criterion, (_MARKS.get(verdict, "n/a"), "na"), "", "", row["reasons"][criterion]])
             continue
-        rows.append([criterion, (verdict, verdict), f"{result.value:.6g}", f"{result.comparison} {result.threshold:.6g}",
-                     row["reasons"][criterion]])
+        rows.append(
+            [
+                criterion,
+                (verdict, verdict),
+                f"{result.value:.6g}",
+                f"{result.comparison} {result.threshold:.6g}",
+                row["reasons"][criterion],
+            ]
+        )
     return table_html(["criterion", "verdict", "value", "threshold", "what was found"], rows)
 
 
@@ -99,11 +108,38 @@ def _comparison_table(rows: list[dict[str, Any]]) -> str:
         failed = [f"<i>{escape(c)}</i>: {escape(row['reasons'][c])}" for c in CRITERIA if row["verdict"][c] == "fail"]
         if failed:
             reasons.append(f"<li><b>{escape(row['scheme'])}</b> — " + "; ".join(failed) + "</li>")
-    why = ('<h3>Why they fail</h3><p class="note">A fail states what was measured against the criterion, not always a '
-           "defect: for a bias or a relative table some are the design (a penalty that grows with distance, far "
-           'distances sharing one value), as the reasons say.</p><ul class="why">' + "".join(reasons) + "</ul>"
-           if reasons else "")
+    why = (
+        "<details><summary>Why they fail, scheme by scheme (each section's property table has the numbers)"
+        '</summary><p class="note">A fail states what was measured against the criterion, not always a '
+        "defect: for a bias or a relative table some are the design (a penalty that grows with distance, far "
+        'distances sharing one value), as the reasons say.</p><ul class="why">' + "".join(reasons) + "</ul></details>"
+        if reasons
+        else ""
+    )
     return table_html(["scheme", "family", *(c.replace("_", " ") for c in CRITERIA)], body) + why
+
+
+#: Where each family's position enters the model, and the hook that puts it there.
+_ENTERS = (
+    ("absolute", "added to the token embeddings", "embed(x, positions)"),
+    ("rotary", "a rotation of queries and keys", "rotate(q, k, q_positions, k_positions)"),
+    ("bias", "a bias on the attention logits, from positions", "bias(q_positions, k_positions)"),
+    ("input", "a bias on the logits computed from the tokens (contextual positions)", "logit_term / input_terms(x)"),
+    ("relative", "relative embeddings in the logits (and values)", "query_scores / value_term"),
+    ("none", "nowhere (NoPE): only a causal mask orders the tokens", "—"),
+)
+
+
+def _where_position_enters(names: list[str]) -> str:
+    """The page's table of where each scheme's position enters the model."""
+    from ..analysis import is_data_dependent, scheme_family
+
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        family = "input" if is_data_dependent(name) else scheme_family(name)
+        groups.setdefault(family, []).append(name)
+    rows = [(where, ", ".join(groups[family]), hook) for family, where, hook in _ENTERS if family in groups]
+    return "<h3>Where position enters</h3>" + table_html(["where position enters", "schemes", "hook"], rows)
 
 
 def _section_html(section: _Section) -> str:
@@ -128,24 +164,45 @@ def _notes(name: str, family: str) -> list[str]:
 
     notes = []
     if family == "none":
-        notes.append("No position code at all: attention sees a bag of tokens unless a causal mask orders them "
-                     "(Haviv et al. 2022). Nothing to draw; the checks below show what is missing.")
+        notes.append(
+            "No position code at all: attention sees a bag of tokens unless a causal mask orders them "
+            "(Haviv et al. 2022). Nothing to draw; the checks below show what is missing."
+        )
     if family != "reference":
         n_axes = getattr(scheme_class(name), "n_axes", 1)
         if isinstance(n_axes, int) and n_axes > 1:
-            notes.append(f"A multi-axis scheme: a position is a tuple of {n_axes} coordinates (rows, columns, …). "
-                         "The checks and the 1-D figures use positions on axis 0 (the other axes act the same "
-                         "way on their own features), so it is left out of the comparison table, whose criteria "
-                         "are stated for positions on a line; a grid figure, where drawn, uses 2-D positions.")
+            notes.append(
+                f"A multi-axis scheme: a position is a tuple of {n_axes} coordinates (rows, columns, …). "
+                "The checks and the 1-D figures use positions on axis 0 (the other axes act the same "
+                "way on their own features), so it is left out of the comparison table, whose criteria "
+                "are stated for positions on a line; a grid figure, where drawn, uses 2-D positions."
+            )
     if family != "reference" and getattr(scheme_class(name), "data_dependent", False):
-        notes.append("A data-dependent scheme: its position term is computed from the queries, keys or the layer "
-                     "input, not from positions alone, so it is drawn for random inputs (the mean and a band), and "
-                     "the criteria that the input decides read “depends on input”; its tests pin it against its "
-                     "reference implementation.")
+        notes.append(
+            "A data-dependent scheme: its position term is computed from the queries, keys or the layer "
+            "input, not from positions alone, so it is drawn for random inputs (the mean and a band), and "
+            "the criteria that the input decides read “depends on input”; its tests pin it against its "
+            "reference implementation."
+        )
     elif family in ("bias", "relative"):
-        notes.append("A relative scheme: it has no code per position, so its figures show what a query receives "
-                     "from the keys behind it (a heatmap, where drawn: a query at position p and the key at 0).")
+        notes.append(
+            "A relative scheme: it has no code per position, so its figures show what a query receives "
+            "from the keys behind it (a heatmap, where drawn: a query at position p and the key at 0)."
+        )
     return notes
+
+
+def _untrained_note(name: str) -> str | None:
+    """For a scheme with learned parameters, when the atlas has no results: how to see it trained."""
+    from ..analysis import build_scheme
+
+    if not any(p.requires_grad for p in build_scheme(name).parameters()):
+        return None
+    return (
+        f"Drawn at initialisation. To see {name} as trained: posenc experiment length --schemes {name} "
+        f"--out runs/{name}, then posenc report --results runs/{name} (the trained tables and biases are "
+        "drawn beside these)."
+    )
 
 
 def _run_checks(section: _Section) -> None:
@@ -169,22 +226,27 @@ def _draw(section: _Section, spec: Any, dpi: int, errors: list[str]) -> None:
         section.notes.append(f"Figure '{spec.kind}' could not be drawn: {err}")
 
 
-def _draw_trained(
-    section: _Section, runs: list[Any] | None, results_dir: Path, dpi: int, errors: list[str]
-) -> None:
-    """The bias figures of ``section``'s trained encodings (from ``results_dir/encodings``), placed
-    after its figure at initialisation; without any, a note says the figure shows initialisation only."""
+def _draw_trained(section: _Section, runs: list[Any] | None, results_dir: Path, dpi: int, errors: list[str]) -> None:
+    """The figures of ``section``'s trained encodings (from ``results_dir/encodings``): the bias
+    against distance, or the learned table beside a fresh one (learned, Shaw), placed after the
+    figure at initialisation; without any, a note says the figures show initialisation only."""
     from ..viz import figure_bytes
-    from .trained import ENCODINGS, trained_bias_figures
+    from .trained import ENCODINGS, TRAINED_AFTER, trained_bias_figures, trained_table_figures
 
     if not runs:
         where = results_dir / ENCODINGS
-        why = "no such folder (runs from before encodings were saved?)" if not where.is_dir() else "none for this scheme"
-        section.notes.append(f"--results: no trained {section.name} encodings in {where} ({why}): the bias "
-                             "against distance is drawn at initialisation only.")
+        why = (
+            "no such folder (runs from before encodings were saved?)" if not where.is_dir() else "none for this scheme"
+        )
+        section.notes.append(
+            f"--results: no trained {section.name} encodings in {where} ({why}): the figures "
+            f"are drawn at initialisation only (train one with posenc experiment length "
+            f"--schemes {section.name} --out DIR)."
+        )
         return
     try:
-        figures, problems = trained_bias_figures(section.name, runs)
+        draw = trained_table_figures if section.name in TRAINED_AFTER else trained_bias_figures
+        figures, problems = draw(section.name, runs)
     except Exception as err:  # a figure that fails must not sink the atlas; it is reported
         figures, problems = [], [f"{type(err).__name__}: {err}"]
     for problem in problems:
@@ -197,15 +259,51 @@ def _draw_trained(
         section.figures.append(figure_html(png, "png", caption, wide=wide))
 
 
-def _assemble(sections: list[_Section], compared: set[str], results_html: str | None) -> str:
-    """The whole page from the finished sections."""
+def _layer_schedules_html(dpi: int) -> tuple[str, int]:
+    """Which layers of a few shipped model shapes rotate, with which RoPE, and which have none: the
+    section's HTML and the number of figures in it."""
+    from ..viz import figure_bytes
+    from ..viz.layers import layer_strip_figure
+    from .plan import LAYER_SCHEDULES
+
+    figures = []
+    for name, (config, caption) in LAYER_SCHEDULES.items():
+        try:
+            png = figure_bytes(layer_strip_figure(config, title=name), "png", dpi=dpi)
+        except Exception as err:  # a figure that fails must not sink the atlas
+            figures.append(
+                f'<p class="note">{escape(name)}: the layer strip could not be drawn: {escape(str(err))}</p>'
+            )
+            continue
+        figures.append(figure_html(png, "png", caption, wide=True))
+    drawn = sum(f.startswith("<figure") for f in figures)
+    return (
+        '<section id="layer-schedules"><h2>Layer schedules: RoPE is not in every layer</h2>'
+        "<p>Models mix layers: with RoPE, with another RoPE, or with none (NoPE). "
+        "<code>posenc.layer_schedule(config)</code> reads the schedule from a config.json and "
+        "<code>posenc.encodings_from_config(config)</code> builds one encoding per layer.</p>"
+        f'<div class="figures">{"".join(figures)}</div></section>',
+        drawn,
+    )
+
+
+def _assemble(
+    sections: list[_Section], compared: set[str], results_html: str | None, dpi: int = 160
+) -> tuple[str, int]:
+    """The whole page from the finished sections, and the number of figures drawn for it alone."""
+    from ..analysis.verdict import DEFINITIONS
+
+    criteria = "".join(
+        f"<li><b>{escape(c.replace('_', ' '))}</b>: {escape(text)}</li>" for c, text in DEFINITIONS.items()
+    )
     comparison = (
         '<section id="comparison" class="comparison"><h2>All schemes against the criteria</h2>'
-        "<p>Each criterion is measured, not asserted: hover a cell for the number behind it. "
-        "Relative schemes (biases, Shaw) have no code per position, so the criteria about one do not apply to "
+        f'<p>Each criterion is measured, not asserted:</p><ul class="criteria">{criteria}</ul>'
+        "<p>Relative schemes (biases, Shaw) have no code per position, so the criteria about one do not apply to "
         "them; whether a bias depends on the distance alone is measured (offset similarity: FIRE's follows the "
         "query past its threshold). For data-dependent schemes (CoPE, forgetting attention) the input decides "
-        "most criteria: those read “depends on input”.</p>"
+        "most criteria: those read “depends on input”. Each scheme's section gives the number behind each verdict "
+        "(also on hover here).</p>"
         + _comparison_table([s.verdict for s in sections if s.verdict is not None and s.name in compared])
         + "</section>"
     )
@@ -214,17 +312,27 @@ def _assemble(sections: list[_Section], compared: set[str], results_html: str | 
         "<p>Every positional encoding in posenc, drawn and checked: the figures the articles posenc was founded on draw, "
         "and the criteria they argue in words, made into measurements. "
         f"posenc {escape(_version())}; scheme sections: {len(sections) - n_refs}, naive references: {n_refs}.</p>"
+        '<p><a href="explorer.html">Interactive explorer</a>: pick sinusoidal, RoPE with any scaling, ALiBi or T5 '
+        "buckets and move the dimension, base, scaling and length; the matrices, clock and curves redraw.</p>"
     )
+    intro += _where_position_enters([s.name for s in sections if s.family != "reference"])
     nav = [("comparison", "Comparison table")] + [(f"scheme-{slug(s.name)}", s.name) for s in sections]
     if results_html is not None:
         nav.append(("experiments", "Experiments"))
-    body = [comparison] + [_section_html(s) for s in sections] + ([results_html] if results_html else [])
-    return page("posenc atlas of positional encodings", intro, nav, body)
+    schedules, n_strips = _layer_schedules_html(dpi) if any(s.family == "rotary" for s in sections) else ("", 0)
+    if schedules:
+        nav.insert(1, ("layer-schedules", "Layer schedules"))
+    body = [comparison, schedules] + [_section_html(s) for s in sections] + ([results_html] if results_html else [])
+    return page("posenc atlas of positional encodings", intro, nav, body), n_strips
 
 
 def build_report(
-    out_dir: str | Path, *, results_dir: str | Path | None = None, schemes: list[str] | None = None,
-    progress: Progress | None = None, dpi: int = 80,
+    out_dir: str | Path,
+    *,
+    results_dir: str | Path | None = None,
+    schemes: list[str] | None = None,
+    progress: Progress | None = None,
+    dpi: int = 160,
 ) -> ReportSummary:
     """Write ``out_dir/index.html`` and return a :class:`ReportSummary`.
 
@@ -241,6 +349,10 @@ def build_report(
     start = time.perf_counter()
     names = scheme_names() if schemes is None else list(schemes)
     sections = [_Section(name, family_of(name), notes=_notes(name, family_of(name))) for name in names]
+    if results_dir is None:
+        for section in sections:
+            note = None if section.family in ("reference", "none") else _untrained_note(section.name)
+            section.notes += [note] if note else []
     errors: list[str] = []
     notes: list[str] = []
     trained: dict[str, list[Any]] = {}
@@ -250,17 +362,23 @@ def build_report(
         trained, problems = find_encodings(results_dir)
         errors += [f"results: {problem}" for problem in problems]
         if not trained:
-            notes.append(f"no trained encodings in {Path(results_dir) / ENCODINGS}: the bias figures are drawn at "
-                         "initialisation only")
+            notes.append(
+                f"no trained encodings in {Path(results_dir) / ENCODINGS}: the bias figures are drawn at "
+                "initialisation only"
+            )
+    from .trained import TRAINED_AFTER
+
     steps: list[tuple[str, Callable[[], None]]] = []
     for section in sections:
         steps.append((f"checks: {section.name}", partial(_run_checks, section)))
         for spec in figures_for(section.name, section.family):
             steps.append((f"{spec.kind}: {section.name}", partial(_draw, section, spec, dpi, errors)))
-            if spec.kind == "bias" and results_dir is not None:  # after training, beside the figure at init
+            after = spec.kind == "bias" or TRAINED_AFTER.get(section.name) == spec.kind
+            if after and results_dir is not None:  # after training, beside the figure at init
                 runs = trained.get(section.name)
-                steps.append((f"trained: {section.name}",
-                              partial(_draw_trained, section, runs, Path(results_dir), dpi, errors)))
+                steps.append(
+                    (f"trained: {section.name}", partial(_draw_trained, section, runs, Path(results_dir), dpi, errors))
+                )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small tensors: extra threads only contend on a shared machine
     try:
@@ -281,11 +399,15 @@ def build_report(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.html"
+    html, n_strips = _assemble(sections, set(default_schemes()), results_html, dpi)
     with replaced_whole(path) as tmp:  # an earlier index.html stays whole until the new one is
-        tmp.write_text(_assemble(sections, set(default_schemes()), results_html), encoding="utf-8")
+        tmp.write_text(html, encoding="utf-8")
+    from .explorer import write_explorer
+
+    write_explorer(out_dir)  # explorer.html, linked from the intro
     if progress is not None:
         progress("done", len(steps), len(steps))
-    n_figures = sum(len(s.figures) for s in sections)
+    n_figures = sum(len(s.figures) for s in sections) + n_strips
     return ReportSummary(path, names, n_figures, n_results, errors, time.perf_counter() - start, notes)
 
 

@@ -30,10 +30,18 @@ section { background: #fff; border: 1px solid var(--line); border-radius: 8px; p
 .formula { font: 14px/1.45 ui-monospace, "DejaVu Sans Mono", monospace; background: #f3f5f9; padding: 8px 10px;
            border-radius: 6px; overflow-x: auto; white-space: pre-wrap; }
 .note { border-left: 4px solid #e0a100; background: #fff9e8; padding: 8px 12px; margin: 8px 0; }
-.figures { display: flex; flex-wrap: wrap; gap: 14px; }
-figure { margin: 0; flex: 1 1 440px; max-width: calc(50% - 7px); }
-figure.wide { flex-basis: 100%; max-width: 100%; }
-@media (max-width: 900px) { figure { max-width: 100%; } }
+.figures { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 18px 14px; align-items: start; }
+figure { margin: 0; }
+figure.wide { grid-column: 1 / -1; }
+/* a figure left alone on its row: centred at a width near its neighbours', not orphaned at half width */
+.figures figure:not(.wide):last-child:nth-child(odd) { grid-column: 1 / -1; width: 66%; justify-self: center; }
+@media (max-width: 900px) { .figures { grid-template-columns: minmax(0, 1fr); }
+  .figures figure:not(.wide):last-child:nth-child(odd) { width: 100%; } }
+ul.criteria { font-size: 14px; padding-left: 20px; } ul.criteria li { margin: 2px 0; }
+details summary { cursor: pointer; color: var(--muted); margin: 8px 0; }
+a.to-top { position: fixed; right: 18px; bottom: 18px; background: #fff; border: 1px solid var(--line);
+           border-radius: 18px; padding: 6px 14px; font-size: 14px; text-decoration: none;
+           box-shadow: 0 1px 4px rgba(0, 0, 0, .12); }
 figure img { width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; background: #fff; }
 figcaption { font-size: 13px; color: var(--muted); }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
@@ -102,10 +110,11 @@ def page(title: str, intro_html: str, nav: Sequence[tuple[str, str]], sections: 
     """The whole self-contained page: ``nav`` is (anchor id, label) pairs; ``sections`` are HTML."""
     links = "".join(f'<a href="#{escape(anchor)}">{escape(label)}</a>' for anchor, label in nav)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head>\n<body>\n"
-        f"<h1>{escape(title)}</h1>{intro_html}<nav>{links}</nav>\n"
+        f'<h1 id="top">{escape(title)}</h1>{intro_html}<nav id="contents">{links}</nav>\n'
+        '<a class="to-top" href="#contents">↑ contents</a>\n'
         + "\n".join(sections)
         + f"\n<script>{_SCRIPT}</script>\n</body></html>\n"
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,21 @@ from ..experiments.results import SCHEMA_VERSION as _SCHEMA
 from ..experiments.results import unavailable_reason
 from .html import figure_html, table_html
 
-__all__ = ["read_results", "results_section", "COLUMNS"]
+__all__ = ["read_results", "results_section", "COLUMNS", "METRICS"]
 
 #: Record fields shown in the table, in order.
-COLUMNS = ("experiment", "task", "scheme", "variant", "seed", "train_length", "in_distribution",
-           "out_of_distribution", "summary_metric", "wall_time_s")
+COLUMNS = (
+    "experiment",
+    "task",
+    "scheme",
+    "variant",
+    "seed",
+    "train_length",
+    "in_distribution",
+    "out_of_distribution",
+    "summary_metric",
+    "wall_time_s",
+)
 _MAX_PLOTS = 48
 _MAX_PLOT_BYTES = 4_000_000
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -40,8 +51,10 @@ def read_results(runs_dir: str | Path) -> tuple[list[tuple[Path, list[dict[str, 
         if isinstance(data, dict) and isinstance(data.get("records"), list):
             records = data["records"]
             if data.get("schema") != _SCHEMA:
-                problems.append(f"{path.relative_to(runs_dir)}: has schema {data.get('schema')!r}, and this posenc "
-                                f"writes schema {_SCHEMA}; its records are shown as far as their fields match")
+                problems.append(
+                    f"{path.relative_to(runs_dir)}: has schema {data.get('schema')!r}, and this posenc "
+                    f"writes schema {_SCHEMA}; its records are shown as far as their fields match"
+                )
             if not records:
                 problems.append(f"{path.relative_to(runs_dir)}: holds no records")
         elif isinstance(data, list):
@@ -55,7 +68,9 @@ def read_results(runs_dir: str | Path) -> tuple[list[tuple[Path, list[dict[str, 
             continue
         kept = [r for r in records if isinstance(r, dict)]
         if len(kept) != len(records):
-            problems.append(f"{path.relative_to(runs_dir)}: skipped {len(records) - len(kept)} entries that are not objects")
+            problems.append(
+                f"{path.relative_to(runs_dir)}: skipped {len(records) - len(kept)} entries that are not objects"
+            )
         found.append((path, kept))
     return found, problems
 
@@ -115,36 +130,105 @@ def _summary_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
             spread = f" ({min(values):.3f}–{max(values):.3f})" if len(values) > 1 else ""
             reason = None if values or field == "in_distribution" else unavailable_reason(runs)
             cells.append(f"{sum(values) / len(values):.3f}{spread}" if values else f"n/a: {reason}" if reason else "—")
-        cells.append(str(runs[0].get("summary_metric", "—")))
+        metric = runs[0].get("summary_metric", "—")
+        better = METRICS.get(str(metric), ("", ""))[1]
+        smoke = " — smoke test (--quick)" if any(r.get("quick") for r in runs) else ""
+        cells.append(f"{metric}" + (f" ({better})" if better else "") + smoke)
         rows.append(cells)
     return rows
+
+
+#: What each summary metric measures, its unit, and which way is better.
+METRICS = {
+    "exact_match": ("exact match: the fraction of sequences reproduced without one wrong token", "higher is better"),
+    "accuracy": ("accuracy: the fraction of correct predictions", "higher is better"),
+    "loss": ("loss: cross-entropy per predicted token (a byte for text), in nats", "lower is better"),
+    "bits_per_byte": ("bits per byte", "lower is better"),
+    "probe_r2_last_layer": (
+        "probe R²: the share of the position's variance a linear probe reads off the last layer",
+        "higher is better",
+    ),
+}
+
+
+def _metric_words(metric: Any) -> str:
+    words = METRICS.get(str(metric))
+    return f"{words[0]} ({words[1]})" if words else str(metric)
+
+
+def _plot_caption(plot: Path, runs_dir: Path, records: list[dict[str, Any]]) -> str:
+    """What a plot beside the results shows, from its name (``<experiment>_<task>.png``) and the
+    records of that experiment and task."""
+    name = plot.stem
+    matching = [r for r in records if name in (f"{r.get('experiment')}_{r.get('task')}", f"{r.get('experiment')}")]
+    where = str(plot.relative_to(runs_dir))
+    if not matching:
+        return f"{where}: a plot found beside the results."
+    r = matching[0]
+    seeds = len({x.get("seed") for x in matching})
+    lengths = f", trained on lengths up to {r.get('train_length')}" if r.get("train_length") is not None else ""
+    spread = "mean over seeds with a 95 % interval" if seeds > 1 else "one seed"
+    return (
+        f"{r.get('experiment')} / {r.get('task')}: {_metric_words(r.get('summary_metric'))} against the "
+        f"evaluation length, per scheme ({spread}{lengths}). From {where}."
+    )
 
 
 def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
     """The HTML section with the results tables and plots, the number of records shown, and the
     problems met (unreadable files), which the page shows too."""
-    from html import escape
-
     runs_dir = Path(runs_dir)
-    parts = ['<section id="experiments" class="experiments"><h2>Experiments</h2>',
-             f'<p class="meta">results read from <code>{escape(str(runs_dir))}</code></p>']
+    parts = [
+        '<section id="experiments" class="experiments"><h2>Experiments</h2>',
+        f'<p class="meta">results read from <code>{escape(str(runs_dir))}</code></p>',
+    ]
     if not runs_dir.is_dir():
         parts.append(f'<p class="note">No such folder: {escape(str(runs_dir))}; no results to show.</p></section>')
         return "".join(parts), 0, [f"no such folder: {runs_dir}"]
     found, problems = read_results(runs_dir)
     every = [r for _, records in found for r in records]
     if every:
+        metrics = sorted({str(r.get("summary_metric")) for r in every})
+        parts.append(
+            "<p>In distribution: scored at the lengths training showed; out of distribution: at longer "
+            "ones (the length-generalisation test). Metrics: "
+            + "; ".join(escape(_metric_words(m)) for m in metrics)
+            + ".</p>"
+        )
+        quick = sum(bool(r.get("quick")) for r in every)
+        if quick:
+            parts.append(
+                f'<p class="note">{quick} of these {len(every)} runs are <b>--quick smoke tests</b> '
+                "(fewer steps and seeds, marked “smoke test” below): they show that the pipeline runs, not "
+                "how the schemes compare. Run without --quick for the measurement.</p>"
+            )
         parts.append("<h3>Summary: mean over seeds (range in brackets)</h3>")
-        parts.append(table_html(["experiment", "task", "variant", "scheme", "seeds", "in distribution",
-                                 "out of distribution", "metric"], _summary_rows(every)))
+        parts.append(
+            table_html(
+                [
+                    "experiment",
+                    "task",
+                    "variant",
+                    "scheme",
+                    "seeds",
+                    "in distribution",
+                    "out of distribution",
+                    "metric (which way is better)",
+                ],
+                _summary_rows(every),
+            )
+        )
     total = 0
     for path, records in found:
         rows = [[_record_cell(r, c) for c in COLUMNS] + [(_per_length(r), "lengths")] for r in records]
         rows.sort(key=lambda row: tuple(str(x) for x in row[:5]))
         total += len(rows)
         parts.append(f"<h3>{escape(str(path.relative_to(runs_dir)))} ({len(rows)} runs)</h3>")
-        parts.append(table_html([*(c.replace("_", " ").replace("wall time s", "wall time (s)") for c in COLUMNS),
-                                 "per length"], rows))  # spaces: headers wrap, the per-length column stays in view
+        parts.append(
+            table_html(
+                [*(c.replace("_", " ").replace("wall time s", "wall time (s)") for c in COLUMNS), "per length"], rows
+            )
+        )  # spaces: headers wrap, the per-length column stays in view
     if not found and not problems:  # (an unreadable one is named below instead)
         parts.append('<p class="note">No results.json found under this folder yet.</p>')
         problems = [*problems, "no results.json found under this folder"]
@@ -158,7 +242,7 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
             if data[:8] != _PNG_MAGIC:  # a broken image would show as a hole in the page
                 parts.append(f'<p class="note">{escape(str(plot.relative_to(runs_dir)))}: not a PNG, skipped</p>')
                 continue
-            parts.append(figure_html(data, "png", str(plot.relative_to(runs_dir))))
+            parts.append(figure_html(data, "png", _plot_caption(plot, runs_dir, every)))
         parts.append("</div>")
     parts.append("</section>")
     return "".join(parts), total, problems

@@ -14,10 +14,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENCODINGS", "TrainedRun", "find_encodings", "trained_bias_figures", "MAX_GROUPS"]
+__all__ = [
+    "ENCODINGS",
+    "TrainedRun",
+    "find_encodings",
+    "trained_bias_figures",
+    "trained_table_figures",
+    "TRAINED_AFTER",
+    "MAX_GROUPS",
+]
 
 #: The folder under a runs folder that holds the trained encodings.
 ENCODINGS = "encodings"
+#: The figure (kind) of each scheme after which the atlas places its trained encodings: the bias
+#: figure for bias schemes, and for the schemes with a learned table that is not a bias these.
+TRAINED_AFTER = {"learned": "heatmap", "shaw": "logits"}
 #: At most this many (experiment, task) groups are drawn per scheme; the others are named in a note.
 MAX_GROUPS = 4
 _NAME = re.compile(
@@ -120,6 +131,71 @@ def trained_bias_figures(
             + ")."
         )
         figures.append((bias_figure(data, title=title, label=group), caption))
+    if len(groups) > MAX_GROUPS:
+        rest = list(groups)[MAX_GROUPS:]
+        problems.append(f"{scheme}: {len(rest)} more trained group(s) not drawn: {', '.join(rest)}")
+    return figures, problems
+
+
+def _groups(runs: list[TrainedRun]) -> dict[str, list[TrainedRun]]:
+    groups: dict[str, list[TrainedRun]] = {}
+    for run in runs:
+        groups.setdefault(run.group, []).append(run)
+    return groups
+
+
+def _table(module: Any) -> tuple[Any, Any, str]:
+    """``(table [p, d], rows [p], row label)`` of a learned or Shaw module."""
+    import torch
+
+    if module.name == "learned":
+        table = module.table.weight.detach().to(torch.float64)  # [max_len, d]
+        return table, torch.arange(table.shape[0]), "position"
+    from ..analysis.logits import shaw_embeddings
+
+    data = shaw_embeddings(module)
+    return data["key"], data["relative_positions"], "relative position (key − query), clipped"
+
+
+def trained_table_figures(
+    scheme: str, runs: list[TrainedRun], *, load: Callable[[Path], Any] | None = None
+) -> tuple[list[tuple[Any, str]], list[str]]:
+    """``([(figure, caption), ...], problems)``: a learned table (``learned``: rows are positions;
+    ``shaw``: its key embeddings a^K, rows are clipped distances) after training beside the same
+    scheme's table at initialisation, one figure per (experiment, task) group (at most
+    :data:`MAX_GROUPS`), from the group's lowest seed."""
+    from ..schemes.base import create
+    from ..viz.trained import table_beside_init
+
+    if load is None:
+        from ..experiments.runner import load_encoding as load
+    groups = _groups(runs)
+    figures, problems = [], []
+    for group, members in list(groups.items())[:MAX_GROUPS]:
+        run = members[0]
+        try:
+            module = load(run.path)
+            if module.name != scheme:
+                raise ValueError(f"it holds a {module.name!r} encoding, not {scheme!r}")
+            trained, rows, row_label = _table(module)
+            fresh = create(scheme, **{f: getattr(module.config, f) for f in module.config.__dataclass_fields__})
+            init = _table(fresh)[0]
+        except Exception as err:  # a broken file must not sink the atlas; it is reported
+            problems.append(f"{ENCODINGS}/{run.path.name}: cannot be drawn ({type(err).__name__}: {err})")
+            continue
+        what = "position table" if scheme == "learned" else "key embeddings a^K"
+        title = f"{scheme}: the {what} after training on {group} (seed {run.seed}) beside a fresh one"
+        caption = (
+            f"After training on {group}, seed {run.seed} (loaded from {ENCODINGS}/{run.path.name}): the trained "
+            f"{what} beside a table at the scheme's own initialisation, on one colour scale; below, the cosine "
+            "similarity of every pair of rows. "
+            + (
+                "A band along the diagonal after training means nearby positions got similar codes."
+                if scheme == "learned"
+                else "Distances beyond the clipping distance share the edge rows."
+            )
+        )
+        figures.append((table_beside_init(init, trained, rows=rows, row_label=row_label, title=title), caption))
     if len(groups) > MAX_GROUPS:
         rest = list(groups)[MAX_GROUPS:]
         problems.append(f"{scheme}: {len(rest)} more trained group(s) not drawn: {', '.join(rest)}")

@@ -12,6 +12,7 @@ from .rope import Rope
 from .xpos import XPos
 from .sinusoidal_nd import SinusoidalND
 from .rope_axial import RopeAxial
+from .mrope import MRope
 from .fire import FIRE
 from .dpb import DynamicPositionBias
 from .cope import CoPE
@@ -35,6 +36,7 @@ __all__ = [
     "XPos",
     "SinusoidalND",
     "RopeAxial",
+    "MRope",
     "FIRE",
     "DynamicPositionBias",
     "CoPE",

@@ -56,6 +56,7 @@ from torch import Tensor, nn
 
 from .._memory import check_fits
 from ..functional._checks import as_positions, broadcast_shape, check_out
+from ..functional.multidim import as_coordinates
 from ..functional.relative import relative_positions
 from ..kernels.bias import build_bias, cached_bias
 from ..kernels.ranges import mark_range
@@ -183,6 +184,15 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.config = config
         self.register_load_state_dict_post_hook(_off_meta_after_load)
+
+    def coordinates(
+        self, positions: Tensor | int, *, length: int | None = None, device: torch.device | None = None
+    ) -> Tensor:
+        """``positions`` as this scheme's coordinates ``[*p, n_axes]``: a tensor ``[.., length, n_axes]``
+        as it is, 1-D positions ``[s]`` / ``[b, s]`` on axis 0 with the other axes 0
+        (:func:`~posenc.functional.as_coordinates`). A scheme that reads 1-D positions otherwise
+        overrides it (MRoPE: text has ``t = h = w``)."""
+        return as_coordinates(positions, self.n_axes, length=length, device=device)
 
     # -- the three places position enters ---------------------------------------------------
     def embed(self, x: Tensor, positions: Tensor | None = None) -> Tensor:

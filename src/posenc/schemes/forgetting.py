@@ -84,7 +84,8 @@ def _check_terms(terms: object, gates: int, sq: object) -> int:
             f"and dtype {terms.dtype}"
         )
     sk = terms.shape[-1]
-    if isinstance(sq, bool) or not isinstance(sq, int) or not 0 <= sq <= sk:
+    # a torch.SymInt under torch.export with a dynamic length: an int to every check here
+    if isinstance(sq, bool) or not isinstance(sq, (int, torch.SymInt)) or not 0 <= sq <= sk:
         raise ValueError(
             f"forgetting: sq (the queries, the last sq of the {sk} keys) must be an int in 0..{sk}, got {sq!r}"
         )

@@ -7,7 +7,7 @@ it is an error, not a silent wrap-around.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -67,6 +67,15 @@ class Learned(AbsoluteEncoding):
         elif torch.compiler.is_compiling() and positions.numel():  # no host read in a graph: an op that checks
             positions = _positions_in_table(positions, max_len)
         return self.table(positions)  # [*p, dim]
+
+    def resized(self, max_len: int, *, mode: str = "linear") -> Learned:
+        """A copy whose table is resampled to ``max_len`` rows (``mode`` "linear" or "cubic", as
+        :func:`posenc.functional.interpolate_positions`; transformers' ``interpolate_pos_encoding``
+        for a 2-D grid of patches is :func:`posenc.functional.interpolate_grid`)."""
+        new = type(self)(replace(self.config, max_len=check_positive_int("max_len", max_len)))
+        with torch.no_grad():
+            new.table.weight.copy_(F.interpolate_positions(self.table.weight, max_len, mode=mode))
+        return new.to(self.table.weight.device)
 
 
 @torch.library.custom_op("posenc::positions_in_table", mutates_args=())

@@ -4,7 +4,12 @@ Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``hd`` head width, ``r``
 
 The module holds the frequencies (float64, from :func:`posenc.functional.rope_inv_freq`, any
 Hugging Face scaling) and a cos/sin row cache; :meth:`Rope.rotate` rotates queries and keys at
-their positions. Partial rotary (GPT-NeoX ``rotary_pct``) rotates the first ``rotary_dim`` features.
+their positions. Partial rotary (GPT-NeoX ``rotary_pct``) rotates the first ``rotary_dim`` features,
+or those from ``rotary_start`` (DeepSeek-V4 rotates the trailing slice of each head);
+:meth:`Rope.rotate_one` rotates one tensor, by the negative angles with ``inverse=True``
+(DeepSeek-V4 de-rotates attention outputs: ``R(a)^T = R(-a)``, Su et al. 2021, eq. 13).
+Packed documents rotate with positions restarting in each document
+(:func:`posenc.functional.positions_from_cu_seqlens`), their tables gathered from the row cache.
 
 Scalings whose frequencies depend on the sequence length (``dynamic``, ``longrope``) never change a
 buffer: the ``inv_freq`` buffer holds the short-sequence frequencies, and for a longer sequence
@@ -48,6 +53,9 @@ class RopeConfig:
     #: GPT-NeoX reading of an odd ``int(head_dim * rotary_pct)``: frequencies over that width
     #: (``base^(-2i/rotary_dim)``, :func:`~posenc.functional.rope_inv_freq`) rotating one more feature.
     rotary_dim: int | None = None
+    #: the first rotated feature: features [rotary_start, rotary_start + rotary width) rotate, the
+    #: rest pass unchanged (DeepSeek-V4's trailing slice: rotary_start = dim - rotary_dim)
+    rotary_start: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dim", check_even_dim("dim", self.dim))  # 8.0 -> 8
@@ -61,6 +69,14 @@ class RopeConfig:
                     f"rotary_dim must be at most dim={self.dim} (rounded up to even when odd: "
                     f"features rotate in pairs), got {self.rotary_dim}"
                 )
+        start = self.rotary_start
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise ValueError(f"rotary_start must be a non-negative int (the first rotated feature), got {start!r}")
+        if start + self.rotary_width > self.dim:
+            raise ValueError(
+                f"rotary_start={start} with {self.rotary_width} rotated features needs {start + self.rotary_width} "
+                f"features, but dim={self.dim}; the trailing slice starts at {self.dim - self.rotary_width}"
+            )
         F.rope_inv_freq(self.frequency_dim, base=self.base, scaling=self.scaling)  # validates base and scaling
         kind = parse_scaling(self.scaling)[0]
         factor = self.scaling.get("partial_rotary_factor") if isinstance(self.scaling, Mapping) else None
@@ -247,12 +263,20 @@ class Rope(PositionalEncoding):
         return self.cos_sin(positions, dtype=dtype, seq_len=seq_len)
 
     def rotate(
-        self, q: Tensor, k: Tensor, q_positions: Tensor | None = None, k_positions: Tensor | None = None
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_positions: Tensor | None = None,
+        k_positions: Tensor | None = None,
+        *,
+        inverse: bool = False,
     ) -> tuple[Tensor, Tensor]:
-        """Rotate ``q [b, h, sq, hd]`` and ``k [b, h, sk, hd]``.
+        """Rotate ``q [b, h, sq, hd]`` and ``k [b, h, sk, hd]`` (by the negative angles when ``inverse``).
 
         Default positions: keys ``0..sk-1``; queries the last ``sq`` of those (decoding with a cache).
         Length-dependent scalings use the frequencies for ``1 +`` the largest query or key position.
+        Packed documents ``[1, h, total, hd]``: positions from
+        :func:`~posenc.functional.positions_from_cu_seqlens` (restarting in each document).
         """
         check_head_width(self.name, self.config.dim, q, k)
         same = q_positions is k_positions
@@ -267,6 +291,34 @@ class Rope(PositionalEncoding):
             cos_q, sin_q = cos_k, sin_k  # same positions (self-attention without a cache): one lookup
         else:
             cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q, seq_len, "query")
-        layout = self.config.layout
+        options = {"layout": self.config.layout, "inverse": inverse, "rotary_start": self.config.rotary_start}
         # one pass each through posenc.kernels (equal to F.apply_rope; backward = inverse rotation)
-        return rope(q, cos_q, sin_q, layout=layout), rope(k, cos_k, sin_k, layout=layout)
+        return rope(q, cos_q, sin_q, **options), rope(k, cos_k, sin_k, **options)
+
+    def rotate_one(
+        self, x: Tensor, positions: Tensor | None = None, *, inverse: bool = False, seq_dim: int = -2
+    ) -> Tensor:
+        """Rotate one tensor ``x [b, h, s, hd]`` at ``positions`` (default ``0..s-1``): queries, keys,
+        or, with ``inverse=True``, attention outputs to de-rotate (DeepSeek-V4 rotates the values'
+        rotary slice and turns the output back by the query's angle). ``seq_dim=-3`` takes
+        ``[b, s, h, hd]`` or packed ``[total, h, hd]`` (positions from
+        :func:`~posenc.functional.positions_from_cu_seqlens`) where they lie, without a transpose."""
+        if type(self).rotate is not Rope.rotate:  # xPos, MRoPE: their rotation is not this one's tables
+            raise NotImplementedError(
+                f"{self.name} rotates queries and keys by its own rule; rotate_one serves the rope scheme only"
+            )
+        check_head_width(self.name, self.config.dim, x)
+        if positions is not None and not isinstance(positions, Tensor):
+            positions = F.as_positions(positions, device=x.device)
+        view = x if seq_dim == -2 else x.movedim(seq_dim, -2)  # [.., s, hd]: a view, for the checks and lengths
+        length = view.shape[-2]
+        cos, sin = self._tables(positions, length, 0, view, self.seq_len_of(positions, None, length, 0))
+        return rope(
+            x,
+            cos,
+            sin,
+            layout=self.config.layout,
+            inverse=inverse,
+            rotary_start=self.config.rotary_start,
+            seq_dim=seq_dim,
+        )

@@ -118,6 +118,8 @@ _GRID_SIDE = 512
 
 
 def _grid(scheme: str, options: PlotOptions) -> Any:
+    if family_of(scheme) == "rotary":
+        return _grid_rotary(scheme, options)
     from ..analysis import build_scheme, distance_from
     from .similarity import grid_distance
 
@@ -141,7 +143,7 @@ def _grid(scheme: str, options: PlotOptions) -> Any:
 def _multi_axis(name: str, family: str) -> bool:
     from ..schemes import scheme_class
 
-    return family == "absolute" and getattr(scheme_class(name), "n_axes", 1) > 1
+    return family in ("absolute", "rotary") and getattr(scheme_class(name), "n_axes", 1) > 1
 
 
 def _seed_004_dim(scheme: str) -> int | None:
@@ -297,6 +299,137 @@ def _buckets(scheme: str, options: PlotOptions) -> Any:
     )
 
 
+def _no_scaling(kind: str, options: PlotOptions) -> None:
+    if options.scaling:
+        raise ValueError(
+            f"figure kind {kind!r} draws every RoPE scaling side by side; leave --scaling out "
+            "(other kinds, such as logits or clock, draw one scaling)"
+        )
+
+
+def _rotation(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis.rotary import rotation_in_a_plane
+    from .rotary import rotation_figure
+
+    _no_scaling("rotation", options)
+    data = rotation_in_a_plane(
+        dim=options.dim or 64, base=options.base or 10000.0, positions=options.positions or 32, seed=options.seed
+    )
+    return rotation_figure(data, title="RoPE turns q by m·θ and k by n·θ: their score depends on m − n alone")
+
+
+def _scaling_gallery(kind: str, options: PlotOptions) -> Any:
+    """Every RoPE scaling side by side (``wavelengths``: per pair; ``scalings``: the same-content
+    logit), stretching a model trained on ``--positions`` (default 4096) by 4."""
+    from ..analysis import rotary as data_of
+    from . import rotary as draw
+
+    _no_scaling(kind, options)
+    dim, base, original = options.dim or 128, options.base or 10000.0, options.positions or 4096
+    compute, figure, what = {
+        "wavelengths": (data_of.scaling_wavelengths, draw.wavelength_figure, "each scaling's wavelength per pair"),
+        "scalings": (data_of.scaling_logits, draw.scaling_logits_figure, "the logit of the same content per scaling"),
+    }[kind]
+    data = compute(dim=dim, base=base, original=original, factor=4.0)
+    return figure(data, title=f"Context extension ×4 (d = {dim}, base {base:g}): {what}")
+
+
+def _decay(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import build_scheme
+    from ..analysis.rotary import same_content_logits
+    from .rotary import decay_beside_figure
+
+    n = options.positions or 4096
+    module = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options))
+    distances = torch.arange(n)  # [D]
+    last = torch.tensor([n - 1])  # the query at the end, keys t behind it (xPos decays in that direction)
+
+    def along_axis_0(positions: torch.Tensor, axes: int) -> torch.Tensor:  # [D] -> [D] or [D, axes]
+        return positions if axes == 1 else torch.stack([positions, *[torch.zeros_like(positions)] * (axes - 1)], -1)
+
+    curves = {
+        _label(scheme, options): same_content_logits(
+            module, along_axis_0(last, module.n_axes), along_axis_0(n - 1 - distances, module.n_axes)
+        )
+    }
+    if scheme != "rope" or options.scaling:
+        plain = build_scheme("rope", dim=module.config.dim, base=getattr(module.config, "base", 10000.0))
+        curves["rope (no scaling)"] = same_content_logits(plain, last, n - 1 - distances)
+    mark = getattr(module.config, "scale_base", None)
+    return decay_beside_figure(
+        distances,
+        curves,
+        mark=mark,
+        mark_label=f"B = {mark:g}" if mark else "",
+        title=f"{_label(scheme, options)} beside RoPE: the logit of the same content against distance",
+    )
+
+
+def _grid_rotary(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import build_scheme
+    from ..analysis.rotary import same_content_logits
+    from .rotary import grid_logits
+
+    side = options.positions or 24
+    if side > 64:  # the rotation of hd basis vectors at side² keys: 64² keeps it under a second
+        raise ValueError(f"the rotary grid figure takes --positions as its side (side² keys); at most 64, got {side}")
+    module = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options))
+    rows, cols = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")  # [side, side] each
+    keys = torch.zeros(side * side, module.n_axes, dtype=torch.long)  # [side², n_axes]; other axes at 0
+    row_axis = 1 if module.n_axes == 3 else 0  # MRoPE's (t, h, w): an image's rows and columns are h and w
+    keys[:, row_axis], keys[:, row_axis + 1] = rows.reshape(-1), cols.reshape(-1)
+    cells = [(side // 2, side // 2), (0, 0)]
+    maps = torch.stack(
+        [same_content_logits(module, keys[r * side + c][None], keys).reshape(side, side) for r, c in cells]
+    )  # [2, side, side]
+    return grid_logits(
+        maps, cells, title=f"{scheme}: logit of the same content between 2-D positions ({side} × {side})"
+    )
+
+
+def _waves(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis.articles import two_waves
+    from .articles import two_waves_figure
+
+    return two_waves_figure(
+        two_waves(length=options.positions or 64),
+        title="Reading two cosine waves at nearby and distant positions (“Understanding positional embeddings”)",
+    )
+
+
+def _clipped(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis.articles import clipped_relative_index
+    from .articles import clipped_index_figure
+
+    k = 3
+    return clipped_index_figure(
+        clipped_relative_index(options.positions or 9, k),
+        max_relative_position=k,
+        title="Shaw et al.'s relative index between query m and key n, clipped at ±K",
+    )
+
+
+def _concat(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis.articles import add_or_concatenate
+    from .articles import add_or_concatenate_figure
+
+    data = add_or_concatenate(width=options.dim or 8, position=3, seed=options.seed)
+    return add_or_concatenate_figure(data, title="A position code added to a word embedding, or concatenated with it")
+
+
+def _mrope_axes(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis.rotary import mrope_assignments
+    from .rotary import mrope_axes_figure
+
+    _no_scaling("axes", options)
+    dim = options.dim or 128
+    data = mrope_assignments(dim=dim, base=options.base or 1000000.0)
+    t, h, w = data["sections"]
+    return mrope_axes_figure(
+        data, title=f"MRoPE (d = {dim}, sections t, h, w = {t}, {h}, {w}): the frequencies each coordinate receives"
+    )
+
+
 def _drawable(name: str) -> bool:
     """False for data-dependent schemes (CoPE, forgetting attention): no code from positions alone."""
     from ..analysis import is_data_dependent
@@ -318,7 +451,7 @@ def _named(*names: str) -> Callable[[str, str], bool]:
 
 
 _ALL_CODES = ("absolute", "reference", "rotary", "bias", "relative")
-_CODES = ("absolute", "reference")
+_CODES = ("absolute", "reference", "rotary")  # rotary: the rotated unit query at each position
 
 KINDS: dict[str, Kind] = {
     k.name: k
@@ -342,28 +475,28 @@ KINDS: dict[str, Kind] = {
             "dot product between the codes of two positions",
             _any(*_CODES),
             _dot,
-            "absolute schemes and the references",
+            "absolute and rotary schemes and the references",
         ),
         Kind(
             "cosine",
             "cosine distance from position 1 (d = 1024, positions up to 250)",
             _any(*_CODES),
             _cosine,
-            "absolute schemes and the references",
+            "absolute and rotary schemes and the references",
         ),
         Kind(
             "distance",
             "cosine-distance matrix between positions",
             _any(*_CODES),
             _distance,
-            "absolute schemes and the references",
+            "absolute and rotary schemes and the references",
         ),
         Kind(
             "projection",
             "2D projection of 1000 positions, coloured by position",
             _any(*_CODES),
             _projection,
-            "absolute schemes and the references",
+            "absolute and rotary schemes and the references",
         ),
         Kind(
             "bits",
@@ -374,6 +507,13 @@ KINDS: dict[str, Kind] = {
         ),
         Kind("word", "a word embedding plus its 2D position code", _named("sinusoidal"), _word, "sinusoidal"),
         Kind(
+            "waves", "two cosine waves read at nearby and distant positions", _named("sinusoidal"), _waves, "sinusoidal"
+        ),
+        Kind(
+            "concat", "a code added to a word embedding, or concatenated", _named("sinusoidal"), _concat, "sinusoidal"
+        ),
+        Kind("clipped", "Shaw's clipped relative index between query and key", _named("shaw"), _clipped, "shaw"),
+        Kind(
             "logits",
             "attention logit against distance (decay, lines per head, buckets)",
             _any("rotary", "bias", "relative"),
@@ -381,13 +521,44 @@ KINDS: dict[str, Kind] = {
             "rotary, bias and relative schemes",
         ),
         Kind("buckets", "T5's bucket map", _named("t5"), _buckets, "t5"),
+        Kind(
+            "axes", "which frequencies each MRoPE coordinate (t, h, w) receives", _named("mrope"), _mrope_axes, "mrope"
+        ),
+        Kind(
+            "rotation",
+            "q and k turned by their positions; the score depends on m − n",
+            _named("rope"),
+            _rotation,
+            "rope",
+        ),
+        Kind(
+            "wavelengths",
+            "per-pair wavelength of every RoPE scaling",
+            _named("rope"),
+            lambda scheme, options: _scaling_gallery("wavelengths", options),
+            "rope",
+        ),
+        Kind(
+            "scalings",
+            "logit of the same content for every RoPE scaling",
+            _named("rope"),
+            lambda scheme, options: _scaling_gallery("scalings", options),
+            "rope",
+        ),
+        Kind(
+            "decay",
+            "logit of the same content against distance, beside plain RoPE",
+            _any("rotary"),
+            _decay,
+            "rotary schemes",
+        ),
         Kind("slopes", "ALiBi's slope per head", _named("alibi"), _slopes, "alibi"),
         Kind(
             "grid",
             "cosine distance between 2-D positions on a grid",
             _multi_axis,
             _grid,
-            "absolute schemes over several axes (sinusoidal_nd)",
+            "schemes over several axes (sinusoidal_nd, rope_axial)",
         ),
         Kind(
             "bias",

@@ -765,27 +765,46 @@ _NO_BARE_DYNAMIC = (
     "phi4_multimodal",
     "recurrent_gemma",
 )
-_UNTRACED = "posenc and transformers 5.24 differ on this synthetic variant, not traced yet (issue 25)"
+#: What transformers 5.24 does with a partial factor beside a multi-head-latent slice: the rope
+#: dict takes the top-level ``partial_rotary_factor`` (``standardize_rope_params``), the rotary
+#: module builds tables ``int(64 * 0.75) = 48`` wide from it, and the attention rotates the whole
+#: ``qk_rope_head_dim`` = 64 slice with them (``apply_rotary_pos_emb_interleave``: RuntimeError, 32
+#: features against 24). posenc rotates the whole slice with 32 frequencies, as the attention would:
+#: ``test_bare_variants_transformers_cannot_apply_partial_mla``.
+_MLA_PARTIAL = (
+    "transformers 5.24 builds {module}'s tables over int(qk_rope_head_dim * partial_rotary_factor) = 48 "
+    "features ({rule}) and {attention}.forward rotates the whole 64-wide qk_rope slice with them "
+    "(apply_rotary_pos_emb_interleave raises: 32 features against 24); posenc rotates the whole slice "
+    "(test_bare_variants_transformers_cannot_apply_*)"
+)
 #: Bare-config variants (sizes only, plus a partial factor or a dynamic scaling) where posenc and
 #: transformers differ; the default configs of these types agree (test_rope_config_sweep.py).
 _BARE_GAPS = {
-    **dict.fromkeys(
-        (("partial", t) for t in ("glm4_moe_lite", "mistral_large4_text", "deepseek_v4", "diffusion_gemma_text")),
-        _UNTRACED + ": a partial_rotary_factor beside a multi-head-latent slice or Gemma 4's per-layer RoPEs",
+    ("partial", "glm4_moe_lite"): _MLA_PARTIAL.format(
+        module="Glm4MoeLiteRotaryEmbedding",
+        rule="its compute_default_rope_parameters",
+        attention="Glm4MoeLiteAttention",
     ),
-    **dict.fromkeys(
-        (
-            ("dynamic", t)
-            for t in (
-                "higgs_audio_v2",
-                "ministral3",
-                "muse_spark_text",
-                "mistral4",
-                "nemotron3_5_transcribe_asr_audio",
-                "nemotron3_5_transcribe_word_timestamp",
-            )
-        ),
-        _UNTRACED + ": dynamic frequencies past the original length",
+    ("partial", "mistral_large4_text"): _MLA_PARTIAL.format(
+        module="MistralLarge4TextRotaryEmbedding",
+        rule="its class default yarn, _compute_yarn_parameters",
+        attention="MistralLarge4TextAttention",
+    ),
+    ("partial", "diffusion_gemma_text"): (
+        "transformers 5.24: the full-attention proportional rule (_compute_proportional_rope_parameters, "
+        "built first) calls config.standardize_rope_params(), which copies the top-level "
+        "partial_rotary_factor into the sliding_attention dict; DiffusionGemmaTextRotaryEmbedding."
+        "compute_default_rope_parameters (unlike Gemma 4's) reads it there and builds 192-wide sliding "
+        "tables, which the attention's apply_rotary_pos_emb cannot apply to its 256-wide heads "
+        "(RuntimeError); posenc rotates the whole sliding head, as Gemma 4 "
+        "(test_bare_variants_transformers_cannot_apply_*)"
+    ),
+    ("dynamic", "mistral4"): (
+        "transformers 5.24: Mistral4Config.__post_init__ sets partial_rotary_factor = qk_rope_head_dim / "
+        "head_dim on its rope_parameters, which convert_rope_params_to_dict then replaces with the legacy "
+        "rope_scaling, so Mistral4RotaryEmbedding builds 128-wide tables that Mistral4Attention applies to "
+        "the 64-wide qk_rope slice (RuntimeError); posenc reads the slice, as transformers does for the same "
+        "scaling under rope_parameters (test_bare_variants_transformers_cannot_apply_*)"
     ),
     ("dynamic", "cohere2_moe"): (
         "Cohere2MoeConfig drops a top-level rope_scaling (its rope_parameters stay default) where posenc reads it"
@@ -793,10 +812,6 @@ _BARE_GAPS = {
     ("dynamic", "esm"): (
         "EsmRotaryEmbedding computes only the default frequencies (its rope_type is empty, so "
         "dynamic_rope_update never rescales) where posenc reads the scaling"
-    ),
-    **dict.fromkeys(
-        (("dynamic", t) for t in ("step3p5", "t5gemma2_decoder", "t5gemma2_text", "deepseek_v4")),
-        _UNTRACED + ": a flat rope_scaling, which the class spreads over its per-layer-type RoPEs",
     ),
 }
 
@@ -882,6 +897,149 @@ def test_every_model_type_reads_a_bare_config_as_transformers_does(model_type, s
             torch.testing.assert_close(
                 rope.inv_freq_at(long).float(), getattr(hf, f"{prefix}inv_freq").float(), rtol=1e-5, atol=0
             )
+
+
+def _hf_config(model_type, fields):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return CONFIG_MAPPING[model_type](**json.loads(json.dumps(fields)))  # a copy: HF fills its dicts in
+
+
+@pytest.mark.parametrize("model_type", ["glm4_moe_lite", "mistral_large4_text"])
+def test_bare_variants_transformers_cannot_apply_partial_mla(model_type):
+    """A top-level ``partial_rotary_factor`` beside a multi-head-latent slice (``_BARE_GAPS``):
+    transformers 5.24 builds 24 frequencies (``int(64 * 0.75)`` features) and its attention then
+    fails to rotate the 64-wide ``qk_rope_head_dim`` slice with them; posenc rotates the whole slice,
+    with the frequencies transformers builds for the same config without the factor."""
+    bare = {"hidden_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2}
+    hf = _hf_rotary_module(model_type, _hf_config(model_type, {**bare, "partial_rotary_factor": 0.75}))
+    assert hf.inv_freq.shape == (24,)
+    cos, sin = hf(torch.zeros(1), torch.arange(4)[None])
+    apply = sys.modules[type(hf).__module__].apply_rotary_pos_emb_interleave
+    q = torch.randn(1, 2, 4, 64)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        apply(q, q, cos, sin)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rope = posenc.rope_from_config({"model_type": model_type, **bare, "partial_rotary_factor": 0.75})
+    assert (rope.config.dim, rope.config.rotary_dim, rope.config.layout) == (64, None, "interleaved")
+    _same_frequencies(rope, _hf_rotary_module(model_type, _hf_config(model_type, bare)))
+
+
+def test_bare_variants_transformers_cannot_apply_diffusion_gemma_partial():
+    """Diffusion Gemma with a top-level ``partial_rotary_factor`` (``_BARE_GAPS``): transformers
+    5.24's proportional rule copies it into the sliding-window dict, whose tables then span
+    ``int(256 * 0.75)`` = 192 features that its attention cannot apply to the 256-wide heads; posenc
+    rotates the whole sliding head with Gemma 4's frequencies (whose rotary module ignores the
+    factor there). The full-attention RoPE, proportional with its own factor 0.25, agrees."""
+    from transformers.models.diffusion_gemma import modeling_diffusion_gemma as diffusion_gemma
+
+    bare = {"hidden_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2, "partial_rotary_factor": 0.75}
+    hf = diffusion_gemma.DiffusionGemmaTextRotaryEmbedding(_hf_config("diffusion_gemma_text", bare))
+    assert hf.sliding_attention_inv_freq.shape == (96,)
+    cos, sin = hf(torch.zeros(1), torch.arange(4)[None], "sliding_attention")
+    with pytest.raises(RuntimeError, match="must match the size"):
+        diffusion_gemma.apply_rotary_pos_emb(torch.randn(1, 4, 2, 256), cos, sin, unsqueeze_dim=2)
+    cfg = {"model_type": "diffusion_gemma_text", **bare}
+    sliding = posenc.rope_from_config(cfg, layer_type="sliding_attention")
+    assert (sliding.config.dim, sliding.config.rotary_dim, sliding.config.base) == (256, None, 10000.0)
+    gemma = gemma4.Gemma4TextRotaryEmbedding(_hf_config("gemma4_text", bare))
+    _same_frequencies(sliding, gemma, "sliding_attention")
+    _same_frequencies(posenc.rope_from_config(cfg, layer_type="full_attention"), hf, "full_attention")
+
+
+def test_bare_variants_transformers_cannot_apply_mistral4_legacy_scaling():
+    """Mistral 4 with a legacy top-level ``rope_scaling`` (``_BARE_GAPS``): transformers 5.24 loses
+    the class's ``partial_rotary_factor`` (``qk_rope_head_dim / head_dim``) and builds 64
+    frequencies for a 64-wide slice, which its attention cannot apply; posenc reads the scaling as
+    transformers reads the same dict under ``rope_parameters``: 32 frequencies, rescaled past
+    ``max_position_embeddings`` alike."""
+    from transformers.models.mistral4 import modeling_mistral4 as mistral4
+
+    bare = {"hidden_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2}
+    scaling = {"rope_type": "dynamic", "factor": 2.0}
+    hf = mistral4.Mistral4RotaryEmbedding(_hf_config("mistral4", {**bare, "rope_scaling": scaling}))
+    assert hf.inv_freq.shape == (64,)
+    cos, sin = hf(torch.zeros(1), torch.arange(4)[None])
+    q = torch.randn(1, 2, 4, 64)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        mistral4.apply_rotary_pos_emb_interleave(q, q, cos, sin)
+    rope = posenc.rope_from_config({"model_type": "mistral4", **bare, "rope_scaling": scaling})
+    assert (rope.config.dim, rope.config.scaling["rope_type"]) == (64, "dynamic")
+    same_dict = _hf_config("mistral4", {**bare, "rope_parameters": scaling})
+    _same_frequencies(rope, mistral4.Mistral4RotaryEmbedding(same_dict))
+    long, hf = same_dict.max_position_embeddings * 3, mistral4.Mistral4RotaryEmbedding(same_dict)
+    with torch.no_grad():  # HF's dynamic update reads the length from the largest position
+        hf(torch.zeros(1), torch.tensor([[long - 1]]))
+    torch.testing.assert_close(rope.inv_freq_at(long).float(), hf.inv_freq.float(), rtol=1e-5, atol=0)
+    assert not torch.allclose(hf.inv_freq, hf.original_inv_freq)  # rescaled
+
+
+def test_step3p5_builds_a_rope_per_layer_type_from_its_per_layer_lists():
+    """Step 3.5's class builds its rope dicts from per-layer ``rope_theta`` and
+    ``partial_rotary_factors`` lists (the first layer of each type), with ``rope_scaling`` on the
+    full-attention dict only (HF ``Step3p7TextConfig.__post_init__``); posenc used to read its class
+    default dicts and refuse the list."""
+    from transformers.models.step3p7 import modeling_step3p7 as step3p7
+
+    cfg = {
+        "model_type": "step3p5",
+        "hidden_size": 512,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 4,
+        "layer_types": ["full_attention", "sliding_attention", "full_attention", "sliding_attention"],
+        "rope_theta": [500000.0, 10000.0, 500000.0, 10000.0],
+        "partial_rotary_factors": [0.5, 1.0, 0.5, 1.0],
+        "rope_scaling": {"rope_type": "linear", "factor": 4.0},
+    }
+    hf = step3p7.Step3p7RotaryEmbedding(_hf_config("step3p5", {k: v for k, v in cfg.items() if k != "model_type"}))
+    full = posenc.rope_from_config(cfg, layer_type="full_attention")
+    sliding = posenc.rope_from_config(cfg, layer_type="sliding_attention")
+    assert (full.config.base, full.config.rotary_dim, full.config.scaling["factor"]) == (500000.0, 64, 4.0)
+    assert (sliding.config.base, sliding.config.rotary_dim, sliding.config.scaling) == (10000.0, None, None)
+    _same_frequencies(full, hf, "full_attention")
+    _same_frequencies(sliding, hf, "sliding_attention")
+
+
+def test_step3p5_per_layer_lists_must_cover_the_layers():
+    """A per-layer list shorter than ``layer_types``, or ``layer_types`` that is not a list of names,
+    is refused with the fields named (transformers would fail on an index)."""
+    cfg = {"model_type": "step3p5", "hidden_size": 512, "num_attention_heads": 4}
+    cfg["layer_types"] = ["full_attention", "sliding_attention"]
+    with pytest.raises(ValueError, match=r"'rope_theta' \(\[500000.0\]\).*layer 1 is the first 'sliding_attention'"):
+        posenc.rope_from_config({**cfg, "rope_theta": [500000.0]}, layer_type="sliding_attention")
+    with pytest.raises(ValueError, match="'partial_rotary_factors'"):
+        posenc.rope_from_config({**cfg, "partial_rotary_factors": [0.5]}, layer_type="full_attention")
+    with pytest.raises(ValueError, match="'layer_types' must be a list of layer type names"):
+        posenc.rope_from_config({**cfg, "layer_types": "full_attention"})
+
+
+def test_deepseek_v4_builds_its_two_ropes_from_the_top_level_fields():
+    """DeepSeek-V4's class gives the ``main`` RoPE ``rope_theta`` and the ``compress`` RoPE
+    ``compress_rope_theta`` and the flat ``rope_scaling`` (YaRN with attention factor 1), both over
+    ``partial_rotary_factor`` (else the legacy ``qk_rope_head_dim / head_dim``) of the head (HF
+    ``DeepseekV4Config.__post_init__``); posenc used to read its class default dicts (64 of 512
+    features, bases 1e4 and 1.6e5) whatever the config said."""
+    from transformers.models.deepseek_v4 import modeling_deepseek_v4 as deepseek_v4
+
+    base = {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 128, "num_key_value_heads": 1}
+    base |= {"rope_theta": 20000.0, "compress_rope_theta": 40000.0, "max_position_embeddings": 8192}
+    base["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
+    for extra, width in (({"qk_rope_head_dim": 32}, 32), ({"partial_rotary_factor": 0.75}, 96)):
+        cfg = {**base, **extra}
+        hf = deepseek_v4.DeepseekV4RotaryEmbedding(_hf_config("deepseek_v4", cfg))
+        main = posenc.rope_from_config({"model_type": "deepseek_v4", **cfg}, layer_type="main")
+        compress = posenc.rope_from_config({"model_type": "deepseek_v4", **cfg}, layer_type="compress")
+        assert (main.config.base, main.config.scaling, main.config.rotary_dim) == (20000.0, None, width)
+        assert (compress.config.base, compress.config.scaling["rope_type"]) == (40000.0, "yarn")
+        assert (compress.config.rotary_dim, compress.config.rotary_start, compress.attention_scale) == (
+            width,
+            128 - width,
+            1.0,
+        )
+        _same_frequencies(main, hf, "main")
+        _same_frequencies(compress, hf, "compress")
 
 
 def _same_frequencies(rope, hf, layer_type=None, seq_len=None):

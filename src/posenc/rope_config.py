@@ -6,6 +6,10 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
 * fields a config.json leaves out take the value the model type's transformers config class gives
   them (``_HF_DEFAULTS``: its ``default_theta`` such as Mixtral's 1e6 and Cohere's 5e5, a fixed
   ``head_dim`` such as Qwen3's 128, ``max_position_embeddings``, Apertus' default Llama 3 scaling);
+  a base or share that a class keeps only in its default rope dict (Ministral 3's 1e6, Higgs Audio
+  v2's and Muse Spark's 5e5, Nemotron 3.5 Transcribe's 0.5) holds only when the config.json has no
+  rope dict: a ``rope_scaling`` or ``rope_parameters`` without ``rope_theta`` has base 10000 there
+  (``convert_rope_params_to_dict``: the mixin's ``default_theta``) and rotates the whole head;
 * head width: ``head_dim``, else ``hidden_size // num_attention_heads``; DeepSeek-V2/V3 rotate a
   separate ``qk_rope_head_dim``-wide slice of each head (multi-head latent attention), and that
   slice is what the returned module acts on;
@@ -20,8 +24,9 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
   (Llama, Mistral, Qwen2/3, Gemma, OLMoE, ...) rotate the whole head and ignore it, as there;
 * which dict: ``rope_scaling`` when a config has it, else ``rope_parameters`` (HF
   ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``); a RoPE per layer type
-  (Gemma 3's and 3n's ``rope_local_base_freq`` beside ``rope_theta``, transformers 5's nested
-  ``rope_parameters``) is picked with ``layer_type``;
+  (Gemma 3's, 3n's and T5Gemma 2's ``rope_local_base_freq`` beside ``rope_theta``, with
+  ``rope_scaling`` on the full-attention RoPE only; transformers 5's nested ``rope_parameters``) is
+  picked with ``layer_type``;
 * scaling: that dict as written, completed as HF completes it
   (``RotaryEmbeddingConfigMixin.standardize_rope_params`` and the rope functions): ``llama3``,
   ``yarn`` and ``longrope`` take ``original_max_position_embeddings`` from the top level (which
@@ -56,10 +61,18 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
   the ``qk_rope_head_dim`` slice, interleaved as DeepSeek-V3 (HF ``apply_rotary_pos_emb_interleave``;
   ``rope_interleave: false`` gives ``half`` where the attention reads it, ``_ROPE_INTERLEAVE_FLAG``).
   DeepSeek-V3.2's and GLM-MoE-DSA's indexers rotate their own queries and keys: not returned.
-* DeepSeek-V4 (``deepseek_v4``): the trailing ``qk_rope_head_dim`` features of each head, pairs
-  ``(2i, 2i+1)``, per rope kind (``layer_type`` ``"main"`` or ``"compress"``): the module returned has
-  ``rotary_start = head_dim - qk_rope_head_dim``; the de-rotation of the attention output (HF's
-  ``apply_rotary_pos_emb`` with ``-sin``) is the attention's to apply.
+* DeepSeek-V4 (``deepseek_v4``): the trailing ``int(head_dim * partial_rotary_factor)`` features of
+  each head, pairs ``(2i, 2i+1)``, per rope kind (``layer_type`` ``"main"`` or ``"compress"``): the
+  module returned has ``rotary_start`` at the first of them; the de-rotation of the attention output
+  (HF's ``apply_rotary_pos_emb`` with ``-sin``) is the attention's to apply. A config.json without
+  the two keyed dicts is read as ``DeepseekV4Config.__post_init__`` builds them: the share is the
+  top-level ``partial_rotary_factor``, else the legacy ``qk_rope_head_dim / head_dim``, else 64 / 512;
+  ``main`` is unscaled with base ``rope_theta``, ``compress`` takes the flat ``rope_scaling`` with base
+  ``compress_rope_theta`` (YaRN with attention factor 1).
+* Step 3.5 (``step3p5``, and ``step3p7``'s text model): a RoPE per layer type, built as
+  ``Step3p7TextConfig.__post_init__`` builds them when the config.json lacks one dict per type: the
+  ``rope_theta`` (a number, or one per layer) and ``partial_rotary_factors`` (one per layer) of the
+  type's first layer; ``rope_scaling`` scales the ``full_attention`` RoPE only.
 * GPT-OSS (``gpt_oss``): YaRN with ``truncate: false`` by default; its ``_apply_rotary_emb`` rotates
   the two halves (``half``); the OpenAI privacy filter applies the same tables to pairs
   ``(2i, 2i+1)`` (``interleaved``).
@@ -71,7 +84,18 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
   Zamba2's heads ``2 * hidden_size // num_attention_heads`` wide; GPT-NeoX-Japanese reads only
   ``rotary_emb_base`` and ``rotary_pct`` as GPT-NeoX; the Gemma 4 derivatives (``diffusion_gemma``,
   ``gemma4_unified``, ``embedding_gemma2``) have Gemma 4's 512-wide full-attention heads; Mellum and
-  Step 3.5 read ``partial_rotary_factor`` from each layer type's dict only.
+  Step 3.5 read ``partial_rotary_factor`` from each layer type's dict only (Step 3.5's dicts as
+  built above).
+
+Where transformers 5.24 builds tables that its own attention cannot apply (a RuntimeError in its
+forward), posenc rotates what the attention rotates: a top-level ``partial_rotary_factor`` beside
+GLM-4-MoE-Lite's and Mistral Large 4's ``qk_rope_head_dim`` slice (their rotary modules build
+``int(qk_rope_head_dim * factor)``-wide tables for the whole slice) is not read; Diffusion Gemma's
+sliding-window RoPE spans the whole head (its rotary module takes the top-level factor that the
+proportional rule's ``standardize_rope_params`` copies into the sliding dict); Mistral 4's legacy
+``rope_scaling`` keeps the ``qk_rope_head_dim`` slice (its class's ``partial_rotary_factor`` is set
+on the ``rope_parameters`` that the legacy dict then replaces), as transformers reads the same dict
+under ``rope_parameters``.
 
 Where transformers 5.23 departs from its own configs, posenc follows the config: ``phimoe``'s
 rotary module always uses ``short_factor`` (its ``forward`` recomputes the frequencies without the
@@ -344,8 +368,6 @@ _DEFAULT_PARTIAL = {
     "bamba": 0.5,
     "glmasr_encoder": 0.5,
     "mistral4": 0.5,
-    "nemotron3_5_transcribe_asr_audio": 0.5,
-    "nemotron3_5_transcribe_word_timestamp": 0.5,
     "recurrent_gemma": 0.5,
 }
 
@@ -353,11 +375,14 @@ _DEFAULT_PARTIAL = {
 #: form, read as their config classes' ``convert_rope_params_to_dict`` read it: ``rope_scaling``
 #: updates the full-attention RoPE only, whose base is ``rope_theta`` (the class's global default
 #: when absent); the sliding-window RoPE is unscaled, with its base from the field named here (Gemma
-#: 3 and 3n: ``rope_local_base_freq``; OLMo 3: none, since HF's class takes ``rope_theta`` for the
-#: full-attention layers first and leaves the sliding ones its default) or else the class default.
+#: 3 and 3n, T5Gemma 2 (``T5Gemma2TextConfig`` and ``T5Gemma2DecoderConfig`` copy Gemma 3's
+#: ``convert_rope_params_to_dict``): ``rope_local_base_freq``; OLMo 3: none, since HF's class takes
+#: ``rope_theta`` for the full-attention layers first and leaves the sliding ones its default) or
+#: else the class default.
 _LAYER_TYPED: dict[str, tuple[float, str | None, float]] = {
     **dict.fromkeys(
-        ("gemma3", "gemma3_text", "gemma3n", "gemma3n_text"), (1_000_000.0, "rope_local_base_freq", 10_000.0)
+        ("gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "t5gemma2_text", "t5gemma2_decoder", "t5gemma2_encoder"),
+        (1_000_000.0, "rope_local_base_freq", 10_000.0),
     ),
     "olmo3": (500_000.0, None, 500_000.0),
 }
@@ -552,7 +577,6 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "helium": {"head_dim": 128, "rope_theta": 100000.0, "max_position_embeddings": 4096},
     "higgs_audio_v2": {
         "head_dim": 128,
-        "rope_theta": 500000.0,
         "max_position_embeddings": 2048,
         "rope_parameters": {
             "factor": 32.0,
@@ -614,7 +638,6 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "minimax_m2": {"head_dim": 128, "rope_theta": 5000000.0, "max_position_embeddings": 196608},
     "ministral3": {
         "head_dim": 128,
-        "rope_theta": 1000000.0,
         "max_position_embeddings": 262144,
         "rope_parameters": {
             "type": "yarn",
@@ -668,7 +691,11 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "moshi": {"max_position_embeddings": 3000},
     "muse_glimmer_assistant": {"head_dim": 128, "rope_theta": 500000.0, "max_position_embeddings": 131072},
     "muse_glimmer_text": {"head_dim": 128, "max_position_embeddings": 131072},
-    "muse_spark_text": {"rope_theta": 500000.0, "head_dim": 64, "max_position_embeddings": 1048576},
+    "muse_spark_text": {
+        "head_dim": 64,
+        "max_position_embeddings": 1048576,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+    },
     "nemotron3_diarization_audio": {"max_position_embeddings": 5000},
     "neucodec": {"head_dim": 64, "max_position_embeddings": 4096},
     "nomic_bert": {"rope_theta": 1000.0, "max_position_embeddings": 2048},
@@ -694,28 +721,10 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "pocket_tts_audio_tokenizer": {"max_position_embeddings": 8000},
     "pocket_tts_audio_tokenizer_decoder": {"max_position_embeddings": 8000},
     "pocket_tts_audio_tokenizer_encoder": {"max_position_embeddings": 8000},
-    "step3p5": {
-        "head_dim": 128,
-        "max_position_embeddings": 128000,
-        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}},
-    },
+    "step3p5": {"head_dim": 128, "max_position_embeddings": 128000},
     "t5_gemma_module": {"head_dim": 256, "max_position_embeddings": 8192},
-    "t5gemma2_decoder": {
-        "head_dim": 256,
-        "max_position_embeddings": 131072,
-        "rope_parameters": {
-            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
-        },
-    },
-    "t5gemma2_text": {
-        "head_dim": 256,
-        "max_position_embeddings": 131072,
-        "rope_parameters": {
-            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
-        },
-    },
+    "t5gemma2_decoder": {"head_dim": 256, "max_position_embeddings": 131072},
+    "t5gemma2_text": {"head_dim": 256, "max_position_embeddings": 131072},
     "timesfm2_5": {"head_dim": 80, "max_position_embeddings": 16384},
     "ultrabert": {
         "max_position_embeddings": 32768,
@@ -743,15 +752,7 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "dia_decoder": {"max_position_embeddings": 3072},
     "granite4_vision_text": {"max_position_embeddings": 2048},
     "zamba2": {"max_position_embeddings": 4096},
-    "deepseek_v4": {
-        "head_dim": 512,
-        "qk_rope_head_dim": 64,
-        "max_position_embeddings": 1048576,
-        "rope_parameters": {
-            "main": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.125},
-            "compress": {"rope_type": "default", "rope_theta": 160_000.0, "partial_rotary_factor": 0.125},
-        },
-    },
+    "deepseek_v4": {"head_dim": 512, "max_position_embeddings": 1048576},
     "qwen2_5_omni_dit": {"head_dim": 64, "max_position_embeddings": 32768},
     "moonshine_streaming": {
         "max_position_embeddings": 4096,
@@ -1006,8 +1007,8 @@ def _partial_factor(config: Mapping[str, Any], params: Mapping[str, Any]) -> flo
 
 def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: int) -> int:
     model_type = config.get("model_type")
-    if model_type in _TRAILING_ROPE and config.get("qk_rope_head_dim") is not None:
-        return _whole("qk_rope_head_dim", config["qk_rope_head_dim"])
+    if model_type in _TRAILING_ROPE:  # the width of its tables, which its attention rotates
+        return int(head_dim * _partial_factor(config, params))
     if "qk_rope_head_dim" in config:
         return head_dim
     if params.get("rope_type", params.get("type")) == "proportional":
@@ -1201,6 +1202,100 @@ def _nested(params: object) -> bool:
     return isinstance(params, Mapping) and any(isinstance(v, Mapping) for v in params.values())
 
 
+def _deepseek_v4_rope(config: dict[str, Any]) -> dict[str, Any]:
+    """DeepSeek-V4's two RoPEs as ``DeepseekV4Config.__post_init__`` builds them from a config.json
+    whose rope dict is not already keyed ``main`` / ``compress``: the rotated share is the top-level
+    ``partial_rotary_factor``, else the legacy ``qk_rope_head_dim / head_dim``, else 64 / 512, and
+    goes into both dicts; ``main`` is the default RoPE with base ``rope_theta`` (10000); ``compress``
+    takes the flat ``rope_scaling`` (or ``rope_parameters``) with base ``compress_rope_theta``
+    (160000), and ``attention_factor`` 1 when it is ``yarn``. Keyed dicts are kept as written (the
+    class's ``convert_rope_params_to_dict`` gives them the top-level ``rope_theta`` and
+    ``partial_rotary_factor`` where they have none)."""
+    rope = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    if not isinstance(rope, Mapping):
+        return config  # _rope_params refuses it
+    config = {k: v for k, v in config.items() if k != "rope_scaling"}
+    theta = _field(config, "rope_theta")
+    factor = _field(config, "partial_rotary_factor")
+    if isinstance(rope.get("main"), Mapping) and isinstance(rope.get("compress"), Mapping):
+        table = {}
+        for kind in ("main", "compress"):
+            params = {"rope_theta": 10_000.0 if theta is None else theta, **rope[kind]}
+            if factor is not None:
+                params.setdefault("partial_rotary_factor", factor)
+            table[kind] = params
+        return {**config, "rope_parameters": table}
+    if factor is None:
+        legacy = config.get("qk_rope_head_dim")
+        head_dim = _whole("head_dim", config["head_dim"])
+        factor = _whole("qk_rope_head_dim", legacy) / head_dim if legacy is not None else 64 / 512
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    compress = {
+        **{k: v for k, v in rope.items() if k not in ("main", "compress")},
+        "rope_type": kind,
+        "rope_theta": _field(config, "compress_rope_theta") or 160_000.0,
+        "partial_rotary_factor": factor,
+    }
+    if kind == "yarn":
+        compress.setdefault("attention_factor", 1.0)
+    main = {"rope_type": "default", "rope_theta": 10_000.0 if theta is None else theta, "partial_rotary_factor": factor}
+    return {**config, "rope_parameters": {"main": main, "compress": compress}}
+
+
+def _step3p5_rope(config: dict[str, Any]) -> dict[str, Any]:
+    """Step 3.5's RoPE per layer type as ``Step3p7TextConfig.__post_init__`` builds them from a
+    config.json without one dict for each of its ``layer_types`` (all ``full_attention`` when
+    absent): for each type, the default RoPE with the ``rope_theta`` (one number, or a list with
+    one per layer) and ``partial_rotary_factors`` (a list) of its first layer; a ``rope_scaling``
+    updates the ``full_attention`` dict only, and a flat ``rope_parameters`` is dropped. Dicts for
+    every layer type are kept as written (the class gives them its default base, 10000, and the
+    top-level ``partial_rotary_factor`` where they have none); a ``rope_scaling`` beside them is
+    dropped there."""
+    layer_types = config.get("layer_types") or ["full_attention"]
+    extra, layers = config.get("num_nextn_predict_layers"), config.get("num_hidden_layers")
+    if not isinstance(layer_types, (list, tuple)) or not all(isinstance(t, str) for t in layer_types):
+        raise ValueError(f"config field 'layer_types' must be a list of layer type names, got {layer_types!r}")
+    if extra and layers and len(layer_types) == layers + extra:  # the multi-token-prediction layers' pad
+        layer_types = layer_types[:layers]
+    kinds = sorted(set(layer_types))
+    rope = config.get("rope_parameters")
+    scaling = config.get("rope_scaling")
+    config = {k: v for k, v in config.items() if k != "rope_scaling"}
+    if isinstance(rope, Mapping) and all(isinstance(rope.get(kind), Mapping) for kind in kinds):
+        table = {}
+        for kind in kinds:
+            params = {"rope_theta": 10_000.0, **rope[kind]}
+            if config.get("partial_rotary_factor") is not None:
+                params.setdefault("partial_rotary_factor", config["partial_rotary_factor"])
+            table[kind] = params
+        return {**config, "rope_parameters": table}
+    if scaling is not None and not isinstance(scaling, Mapping):
+        raise ValueError(
+            f'config field \'rope_scaling\' must be an object like {{"rope_type": "linear", "factor": 4.0}}, got {scaling!r}'
+        )
+    theta, factors = config.get("rope_theta", 10_000.0), config.get("partial_rotary_factors")
+    table = {}
+    for kind in kinds:
+        index = layer_types.index(kind)
+        try:
+            params = {"rope_type": "default", "rope_theta": theta[index] if isinstance(theta, list) else theta}
+            if factors:
+                params["partial_rotary_factor"] = factors[index]
+        except (IndexError, KeyError, TypeError):
+            raise ValueError(
+                f"config fields 'rope_theta' ({theta!r}) and 'partial_rotary_factors' ({factors!r}) must be a "
+                f"number or a list with one entry per layer (layer {index} is the first {kind!r} layer)"
+            ) from None
+        table[kind] = params
+    if scaling and "full_attention" in table:
+        table["full_attention"].update(scaling)
+    return {**config, "rope_parameters": table}
+
+
+#: Model types whose config classes build their rope dicts from other fields (DeepSeek-V4, Step 3.5).
+_CLASS_BUILT_ROPE = {"deepseek_v4": _deepseek_v4_rope, "step3p5": _step3p5_rope, "step3p7": _step3p5_rope}
+
+
 def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str, Any]:
     """The one ``rope_parameters`` dict that applies: ``rope_scaling`` wins over ``rope_parameters``
     when a config has both (HF ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``);
@@ -1373,6 +1468,8 @@ def rope_from_config(
         config = {"model_type": config.get("model_type"), **text_config}
     config = {**_HF_DEFAULTS.get(config.get("model_type"), {}), **config}
     config = _own_field_names(config)
+    if config.get("model_type") in _CLASS_BUILT_ROPE:
+        config = _CLASS_BUILT_ROPE[config["model_type"]](config)
     params = _rope_params(config, layer_type)
     base = _field(params, "rope_theta")
     if base is None:

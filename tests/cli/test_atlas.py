@@ -188,6 +188,8 @@ def test_report_with_results_and_selected_schemes(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "2 sections" in result.output and "2 results" in result.output
+    assert f"wrote {out / 'explorer.html'}: the interactive explorer" in result.output
+    assert (out / "explorer.html").stat().st_size > 1_000_000  # with plotly inlined
     html = (out / "index.html").read_text()
     assert html.count('class="scheme"') == 2
     assert 'data-scheme="alibi"' in html and 'data-scheme="index"' in html

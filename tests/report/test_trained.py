@@ -89,3 +89,41 @@ def test_report_draws_trained_beside_init_or_says_why_not(tmp_path: Path) -> Non
     assert summary.figures == 2 and "drawn at initialisation only" in page
     assert any("no trained encodings" in note for note in summary.notes)
     assert not any("encodings" in error for error in summary.errors)  # (the empty folder has no results.json)
+
+
+@pytest.mark.parametrize("scheme", ["learned", "shaw"])
+def test_trained_tables_are_drawn_beside_a_fresh_table(tmp_path, scheme):
+    """A learned table (rows: positions) or Shaw's key embeddings (rows: clipped distances) after
+    training: the figure holds the saved table itself beside the scheme's initialisation (one colour
+    scale for both), and the cosine similarity of its rows."""
+    from posenc.report.trained import TRAINED_AFTER, trained_table_figures
+
+    module = posenc.create(scheme, dim=8, **({"max_len": 12} if scheme == "learned" else {}))
+    table = module.table.weight if scheme == "learned" else module.key_embeddings.weight
+    with torch.no_grad():
+        table.copy_(torch.linspace(-1, 1, table.numel()).reshape(table.shape))  # "trained": a ramp
+    save_encoding(module, tmp_path / "runs" / "encodings" / f"length__copy__{scheme}__seed3.pt")
+    found, problems = find_encodings(tmp_path / "runs")
+    assert not problems and TRAINED_AFTER[scheme] in ("heatmap", "logits")
+    ((figure, caption),) = trained_table_figures(scheme, found[scheme])[0]
+    images = [ax.get_images()[0].get_array() for ax in figure.axes if ax.get_images()]
+    trained = images[1]  # top right: the table after training
+    assert trained.shape == tuple(table.shape)
+    torch.testing.assert_close(torch.as_tensor(trained.data), table.detach().double())
+    assert images[0].shape == trained.shape and not torch.allclose(
+        torch.as_tensor(images[0].data), torch.as_tensor(trained.data)
+    )
+    similarity = torch.as_tensor(images[3].data)  # bottom right: cosine similarity of the trained rows
+    unit = torch.nn.functional.normalize(table.detach().double(), dim=-1)
+    torch.testing.assert_close(similarity, unit @ unit.T)
+    assert f"After training on length/copy, seed 3 (loaded from encodings/length__copy__{scheme}__seed3.pt)" in caption
+
+
+def test_runs_of_a_layer_schedule_are_the_schemes_own(tmp_path):
+    """``rope+nope4`` (every fourth layer NoPE) is saved as ``..__rope_nope4__seed0.pt``: a run of
+    ``rope``, in a group of its own, not a file the atlas cannot place."""
+    for spec in ("rope", "rope_nope4", "rope_randomized_nope4"):
+        save_encoding(posenc.create("rope", dim=8), tmp_path / "runs" / "encodings" / f"length__copy__{spec}__seed0.pt")
+    found, problems = find_encodings(tmp_path / "runs")
+    assert not problems
+    assert [r.group for r in found["rope"]] == ["length/copy", "length/copy +nope4", "length/copy +randomized +nope4"]

@@ -399,6 +399,7 @@ def register(app: Any) -> None:
             + (f", {summary.results} result{'s' * (summary.results != 1)}" if results is not None else "")
             + f" in {summary.seconds:.1f} s"
         )
+        typer.echo(f"wrote {summary.path.with_name('explorer.html')}: the interactive explorer, linked from the atlas")
         for note in summary.notes:
             typer.echo(f"note: {note}", err=True)
         for error in summary.errors:

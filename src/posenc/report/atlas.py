@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._files import replaced_whole
-from .html import figure_html, page, slug, table_html
+from .html import figure_html, page, pair_up, slug, table_html
 from .plan import REFERENCE_SOURCES, figures_for
 
 __all__ = ["build_report", "ReportSummary", "Progress"]
@@ -152,7 +152,7 @@ def _section_html(section: _Section) -> str:
     ]
     parts += [f'<p class="note">{escape(note)}</p>' for note in section.notes]
     if section.figures:
-        parts.append('<h3>Figures</h3><div class="figures">' + "".join(section.figures) + "</div>")
+        parts.append('<h3>Figures</h3><div class="figures">' + "".join(pair_up(section.figures)) + "</div>")
     if section.verdict is not None:
         parts.append("<h3>Properties</h3>" + _properties_table(section.verdict))
     parts.append("</section>")
@@ -211,14 +211,20 @@ def _run_checks(section: _Section) -> None:
     section.verdict = verdict_table([section.name])[0]
 
 
+def _wide(figure: Any) -> bool:
+    """Whether a figure is shown across the page (and drawn sharper): a strip, or one of several
+    panels (11 inches wide or more) whose labels half a column would shrink past reading."""
+    width, height = figure.get_size_inches()
+    return width / height > 2.2 or width >= 10.5
+
+
 def _draw(section: _Section, spec: Any, dpi: int, errors: list[str]) -> None:
     """Draw one figure into ``section``; a failure becomes a note and an entry in ``errors``."""
     from ..viz import figure_bytes, plot
 
     try:
         figure = plot(section.name, spec.kind, spec.options)
-        width, height = figure.get_size_inches()
-        wide = width / height > 2.2  # shown across the page: drawn sharper
+        wide = _wide(figure)
         png = figure_bytes(figure, "png", dpi=round(dpi * 1.3) if wide else dpi)
         section.figures.append(figure_html(png, "png", spec.caption, wide=wide))
     except Exception as err:  # a figure that fails must not sink the atlas; it is reported
@@ -253,8 +259,7 @@ def _draw_trained(section: _Section, runs: list[Any] | None, results_dir: Path, 
         errors.append(f"{section.name} / trained: {problem}")
         section.notes.append(f"Trained encodings: {problem}")
     for figure, caption in figures:
-        width, height = figure.get_size_inches()
-        wide = width / height > 2.2
+        wide = _wide(figure)
         png = figure_bytes(figure, "png", dpi=round(dpi * 1.3) if wide else dpi)
         section.figures.append(figure_html(png, "png", caption, wide=wide))
 

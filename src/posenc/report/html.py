@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-__all__ = ["page", "figure_html", "table_html", "slug"]
+__all__ = ["page", "figure_html", "table_html", "slug", "pair_up"]
 
 _CSS = """
 :root { --fg: #1d2330; --muted: #5b6475; --line: #d9dde5; --pass: #17803d; --fail: #b42318; --bg: #fbfbfd; }
@@ -33,10 +33,10 @@ section { background: #fff; border: 1px solid var(--line); border-radius: 8px; p
 .figures { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 18px 14px; align-items: start; }
 figure { margin: 0; }
 figure.wide { grid-column: 1 / -1; }
-/* a figure left alone on its row: centred at a width near its neighbours', not orphaned at half width */
-.figures figure:not(.wide):last-child:nth-child(odd) { grid-column: 1 / -1; width: 66%; justify-self: center; }
+/* a half-width figure without a partner (atlas.py's _pair_up marks it): centred, not beside a gap */
+.figures figure.alone { grid-column: 1 / -1; width: 66%; justify-self: center; }
 @media (max-width: 900px) { .figures { grid-template-columns: minmax(0, 1fr); }
-  .figures figure:not(.wide):last-child:nth-child(odd) { width: 100%; } }
+  .figures figure.alone { width: 100%; } }
 ul.criteria { font-size: 14px; padding-left: 20px; } ul.criteria li { margin: 2px 0; }
 details summary { cursor: pointer; color: var(--muted); margin: 8px 0; }
 a.to-top { position: fixed; right: 18px; bottom: 18px; background: #fff; border: 1px solid var(--line);
@@ -84,6 +84,20 @@ def figure_html(data: bytes, fmt: str, caption: str, *, wide: bool = False) -> s
         raise ValueError(f"figures are embedded as 'png' or 'svg', got {fmt!r}")
     css = ' class="wide"' if wide else ""
     return f"<figure{css}>{body}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def pair_up(figures: list[str]) -> list[str]:
+    """Half-width figures sit two to a row between full-width ones; the last of an odd run would sit
+    alone beside a gap, so it is marked ``alone`` (shown centred across the row)."""
+    out, run = [], 0
+    for i, html in enumerate(figures):
+        wide = html.startswith('<figure class="wide"')
+        run = 0 if wide else run + 1
+        ends_run = i + 1 == len(figures) or figures[i + 1].startswith('<figure class="wide"')
+        if not wide and ends_run and run % 2:
+            html = html.replace("<figure>", '<figure class="alone">', 1)
+        out.append(html)
+    return out
 
 
 def table_html(header: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str | None = None) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..experiments.results import SCHEMA_VERSION as _SCHEMA
 from ..experiments.results import unavailable_reason
-from .html import figure_html, table_html
+from .html import figure_html, pair_up, table_html
 
 __all__ = ["read_results", "results_section", "COLUMNS", "METRICS"]
 
@@ -236,13 +236,13 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
         parts.append(f'<p class="note">{escape(problem)}</p>')
     plots = [p for p in sorted(runs_dir.rglob("*.png")) if p.stat().st_size <= _MAX_PLOT_BYTES][:_MAX_PLOTS]
     if plots:
-        parts.append('<h3>Plots</h3><div class="figures">')
+        drawn = []
         for plot in plots:
             data = plot.read_bytes()
             if data[:8] != _PNG_MAGIC:  # a broken image would show as a hole in the page
                 parts.append(f'<p class="note">{escape(str(plot.relative_to(runs_dir)))}: not a PNG, skipped</p>')
                 continue
-            parts.append(figure_html(data, "png", _plot_caption(plot, runs_dir, every)))
-        parts.append("</div>")
+            drawn.append(figure_html(data, "png", _plot_caption(plot, runs_dir, every)))
+        parts.append('<h3>Plots</h3><div class="figures">' + "".join(pair_up(drawn)) + "</div>")
     parts.append("</section>")
     return "".join(parts), total, problems

@@ -50,14 +50,16 @@ class TrainedRun:
     @property
     def group(self) -> str:
         """``experiment/task`` (with the randomized positions and the variant when there are any)."""
-        extra = " +randomized" if self.spec.endswith("_randomized") else ""
+        extra = "".join(f" +{part}" for part in re.findall(r"_(randomized|nope\d+)", self.spec))
         return f"{self.experiment}/{self.task}{extra}" + (f" [{self.variant}]" if self.variant else "")
 
 
 def _scheme_of(spec: str, names: set[str]) -> str | None:
+    """The registered scheme a file's label names: ``rope``, ``rope_randomized`` and ``rope_nope4``
+    (``rope+nope4``: a layer schedule) are all ``rope``'s runs."""
     if spec in names:
         return spec
-    base = spec.removesuffix("_randomized")
+    base = re.sub(r"(_randomized|_nope\d+)+$", "", spec)
     return base if base in names else None
 
 

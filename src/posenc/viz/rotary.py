@@ -92,7 +92,7 @@ def wavelength_figure(data: Mapping[str, Any], *, title: str) -> Any:
     import numpy as np
 
     pairs = as_array(data["pairs"], "pairs", ndim=1)  # [p]
-    figure = new_figure(9.0, 5.0)
+    figure = new_figure(11.5, 5.0)
     ax = figure.add_subplot()
     still = []
     for rule, values in data["wavelengths"].items():
@@ -125,7 +125,7 @@ def wavelength_figure(data: Mapping[str, Any], *, title: str) -> Any:
 def scaling_logits_figure(data: Mapping[str, Any], *, title: str) -> Any:
     """The same-content logit against distance (log scale) for each scaling, up to the extended length."""
     distances = as_array(data["distances"], "distances", ndim=1)  # [D]
-    figure = new_figure(9.0, 5.0)
+    figure = new_figure(11.5, 5.0)
     ax = figure.add_subplot()
     for rule, values in data["logits"].items():
         ax.plot(
@@ -162,7 +162,7 @@ def decay_beside_figure(
     """Same-content logits ``[D]`` of several schemes against distance, on one axis (xPos beside RoPE):
     the first of ``curves`` in colour on top, the others thin and grey behind it."""
     distances = as_array(distances, "distances", ndim=1)  # [D]
-    figure = new_figure(9.0, 4.6)
+    figure = new_figure(11.0, 4.6)
     ax = figure.add_subplot()
     for j, (label, values) in reversed(list(enumerate(curves.items()))):  # the first curve on top
         later = j > 0  # the references behind, thin and grey
@@ -212,7 +212,7 @@ def mrope_axes_figure(data: Mapping[str, Any], *, title: str) -> Any:
     wavelengths = as_array(data["wavelengths"], "wavelengths", ndim=1)  # [p]
     assignments = list(data["axes"].items())
     colours = ListedColormap(["#4c72b0", "#dd8452", "#55a868"])  # t, h, w
-    figure = new_figure(11.0, 1.0 + 1.1 * (len(assignments) + 1))
+    figure = new_figure(11.0, 1.0 + 0.9 * (len(assignments) + 1))
     axes = figure.subplots(
         len(assignments) + 1, 1, sharex=True, gridspec_kw={"height_ratios": [1.6] + [1] * len(assignments)}
     )

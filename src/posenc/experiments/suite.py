@@ -150,7 +150,7 @@ def nope_schedule(name: str, num_layers: int, every: int) -> tuple[str, ...]:
     if every > num_layers:
         raise ValueError(
             f"'+nope{every}' makes layers {every}, {2 * every}, ... NoPE; a model of {num_layers} layers has "
-            f"none of them: use +nope{num_layers} or fewer, or a deeper model (layers={every} or more)"
+            f"none of them: use +nope{num_layers} or fewer, or a deeper model (--layers {every} or more; Settings(layers=...) in Python)"
         )
     return tuple("none" if (i + 1) % every == 0 else name for i in range(num_layers))
 

@@ -277,7 +277,7 @@ def test_rope_scheme_inverse_and_trailing_slice():
     torch.testing.assert_close(rope.rotate_one(q2, positions, inverse=True), q, atol=1e-6, rtol=0)
     with pytest.raises(ValueError, match="rotary_start=12 with 6 rotated features needs 18 features, but dim=16"):
         posenc.create("rope", dim=16, rotary_dim=6, rotary_start=12)
-    with pytest.raises(NotImplementedError, match="xpos rotates queries and keys by its own rule"):
+    with pytest.raises(TypeError, match="xpos rotates queries and keys by its own rule"):
         posenc.create("xpos", dim=8).rotate_one(q[..., :8])
 
 

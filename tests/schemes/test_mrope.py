@@ -177,3 +177,18 @@ def test_prompt_with_an_image_then_decoding_with_a_cache_equals_the_full_forward
     steps = [attn(x[:, :9], prompt, cache=cache)]
     steps += [attn(x[:, i : i + 1], decode_positions(deltas, i), cache=cache) for i in range(9, 12)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-12)
+
+
+def test_rotate_one_equals_rotate_and_its_inverse_undoes_it():
+    """``rotate_one`` rotates a single tensor at coordinates (or text positions) as ``rotate`` rotates
+    queries there; ``inverse=True`` turns it back; ``seq_dim=-3`` takes ``[b, s, h, hd]``."""
+    mrope = posenc.create("mrope", dim=16, sections=(2, 3, 3), interleaved=True)
+    q = torch.randn(2, 3, 5, 16, dtype=torch.float64)
+    coords = torch.randint(0, 50, (2, 5, 3))
+    expected, _ = mrope.rotate(q, q, coords, coords)
+    torch.testing.assert_close(mrope.rotate_one(q, coords), expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(mrope.rotate_one(expected, coords, inverse=True), q, rtol=0, atol=1e-12)
+    lying = mrope.rotate_one(q.transpose(1, 2), coords, seq_dim=-3)  # [b, s, h, hd]
+    torch.testing.assert_close(lying.transpose(1, 2), expected, rtol=0, atol=1e-12)
+    text = torch.arange(5)
+    torch.testing.assert_close(mrope.rotate_one(q, text), mrope.text_rope().rotate_one(q, text), rtol=0, atol=1e-12)

@@ -30,6 +30,7 @@ the same for unpadded sequences and differs for left-padded or packed rows.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -61,13 +62,14 @@ def query_temperature(positions: int | Tensor, *, beta: float, floor_scale: floa
     return (1.0 + beta * torch.log1p(steps)).float()
 
 
-class QueryScale:
+class QueryScale(abc.ABC):
     """A factor on the queries by absolute position, as :class:`posenc.Attention` applies it
     (``query_scale=``): :meth:`factor` gives ``[*positions.shape]``, :meth:`scale` multiplies
     ``q [b, h, s, hd]`` by it."""
 
+    @abc.abstractmethod
     def factor(self, positions: Tensor) -> Tensor:
-        raise NotImplementedError
+        """The factor of each position: ``[*positions.shape]``."""
 
     def scale(self, q: Tensor, positions: Tensor, n_axes: int = 1) -> Tensor:
         """``q [b, h, s, hd]`` times the factor of each query's position (``[s]`` or ``[b, s]``),

@@ -169,6 +169,20 @@ class MRope(Rope):
         layout = self.config.layout
         return rope(q, cos_q, sin_q, layout=layout), rope(k, cos_k, sin_k, layout=layout)
 
+    def rotate_one(
+        self, x: Tensor, positions: Tensor | None = None, *, inverse: bool = False, seq_dim: int = -2
+    ) -> Tensor:
+        """Rotate one tensor ``x [b, h, s, hd]`` at coordinates ``[s, 3]`` / ``[b, s, 3]`` (or text
+        positions, ``t = h = w``; default ``0..s-1`` as text); ``inverse=True`` turns it back;
+        ``seq_dim=-3`` takes ``[b, s, h, hd]`` where it lies."""
+        check_head_width(self.name, self.config.dim, x)
+        view = x if seq_dim == -2 else x.movedim(seq_dim, -2)  # [.., s, hd]: a view, for the checks and lengths
+        coords = self._coords(positions, view.shape[-2], 0, view, "position")
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        inv_freq = self.inv_freq_at(self.seq_len_of(coords, None, 0, 0))
+        cos, sin = self._build(coords, dtype, inv_freq).unbind(-2)
+        return rope(x, cos, sin, layout=self.config.layout, inverse=inverse, seq_dim=seq_dim)
+
     def text_rope(self) -> Rope:
         """The plain :class:`~posenc.schemes.rope.Rope` with these frequencies: equal to this
         module on text positions (``t = h = w``)."""

@@ -303,10 +303,7 @@ class Rope(PositionalEncoding):
         rotary slice and turns the output back by the query's angle). ``seq_dim=-3`` takes
         ``[b, s, h, hd]`` or packed ``[total, h, hd]`` (positions from
         :func:`~posenc.functional.positions_from_cu_seqlens`) where they lie, without a transpose."""
-        if type(self).rotate is not Rope.rotate:  # xPos, MRoPE: their rotation is not this one's tables
-            raise NotImplementedError(
-                f"{self.name} rotates queries and keys by its own rule; rotate_one serves the rope scheme only"
-            )
+
         check_head_width(self.name, self.config.dim, x)
         if positions is not None and not isinstance(positions, Tensor):
             positions = F.as_positions(positions, device=x.device)

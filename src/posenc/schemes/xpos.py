@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -119,6 +120,14 @@ class XPos(Rope):
                 f"e^±{log_factor:.0f}, outside {dtype}'s range (positions must stay within ±{reach:.0f} of the "
                 "center); set center near the middle of the positions used, or raise scale_base"
             )
+
+    def rotate_one(self, x: Tensor, positions: Tensor | None = None, **options: Any) -> Tensor:
+        """Refused: xPos scales a query by ``ζ^(m/B)`` and a key by ``ζ^(-n/B)``, so a tensor alone
+        does not say which rule applies; rotate queries and keys together with :meth:`rotate`."""
+        raise TypeError(
+            "xpos rotates queries and keys by its own rule (a query scaled by ζ^(m/B), a key by ζ^(-n/B)): "
+            "rotate them together with rotate(q, k, q_positions, k_positions); rotate_one serves rope and mrope"
+        )
 
     def rotate(
         self, q: Tensor, k: Tensor, q_positions: Tensor | None = None, k_positions: Tensor | None = None

@@ -100,9 +100,7 @@ def trained_bias_figures(
 
     if load is None:
         from ..experiments.runner import load_encoding as load
-    groups: dict[str, list[TrainedRun]] = {}
-    for run in runs:
-        groups.setdefault(run.group, []).append(run)
+    groups = _groups(runs)
     figures, problems = [], []
     for group, members in list(groups.items())[:MAX_GROUPS]:
         data, seeds, learned = [], [], False
@@ -133,10 +131,7 @@ def trained_bias_figures(
             + ")."
         )
         figures.append((bias_figure(data, title=title, label=group), caption))
-    if len(groups) > MAX_GROUPS:
-        rest = list(groups)[MAX_GROUPS:]
-        problems.append(f"{scheme}: {len(rest)} more trained group(s) not drawn: {', '.join(rest)}")
-    return figures, problems
+    return figures, problems + _undrawn(scheme, groups)
 
 
 def _groups(runs: list[TrainedRun]) -> dict[str, list[TrainedRun]]:
@@ -144,6 +139,12 @@ def _groups(runs: list[TrainedRun]) -> dict[str, list[TrainedRun]]:
     for run in runs:
         groups.setdefault(run.group, []).append(run)
     return groups
+
+
+def _undrawn(scheme: str, groups: dict[str, list[TrainedRun]]) -> list[str]:
+    """The problem naming the groups past :data:`MAX_GROUPS` (none when all are drawn)."""
+    rest = list(groups)[MAX_GROUPS:]
+    return [f"{scheme}: {len(rest)} more trained group(s) not drawn: {', '.join(rest)}"] if rest else []
 
 
 def _table(module: Any) -> tuple[Any, Any, str]:
@@ -198,7 +199,4 @@ def trained_table_figures(
             )
         )
         figures.append((table_beside_init(init, trained, rows=rows, row_label=row_label, title=title), caption))
-    if len(groups) > MAX_GROUPS:
-        rest = list(groups)[MAX_GROUPS:]
-        problems.append(f"{scheme}: {len(rest)} more trained group(s) not drawn: {', '.join(rest)}")
-    return figures, problems
+    return figures, problems + _undrawn(scheme, groups)

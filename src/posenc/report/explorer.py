@@ -19,6 +19,7 @@ against posenc in headless Chromium. Nothing is fetched from the network.
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
 
@@ -41,15 +42,66 @@ def _inline_script(code: str) -> str:
     return code.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
 
 
+#: Why the page leaves a model type to :func:`posenc.rope_from_config`: its reading rules beyond
+#: the common fields, which the page's port (``readConfig`` in ``assets/explorer.js``) lacks.
+def _special_model_types() -> dict[str, str]:
+    from .. import rope_config as rc
+
+    reasons = (
+        (rc._MROPE_TYPES, "multimodal RoPE (MRoPE sections per axis)"),
+        (rc._MROPE_REFUSED, "a multimodal RoPE that posenc refuses"),
+        (rc._CLASS_BUILT_ROPE, "its config class builds the rope dicts from other fields"),
+        (rc._MSCALE_TYPES, "short_mscale and long_mscale scale cos and sin"),
+        (rc._NTK_ALPHA_TYPES, "a dynamic scaling with 'alpha' is NTK-alpha scaling"),
+        (rc._GLOBAL_LOCAL, "global_rope_theta and local_rope_theta give two RoPEs"),
+        (rc._TRAILING_ROPE, "the trailing features of each head rotate"),
+        (rc._FIELD_ALIASES, "its fields have other names (d_model, n_heads)"),
+        (("zamba2",), "its heads are 2 * hidden_size / num_attention_heads wide"),
+        (rc._LAYER_PARTIAL_ONLY, "partial_rotary_factor is read per layer type only"),
+        (rc._GEMMA4, "its full-attention heads are global_head_dim wide, with per-layer overrides"),
+        (rc._NEOX, "the base and share come only from rotary_emb_base and rotary_pct"),
+        (rc._ROTARY_DIM_TYPES, "rotary_dim features rotate"),
+        (rc._FIXED_PARTIAL, "its config class fixes partial_rotary_factor"),
+    )
+    special: dict[str, str] = {}
+    for types, reason in reasons:
+        for model_type in types:
+            special.setdefault(model_type, reason)
+    return special
+
+
+def model_tables() -> dict:
+    """posenc.rope_config's tables that the page's config reader needs, as JSON-ready data."""
+    from .. import rope_config as rc
+    from ..functional.rope_scaling import SCALING_KEYS
+
+    return {
+        "layouts": rc.MODEL_LAYOUTS,
+        "interleaveFlag": list(rc._ROPE_INTERLEAVE_FLAG),
+        "defaults": rc._HF_DEFAULTS,
+        "readsPartial": sorted(rc._READS_PARTIAL),
+        "defaultPartial": rc._DEFAULT_PARTIAL,
+        "layerTyped": rc._LAYER_TYPED,
+        "yarnIsLongrope": list(rc._YARN_IS_LONGROPE),
+        "scalingKeys": {
+            kind: [sorted(required), sorted(optional)] for kind, (required, optional) in SCALING_KEYS.items()
+        },
+        "special": _special_model_types(),
+    }
+
+
 def explorer_html() -> str:
-    """The explorer page as one string: the template with plotly.js and the explorer's script inlined."""
+    """The explorer page as one string: the template with plotly.js and the explorer's script inlined,
+    the script holding posenc's model tables (:func:`model_tables`)."""
     template, plotly, script = (_asset(name) for name in _ASSETS)
-    for marker in ("/*@PLOTLY@*/", "/*@EXPLORER@*/"):
-        if template.count(marker) != 1:
-            raise RuntimeError(
-                f"the explorer template must hold {marker} exactly once (posenc's package data is damaged)"
-            )
+    for text, marker in ((template, "/*@PLOTLY@*/"), (template, "/*@EXPLORER@*/"), (script, _TABLES_MARKER)):
+        if text.count(marker) != 1:
+            raise RuntimeError(f"the explorer's assets must hold {marker} once (posenc's package data is damaged)")
+    script = script.replace(_TABLES_MARKER, json.dumps(model_tables(), sort_keys=True, allow_nan=False))
     return template.replace("/*@PLOTLY@*/", _inline_script(plotly)).replace("/*@EXPLORER@*/", _inline_script(script))
+
+
+_TABLES_MARKER = "/*@MODEL_TABLES@*/null"
 
 
 def write_explorer(out_dir: str | Path) -> Path:

@@ -188,13 +188,20 @@
     },
   };
 
+  /** Rules that take an odd rotated width: rope_scaling.ODD_WIDTH_SCALINGS (GPT-NeoX's odd
+   *  int(head_dim * rotary_pct): (r + 1) / 2 frequencies base^(-2i/r)). */
+  const ODD_WIDTH_SCALINGS = ["default", "linear", "ntk", "dynamic", "llama3"];
+
   /** posenc.functional.rope.rope_inv_freq: {invFreq, attentionScale} for a rope_scaling dict. */
   function ropeInvFreq(dim, base, scaling, seqLen) {
     if (!(base > 1)) fail(`base must be greater than 1, got ${base}`);
-    if (dim < 2 || dim % 2) fail(`the explorer draws RoPE at an even width d >= 2, got ${dim}`);
     const params = scaling || {};
     const kind = params.rope_type || "default";
-    if (!(kind in ROPE_SCALINGS)) fail(`unknown rope scaling '${kind}'; choose one of ${Object.keys(ROPE_SCALINGS)}`);
+    if (!(kind in ROPE_SCALINGS)) fail(`unknown rope scaling '${kind}'; choose one of ${Object.keys(ROPE_SCALINGS).join(", ")}`);
+    if (!(dim >= 1) || dim % 1) fail(`the rotated width must be a whole number >= 1, got ${dim}`);
+    if (dim % 2 && !ODD_WIDTH_SCALINGS.includes(kind)) {
+      fail(`rope scaling '${kind}' needs an even rotated width, got ${dim}; an odd width works with: ${ODD_WIDTH_SCALINGS.join(", ")}`);
+    }
     return ROPE_SCALINGS[kind](dim, base, params, seqLen);
   }
 
@@ -345,15 +352,25 @@
     };
   }
 
-  /** Long-sequence defaults of the scaling keys shown in the page; longrope's factor lists are
-   *  made up for the page (short: all 1; long: rising linearly from 1 to factor over the pairs). */
+  /** The rope_scaling dict of the page's settings (Hugging Face keys). Optional keys left unset
+   *  (null) are left out, as a config.json without them; longrope's factor lists are the settings'
+   *  own (from a preset or a pasted config), else made up for the page (short: all 1; long: rising
+   *  linearly from 1 to factor over the pairs). */
   function scalingOf(s) {
     const kind = s.scaling;
     const params = { rope_type: kind };
-    const pairs = Math.floor(s.dim / 2);
+    const pairs = Math.ceil(rotaryDim(s) / 2);
     if (kind !== "default") params.factor = s.factor;
     if (["dynamic", "yarn", "llama3", "longrope"].includes(kind)) params.original_max_position_embeddings = s.original;
-    if (kind === "yarn") Object.assign(params, { beta_fast: s.betaFast, beta_slow: s.betaSlow });
+    if (kind === "yarn") {
+      Object.assign(params, { beta_fast: s.betaFast, beta_slow: s.betaSlow });
+      if (s.mscale !== null && s.mscale !== undefined) params.mscale = s.mscale;
+      if (s.mscaleAllDim !== null && s.mscaleAllDim !== undefined) params.mscale_all_dim = s.mscaleAllDim;
+      if (s.truncate === false) params.truncate = false;
+    }
+    if ((kind === "yarn" || kind === "longrope") && s.attentionFactor !== null && s.attentionFactor !== undefined) {
+      params.attention_factor = s.attentionFactor;
+    }
     if (kind === "llama3") Object.assign(params, { low_freq_factor: s.lowFreq, high_freq_factor: s.highFreq });
     if (kind === "proportional") params.partial_rotary_factor = s.partial;
     if (kind === "longrope") {
@@ -361,6 +378,26 @@
       params.long_factor = s.longFactor || arange(pairs).map((i) => 1 + ((s.factor - 1) * i) / Math.max(pairs - 1, 1));
     }
     return params;
+  }
+
+  /** The rotated width r: int(d * partial_rotary_factor) as transformers computes it (posenc
+   *  RopeConfig.rotary_dim); proportional RoPE spans the whole head and zeroes frequencies instead. */
+  function rotaryDim(s) {
+    if (s.scaling === "proportional") return s.dim;
+    const share = s.partial === undefined || s.partial === null ? 1 : s.partial;
+    return Math.trunc(s.dim * share);
+  }
+
+  /** A number as JavaScript writes it: the shortest text that reads back as the same float64. */
+  const exact = (x) => (Number.isFinite(x) ? String(x) : x > 0 ? "∞" : String(x));
+
+  /** Each pair's frequency and wavelength 2π / frequency, exact (a zero frequency never turns: ∞). */
+  function frequencyTable(symbol, invFreq, note) {
+    return {
+      caption: `${invFreq.length} frequencies ${symbol}_i and wavelengths λ_i = 2π / ${symbol}_i${note ? `; ${note}` : ""}`,
+      header: ["i", `${symbol}_i`, "λ_i"],
+      rows: invFreq.map((f, i) => [String(i), exact(f), f > 0 ? exact(TWO_PI / f) : "∞"]),
+    };
   }
 
   const fmt = (x) => Number.isInteger(x) && Math.abs(x) < 1e7 ? String(x) : (Math.abs(x) >= 1e6 || (Math.abs(x) < 1e-3 && x !== 0) ? x.toExponential(2) : String(+x.toPrecision(4)));
@@ -373,6 +410,7 @@
     const origin = sinusoidalTable([0], invFreq, s.layout)[0];
     const long = sinusoidalTable(distances, invFreq, s.layout);
     return {
+      table: frequencyTable("ω", invFreq),
       summary: `PE(p) = sin/cos(p · ω_i), ω_i = ${s.frequencies === "paper" ? "base^(-2i/d)" : "base^(-i/(d/2-1))"}; wavelengths ${fmt(TWO_PI / invFreq[0])} … ${fmt(TWO_PI / invFreq[invFreq.length - 1])} positions`,
       code: { z: rows, title: `PE: ${s.positions} positions × ${s.dim} features (${s.layout})`, x: "feature", y: "position", diverging: true, unit: "PE value",
         help: "Each row is the code added to the token at that position: fast waves on the left, slow ones on the right." },
@@ -388,7 +426,8 @@
 
   function ropeModel(s) {
     const scaling = scalingOf(s);
-    const { invFreq, attentionScale } = ropeInvFreq(s.dim, s.base, scaling, s.curveLength);
+    const rotated = rotaryDim(s);
+    const { invFreq, attentionScale } = ropeInvFreq(rotated, s.base, scaling, s.curveLength);
     const rows = ropeRows(arange(s.positions), invFreq, s.layout, attentionScale);
     const gram = dotMatrix(rows);
     const pairs = invFreq.length;
@@ -398,11 +437,13 @@
     const lines = [{ name: `${scaling.rope_type}: mean of s² cos(t θ_i)`, y: meanCos(invFreq, attentionScale) },
       { name: `${scaling.rope_type}: RoFormer bound (right axis)`, y: ropeDecayBound(invFreq, distances), dash: "dot", right: true }];
     if (scaling.rope_type !== "default") {
-      lines.push({ name: "default: mean of cos(t θ_i)", y: meanCos(defaultInvFreq(s.dim, s.base), 1), grey: true });
+      lines.push({ name: "default: mean of cos(t θ_i)", y: meanCos(defaultInvFreq(rotated, s.base), 1), grey: true });
     }
     const marks = scaling.original_max_position_embeddings ? [{ x: scaling.original_max_position_embeddings, name: "original length" }] : [];
     return {
-      summary: `θ_i: wavelengths ${fmt(TWO_PI / invFreq[0])} … ${invFreq[pairs - 1] > 0 ? fmt(TWO_PI / invFreq[pairs - 1]) : "∞"} positions; attention scale s = ${fmt(attentionScale)}; frequencies for a sequence of ${s.curveLength}`,
+      summary: `${rotated < s.dim ? `${rotated} of ${s.dim} features rotate; ` : ""}θ_i: wavelengths ${fmt(TWO_PI / invFreq[0])} … ${invFreq[pairs - 1] > 0 ? fmt(TWO_PI / invFreq[pairs - 1]) : "∞"} positions; attention scale s = ${fmt(attentionScale)}; frequencies for a sequence of ${s.curveLength}`,
+      frequencies: { invFreq, attentionScale, rotated, scaling },
+      table: frequencyTable("θ", invFreq, `attention factor s = ${exact(attentionScale)}; rope_scaling ${JSON.stringify(scaling)}`),
       code: { z: rows, title: `R(p) q for q = (1, 0) per pair: ${s.positions} × ${2 * pairs} (${s.layout})`, x: "feature", y: "position", diverging: true, unit: "rotated q",
         help: "The query rotated to each position: (s cos pθ_i, s sin pθ_i) per pair." },
       dot: { z: gram, title: "R(m)q · R(n)q: the score of equal content", unit: "logit", help: "Equals s² Σ cos((m − n) θ_i): it depends only on m − n.", diverging: true },
@@ -423,6 +464,8 @@
     const matrix = arange(s.positions).map((q) =>
       arange(s.positions).map((k) => (!s.bidirectional && k > q ? null : alibiBias(slopes[head], q, k, s.bidirectional))));
     return {
+      table: { caption: `${s.heads} slopes m_h (float32, as posenc computes them)`, header: ["head h", "slope m_h"],
+        rows: slopes.map((m, h) => [String(h), exact(m)]) },
       summary: `slopes m_h = ${slopes.slice(0, 4).map(fmt).join(", ")}${s.heads > 4 ? ", …" : ""} (geometric, last ${fmt(slopes[slopes.length - 1])})`,
       code: { z: perHead, title: `bias −m_h t: ${s.heads} heads × ${s.positions} distances`, x: "distance t (query at t, key at 0)", y: "head", diverging: true, unit: "bias",
         help: "ALiBi has no code per position: it adds this penalty to the logit, steeper for the first heads." },
@@ -444,6 +487,8 @@
     const relative = arange(2 * reach + 1, -reach);
     const half = s.bidirectional ? Math.floor(s.numBuckets / 2) : s.numBuckets;
     return {
+      table: { caption: `bucket of each relative position k − q in [−${reach}, ${reach}]`, header: ["k − q", "bucket"],
+        rows: relative.map((r) => [String(r), String(t5Bucket(r, s.bidirectional, s.numBuckets, s.maxDistance))]) },
       summary: `${Math.floor(half / 2)} exact buckets${s.bidirectional ? " per side" : ""}, then logarithmic up to ${s.maxDistance}; the bias is a learned number per bucket and head`,
       code: { z: matrix, title: `bucket of every (query, key): ${s.positions} × ${s.positions}`, x: "key position", y: "query position", unit: "bucket",
         help: "Each cell's bias is the learned value of its bucket: exact near the diagonal, coarse far from it." },
@@ -471,13 +516,267 @@
   const DEFAULTS = {
     scheme: "rope", dim: 64, base: 10000, positions: 128, curveLength: 2048, clockPosition: 40,
     layout: "half", frequencies: "paper", scaling: "default", factor: 4, original: 256,
-    betaFast: 32, betaSlow: 1, lowFreq: 1, highFreq: 4, partial: 0.5,
+    betaFast: 32, betaSlow: 1, mscale: null, mscaleAllDim: null, attentionFactor: null, truncate: true,
+    lowFreq: 1, highFreq: 4, partial: 1, shortFactor: null, longFactor: null,
     heads: 8, maxBias: 8, head: 0, bidirectional: false, numBuckets: 32, maxDistance: 128,
   };
 
+  // ------------------------------------------------------------------ Part 2b: a config.json's RoPE
+  /** posenc.rope_config's tables (model types' pair layouts, transformers 5.24 class defaults,
+   *  which types read partial_rotary_factor, ...), written into the page by posenc.report.explorer. */
+  const TABLES = /*@MODEL_TABLES@*/null;
+
+  const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+  /** Python's truthiness, which rope_from_config's `a or b` relies on. */
+  const truthy = (v) => !(v === null || v === undefined || v === false || v === 0 || v === "" ||
+    (Array.isArray(v) && v.length === 0) || (isObject(v) && Object.keys(v).length === 0));
+  const isNumber = (v) => typeof v === "number" && Number.isFinite(v);
+  const show = (v) => (v === undefined ? "nothing" : JSON.stringify(v));
+
+  /** The first of `names` whose value is not null: rope_config._field. */
+  function field(config, ...names) {
+    for (const name of names) if (config[name] !== undefined && config[name] !== null) return config[name];
+    return null;
+  }
+
+  function whole(name, value) {
+    if (!isNumber(value) || value !== Math.trunc(value) || value < 1) {
+      fail(`config field '${name}' must be a positive whole number, got ${show(value)}`);
+    }
+    return value;
+  }
+
+  /** The head width and where it comes from: rope_config._head_dim and _layer_head_dim. */
+  function headDim(config, layerType) {
+    if (layerType === "full_attention" && truthy(config.global_head_dim)) {
+      return [whole("global_head_dim", config.global_head_dim), "global_head_dim"];
+    }
+    if (config.qk_rope_head_dim !== undefined && config.qk_rope_head_dim !== null) {
+      return [whole("qk_rope_head_dim", config.qk_rope_head_dim), "qk_rope_head_dim (the rotated slice of each head)"];
+    }
+    if (truthy(config.head_dim)) return [whole("head_dim", config.head_dim), "head_dim"];
+    const width = ["hidden_size", "n_embd", "d_model"].find((n) => field(config, n) !== null);
+    const heads = ["num_attention_heads", "n_head"].find((n) => field(config, n) !== null);
+    if (!width || !heads) {
+      fail(`the config needs 'head_dim', or 'hidden_size' and 'num_attention_heads', to give the head width; it has ${Object.keys(config).sort().join(", ") || "no fields"}`);
+    }
+    const [w, h] = [whole(width, config[width]), whole(heads, config[heads])];
+    if (w < h) fail(`config fields '${width}' = ${w} and '${heads}' = ${h} give heads of width 0; give 'head_dim'`);
+    return [Math.floor(w / h), `${width} / ${heads} = ${w} / ${h}`];
+  }
+
+  /** The one rope dict that applies, and the layer types when there is one per type: rope_config._rope_params. */
+  function ropeParams(config, layerType) {
+    const scaling = config.rope_scaling;
+    const parameters = config.rope_parameters;
+    for (const [name, value] of [["rope_scaling", scaling], ["rope_parameters", parameters]]) {
+      if (value !== undefined && value !== null && !isObject(value)) {
+        fail(`config field '${name}' must be an object like {"rope_type": "linear", "factor": 4.0}, got ${show(value)}`);
+      }
+    }
+    let table;
+    const typed = TABLES.layerTyped[config.model_type];
+    if (typed) { // Gemma 3's flat form: rope_scaling scales the full-attention RoPE only
+      const [fullTheta, localField, localTheta] = typed;
+      const nested = isNested(parameters) ? Object.assign({}, parameters) : { full_attention: Object.assign({}, parameters || {}) };
+      const full = Object.assign({}, nested.full_attention || {}, scaling || {});
+      if (!("rope_theta" in full)) full.rope_theta = field(config, "rope_theta") || fullTheta;
+      const local = Object.assign({}, truthy(nested.sliding_attention) ? nested.sliding_attention : { rope_type: "default" });
+      if (!("rope_theta" in local)) local.rope_theta = (localField ? field(config, localField) : null) || localTheta;
+      table = Object.assign(nested, { full_attention: full, sliding_attention: local });
+    } else {
+      table = truthy(scaling) ? scaling : truthy(parameters) ? parameters : {};
+    }
+    if (!isNested(table)) return { params: Object.assign({}, table), layerTypes: [], layerType: null };
+    const kinds = Object.keys(table).filter((k) => isObject(table[k])).sort();
+    const chosen = layerType || (kinds.includes("full_attention") ? "full_attention" : kinds[0]);
+    if (!kinds.includes(chosen)) fail(`unknown layer type '${chosen}'; this config's RoPEs are for: ${kinds.join(", ")}`);
+    return { params: Object.assign({}, table[chosen]), layerTypes: kinds, layerType: chosen };
+  }
+
+  function isNested(params) {
+    return isObject(params) && Object.values(params).some(isObject);
+  }
+
+  /** partial_rotary_factor: the rope dict's, else the config's, else the family's default: rope_config._partial_factor. */
+  function partialFactor(config, params) {
+    let factor = field(params, "partial_rotary_factor");
+    if (factor === null) factor = field(config, "partial_rotary_factor", "rotary_pct");
+    if (factor === null) factor = TABLES.defaultPartial[config.model_type] || 1;
+    if (!isNumber(factor) || !(factor > 0 && factor <= 1)) {
+      fail(`partial_rotary_factor must be a number in (0, 1], got ${show(factor)}`);
+    }
+    return factor;
+  }
+
+  /** The rotated width: rope_config._rotary_dim. */
+  function rotatedWidth(config, params, head) {
+    const type = config.model_type;
+    if ("qk_rope_head_dim" in config) return [head, "the whole qk_rope_head_dim slice", 1];
+    if ((params.rope_type || params.type) === "proportional") return [head, "the whole head (proportional zeroes frequencies)", 1];
+    if (field(config, "rotary_dim") !== null && !(type in TABLES.layouts) && field(params, "partial_rotary_factor") === null) {
+      const width = whole("rotary_dim", config.rotary_dim);
+      if (width > head) fail(`config field 'rotary_dim' = ${width} exceeds the head width ${head}`);
+      return [width, "rotary_dim", (width + 0.5) / head]; // int(head * share) = width
+    }
+    if (type in TABLES.layouts && !TABLES.readsPartial.includes(type)) {
+      return [head, `the whole head (${type} ignores partial_rotary_factor)`, 1];
+    }
+    const factor = partialFactor(config, params);
+    return [Math.trunc(head * factor), `int(${head} × partial_rotary_factor ${factor})`, factor];
+  }
+
+  /** The keys a rope type takes, the others dropped with a note: rope_config._known_keys. */
+  function knownKeys(kind, scaling, notes) {
+    if (!(kind in TABLES.scalingKeys)) return scaling;
+    const [required, optional] = TABLES.scalingKeys[kind];
+    const extra = Object.keys(scaling).filter((k) => k !== "rope_type" && !required.includes(k) && !optional.includes(k)).sort();
+    if (extra.length) notes.push(`rope type '${kind}' does not take ${extra.join(", ")}: left out, as posenc.rope_from_config does`);
+    extra.forEach((k) => delete scaling[k]);
+    return scaling;
+  }
+
+  /** The scaling dict as rope_from_config completes it (rope_config._scaling); null for default RoPE. */
+  function completeScaling(config, params, nested, notes) {
+    let kind = "rope_type" in params ? params.rope_type : "type" in params ? params.type : "default";
+    if (kind === "su" || (kind === "yarn" && TABLES.yarnIsLongrope.includes(config.model_type))) kind = "longrope";
+    const scaling = {};
+    for (const [k, v] of Object.entries(params)) if (!["rope_theta", "partial_rotary_factor", "type"].includes(k)) scaling[k] = v;
+    scaling.rope_type = kind;
+    if (kind === "proportional") scaling.partial_rotary_factor = partialFactor(config, params);
+    if (kind === "default") {
+      knownKeys(kind, scaling, notes);
+      return null;
+    }
+    const maxLen = config.max_position_embeddings;
+    if (["llama3", "yarn", "longrope"].includes(kind)) {
+      const top = nested ? null : config.original_max_position_embeddings;
+      const original = truthy(top) ? top : scaling.original_max_position_embeddings;
+      scaling.original_max_position_embeddings = truthy(original) ? original : maxLen;
+    }
+    if (kind === "dynamic") scaling.original_max_position_embeddings = maxLen;
+    if ((kind === "longrope" || kind === "yarn") && (scaling.factor === undefined || scaling.factor === null) &&
+        truthy(maxLen) && truthy(scaling.original_max_position_embeddings)) {
+      scaling.factor = maxLen / scaling.original_max_position_embeddings;
+    }
+    return knownKeys(kind, scaling, notes);
+  }
+
+  const VALUE_RULES = {
+    factor: [(v) => isNumber(v) && v > 0, "a positive number"],
+    original_max_position_embeddings: [(v) => isNumber(v) && v > 0 && v === Math.trunc(v), "a positive whole number"],
+    low_freq_factor: [(v) => isNumber(v) && v > 0, "a positive number"],
+    high_freq_factor: [(v) => isNumber(v) && v > 0, "a positive number, at least low_freq_factor"],
+    beta_fast: [(v) => isNumber(v) && v > 0, "a positive number greater than beta_slow"],
+    beta_slow: [(v) => isNumber(v) && v > 0, "a positive number"],
+    mscale: [(v) => isNumber(v) && v >= 0, "a number >= 0"],
+    mscale_all_dim: [(v) => isNumber(v) && v >= 0, "a number >= 0"],
+    attention_factor: [(v) => isNumber(v) && v > 0, "a positive number"],
+    truncate: [(v) => typeof v === "boolean", "true or false"],
+    short_factor: [(v) => Array.isArray(v) && v.length > 0 && v.every((x) => isNumber(x) && x > 0), "a list of positive numbers, one per rotated pair"],
+    long_factor: [(v) => Array.isArray(v) && v.length > 0 && v.every((x) => isNumber(x) && x > 0), "a list of positive numbers, one per rotated pair"],
+    partial_rotary_factor: [(v) => isNumber(v) && v > 0 && v <= 1, "a number in (0, 1]"],
+  };
+
+  /** rope_scaling.parse_scaling's checks: a known type, its required keys, each value in range;
+   *  optional keys set to null are unset. */
+  function checkScaling(scaling) {
+    const kind = scaling.rope_type;
+    if (!(kind in TABLES.scalingKeys)) {
+      fail(`unknown RoPE scaling type ${show(kind)}; posenc knows: ${Object.keys(TABLES.scalingKeys).join(", ")}`);
+    }
+    const [required, optional] = TABLES.scalingKeys[kind];
+    const missing = required.filter((k) => scaling[k] === undefined || scaling[k] === null);
+    if (missing.length) fail(`rope scaling '${kind}' needs ${missing.join(", ")}; it takes ${required.concat(optional).join(", ")}`);
+    for (const [key, value] of Object.entries(scaling)) {
+      if (key === "rope_type") continue;
+      if (value === null) {
+        delete scaling[key];
+        continue;
+      }
+      const [ok, what] = VALUE_RULES[key];
+      if (!ok(value)) fail(`rope scaling '${kind}': '${key}' must be ${what}, got ${show(value)}`);
+    }
+    return scaling;
+  }
+
+  /** A config.json's RoPE as page settings: what posenc.rope_from_config reads, for the model types
+   *  whose reading the page ports (the others are named with the reason). `config` is the parsed
+   *  JSON, never executed; `layerType` picks one of per-layer-type RoPEs (full_attention by default). */
+  function readConfig(config, layerType) {
+    if (!isObject(config)) fail(`a config.json holds one JSON object {...}; this is ${Array.isArray(config) ? "an array" : show(config)}`);
+    const text = config.text_config;
+    if (text !== undefined && text !== null && !isObject(text)) fail(`config field 'text_config' must be an object, got ${show(text)}`);
+    if (text && !("num_attention_heads" in config)) config = Object.assign({ model_type: config.model_type }, text);
+    const type = config.model_type;
+    if (type !== undefined && type !== null && typeof type !== "string") fail(`config field 'model_type' must be a name, got ${show(type)}`);
+    if (type in TABLES.special) {
+      fail(`model_type '${type}': ${TABLES.special[type]}; this page does not port that reading (posenc.rope_from_config does)`);
+    }
+    if ("per_layer_config" in config) fail("per_layer_config (head widths per layer) is read by posenc.rope_from_config, not by this page");
+    config = Object.assign({}, TABLES.defaults[type] || {}, config);
+    const notes = [];
+    const { params, layerTypes, layerType: chosen } = ropeParams(config, layerType);
+    if (params.mrope_section !== undefined && params.mrope_section !== null) {
+      fail("mrope_section: multimodal RoPE (MRoPE) is read by posenc.rope_from_config, not by this page");
+    }
+    if ((params.rope_type || params.type) === "mrope") { // Qwen2-VL's legacy name of the default RoPE
+      ["type", "mrope_interleaved", "interleaved"].forEach((k) => delete params[k]);
+      params.rope_type = "default";
+    }
+    let base = field(params, "rope_theta");
+    if (base === null) base = field(config, "rope_theta", "rotary_emb_base");
+    if (base !== null && (!isNumber(base) || !(base > 1))) fail(`config field 'rope_theta' (the RoPE base) must be a number greater than 1, got ${show(base)}`);
+    const [head, headFrom] = headDim(config, chosen);
+    if (head % 2) fail(`the head width from ${headFrom} is ${head}, odd: RoPE rotates pairs of features`);
+    const [rotated, rotatedFrom, rotatedShare] = rotatedWidth(config, params, head);
+    const nested = type in TABLES.layerTyped || isNested(truthy(config.rope_scaling) ? config.rope_scaling : config.rope_parameters);
+    const raw = completeScaling(config, params, nested, notes);
+    const scaling = raw === null ? null : checkScaling(raw);
+    let layout = null;
+    if (TABLES.interleaveFlag.includes(type) && config.rope_interleave === false) layout = "half";
+    else if (type in TABLES.layouts) layout = TABLES.layouts[type];
+    else notes.push(`model_type ${show(type)} is not one whose pair layout posenc knows: the page keeps its own (pair layout, above)`);
+    const maxLen = config.max_position_embeddings;
+    return {
+      headDim: head, headFrom, rotated, rotatedFrom, rotatedShare, base: base === null ? 10000 : base, baseFrom: base === null ? "posenc's default 10000" : "rope_theta",
+      scaling, layout, layerTypes, layerType: chosen, maxLength: isNumber(maxLen) ? maxLen : null, notes,
+    };
+  }
+
+  /** Page settings for a read config (readConfig's result); `length` overrides max_position_embeddings. */
+  function settingsOf(read, length) {
+    const s = { scheme: "rope", dim: read.headDim, base: read.base, shortFactor: null, longFactor: null,
+      mscale: null, mscaleAllDim: null, attentionFactor: null, truncate: true };
+    if (read.layout) s.layout = read.layout;
+    const p = read.scaling || { rope_type: "default" };
+    s.scaling = p.rope_type;
+    if (p.rope_type === "proportional") s.partial = p.partial_rotary_factor === undefined ? 1 : p.partial_rotary_factor;
+    else s.partial = read.rotatedShare;
+    if (p.factor !== undefined) s.factor = p.factor;
+    else if (p.rope_type === "proportional") s.factor = 1;
+    if (p.original_max_position_embeddings !== undefined) s.original = p.original_max_position_embeddings;
+    if (p.rope_type === "yarn") {
+      s.betaFast = p.beta_fast === undefined ? 32 : p.beta_fast;
+      s.betaSlow = p.beta_slow === undefined ? 1 : p.beta_slow;
+      if (p.mscale !== undefined) s.mscale = p.mscale;
+      if (p.mscale_all_dim !== undefined) s.mscaleAllDim = p.mscale_all_dim;
+      if (p.truncate !== undefined) s.truncate = p.truncate;
+    }
+    if (p.attention_factor !== undefined) s.attentionFactor = p.attention_factor;
+    if (p.rope_type === "llama3") Object.assign(s, { lowFreq: p.low_freq_factor, highFreq: p.high_freq_factor });
+    if (p.rope_type === "longrope") Object.assign(s, { shortFactor: p.short_factor.slice(), longFactor: p.long_factor.slice() });
+    const L = length || read.maxLength;
+    if (L && L >= 2 && L <= MAX_LENGTH && L === Math.trunc(L)) s.curveLength = L;
+    return s;
+  }
+
+  const MAX_LENGTH = 1048576;
+
   global.PosencMath = {
     twoPiMod, sinusoidalInvFreq, sinusoidalTable, defaultInvFreq, ropeInvFreq, ropeRows, ropeDecayBound,
-    alibiSlopes, alibiBias, t5Bucket, dotMatrix, cosineDistanceMatrix, curveDistances, compute, scalingOf, DEFAULTS, ROPE_SCALINGS,
+    alibiSlopes, alibiBias, t5Bucket, dotMatrix, cosineDistanceMatrix, curveDistances, compute, scalingOf, rotaryDim, DEFAULTS, ROPE_SCALINGS,
+    readConfig, settingsOf,
   };
 
   // ------------------------------------------------------------------ Part 3: the page
@@ -485,48 +784,103 @@
   const SCALED = ["linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional"];
   const WITH_ORIGINAL = ["dynamic", "yarn", "llama3", "longrope"];
 
-  // id, label, kind, schemes (and rope scalings) it applies to, range; log ranges slide the log10.
+  /** Round numbers for the sliders that move on a log scale: 1, 1.5, 2, 3, 5, 7 per decade (base)
+   *  or 1, 2, 5 per decade and every power of two (lengths), so 2048, 8192 and 32768 are stops. */
+  function stops(lo, hi, mantissas, powersOfTwo) {
+    const out = new Set();
+    for (let e = -1; e <= 12; e++) for (const m of mantissas) out.add(Number((m * Math.pow(10, e)).toPrecision(12)));
+    if (powersOfTwo) for (let k = 0; k <= 40; k++) out.add(Math.pow(2, k));
+    return Array.from(out).filter((v) => v >= lo && v <= hi).sort((a, b) => a - b);
+  }
+  const LENGTHS = (lo) => stops(lo, MAX_LENGTH, [1, 2, 5], true);
+
+  // Each control: id, label, kind (select, check, range: a linear slider, stops: a slider over round
+  // values, entry: a number box alone), the schemes (and rope scalings) it applies to, and what its
+  // number box accepts: [min, max] (`above`: min excluded), whole, even; optional: empty means unset.
   const CONTROLS = [
     { id: "scheme", label: "scheme", kind: "select", options: ALL, schemes: ALL },
     { id: "scaling", label: "RoPE scaling (rope_type)", kind: "select", options: ["default", ...SCALED], schemes: ["rope"] },
-    { id: "dim", label: "dimension d", kind: "range", min: 2, max: 256, step: 2, schemes: ["sinusoidal", "rope"] },
-    { id: "base", label: "base", kind: "log", min: 1, max: 7, step: 0.05, schemes: ["sinusoidal", "rope"] },
-    { id: "positions", label: "positions n (matrices)", kind: "range", min: 4, max: 512, step: 1, schemes: ALL },
-    { id: "curveLength", label: "distances L (curve; RoPE's sequence length)", kind: "log", min: 1, max: 5, step: 0.05, whole: true, schemes: ALL },
-    { id: "clockPosition", label: "clock position p", kind: "range", min: 0, max: 127, step: 1, schemes: ["sinusoidal", "rope"] },
+    { id: "dim", label: "head width d (head_dim)", kind: "range", min: 2, max: 512, step: 2, accept: { min: 2, max: 1024, whole: true, even: true }, schemes: ["sinusoidal", "rope"] },
+    { id: "partial", label: "partial_rotary_factor", kind: "range", min: 0.05, max: 1, step: 0.05, accept: { above: 0, max: 1 }, schemes: ["rope"] },
+    { id: "base", label: "base (rope_theta)", kind: "stops", stops: stops(1.5, 1e9, [1, 1.5, 2, 3, 5, 7]), accept: { above: 1, max: 1e12 }, schemes: ["sinusoidal", "rope"] },
+    { id: "positions", label: "positions n (matrices)", kind: "range", min: 4, max: 512, step: 1, accept: { min: 2, max: 512, whole: true }, schemes: ALL },
+    { id: "curveLength", label: "sequence length L (curve; RoPE's frequencies)", kind: "stops", stops: LENGTHS(8), accept: { min: 2, max: MAX_LENGTH, whole: true }, schemes: ALL },
+    { id: "clockPosition", label: "clock position p", kind: "range", min: 0, max: 127, step: 1, accept: { min: 0, whole: true }, schemes: ["sinusoidal", "rope"] },
     { id: "layout", label: "pair layout", kind: "select", options: ["half", "interleaved"], schemes: ["sinusoidal", "rope"] },
     { id: "frequencies", label: "sinusoid frequencies", kind: "select", options: ["paper", "tensor2tensor"], schemes: ["sinusoidal"] },
-    { id: "factor", label: "factor", kind: "range", min: 1, max: 32, step: 0.5, schemes: ["rope"], scalings: SCALED },
-    { id: "original", label: "original_max_position_embeddings", kind: "log", min: 1, max: 4.5, step: 0.05, whole: true, schemes: ["rope"], scalings: WITH_ORIGINAL },
-    { id: "betaFast", label: "beta_fast (yarn)", kind: "range", min: 2, max: 64, step: 1, schemes: ["rope"], scalings: ["yarn"] },
-    { id: "betaSlow", label: "beta_slow (yarn)", kind: "range", min: 0.25, max: 8, step: 0.25, schemes: ["rope"], scalings: ["yarn"] },
-    { id: "lowFreq", label: "low_freq_factor (llama3)", kind: "range", min: 0.5, max: 8, step: 0.5, schemes: ["rope"], scalings: ["llama3"] },
-    { id: "highFreq", label: "high_freq_factor (llama3)", kind: "range", min: 0.5, max: 16, step: 0.5, schemes: ["rope"], scalings: ["llama3"] },
-    { id: "partial", label: "partial_rotary_factor (proportional)", kind: "range", min: 0.05, max: 1, step: 0.05, schemes: ["rope"], scalings: ["proportional"] },
-    { id: "heads", label: "heads h", kind: "range", min: 1, max: 64, step: 1, schemes: ["alibi"] },
-    { id: "maxBias", label: "max_bias (8 in the paper)", kind: "range", min: 1, max: 16, step: 0.5, schemes: ["alibi"] },
-    { id: "head", label: "head drawn as a matrix", kind: "range", min: 0, max: 63, step: 1, schemes: ["alibi"] },
-    { id: "numBuckets", label: "num_buckets", kind: "range", min: 4, max: 128, step: 2, schemes: ["t5"] },
-    { id: "maxDistance", label: "max_distance", kind: "log", min: 0.7, max: 3.5, step: 0.05, whole: true, schemes: ["t5"] },
+    { id: "factor", label: "factor", kind: "range", min: 1, max: 64, step: 0.5, accept: { above: 0, max: 1e4 }, schemes: ["rope"], scalings: SCALED },
+    { id: "original", label: "original_max_position_embeddings", kind: "stops", stops: LENGTHS(16), accept: { min: 1, max: MAX_LENGTH, whole: true }, schemes: ["rope"], scalings: WITH_ORIGINAL },
+    { id: "betaFast", label: "beta_fast (yarn)", kind: "range", min: 1, max: 64, step: 1, accept: { above: 0, max: 1e4 }, schemes: ["rope"], scalings: ["yarn"] },
+    { id: "betaSlow", label: "beta_slow (yarn)", kind: "range", min: 0.25, max: 8, step: 0.25, accept: { above: 0, max: 1e4 }, schemes: ["rope"], scalings: ["yarn"] },
+    { id: "mscale", label: "mscale (yarn; empty: unset)", kind: "entry", accept: { min: 0, max: 100, optional: true }, schemes: ["rope"], scalings: ["yarn"] },
+    { id: "mscaleAllDim", label: "mscale_all_dim (yarn; empty: unset)", kind: "entry", accept: { min: 0, max: 100, optional: true }, schemes: ["rope"], scalings: ["yarn"] },
+    { id: "truncate", label: "truncate (yarn)", kind: "check", schemes: ["rope"], scalings: ["yarn"] },
+    { id: "attentionFactor", label: "attention_factor (empty: the rule's own)", kind: "entry", accept: { above: 0, max: 100, optional: true }, schemes: ["rope"], scalings: ["yarn", "longrope"] },
+    { id: "lowFreq", label: "low_freq_factor (llama3)", kind: "range", min: 0.5, max: 8, step: 0.5, accept: { above: 0, max: 1e4 }, schemes: ["rope"], scalings: ["llama3"] },
+    { id: "highFreq", label: "high_freq_factor (llama3)", kind: "range", min: 0.5, max: 16, step: 0.5, accept: { above: 0, max: 1e4 }, schemes: ["rope"], scalings: ["llama3"] },
+    { id: "heads", label: "heads h", kind: "range", min: 1, max: 64, step: 1, accept: { min: 1, max: 256, whole: true }, schemes: ["alibi"] },
+    { id: "maxBias", label: "max_bias (8 in the paper)", kind: "range", min: 1, max: 16, step: 0.5, accept: { above: 0, max: 64 }, schemes: ["alibi"] },
+    { id: "head", label: "head drawn as a matrix", kind: "range", min: 0, max: 63, step: 1, accept: { min: 0, whole: true }, schemes: ["alibi"] },
+    { id: "numBuckets", label: "num_buckets", kind: "range", min: 4, max: 128, step: 2, accept: { min: 2, max: 1024, whole: true }, schemes: ["t5"] },
+    { id: "maxDistance", label: "max_distance", kind: "range", min: 2, max: 1024, step: 1, accept: { min: 1, max: MAX_LENGTH, whole: true }, schemes: ["t5"] },
     { id: "bidirectional", label: "bidirectional", kind: "check", schemes: ["alibi", "t5"] },
   ];
 
   const HELP = {
     scheme: "sinusoidal: Vaswani et al. 2017; rope: Su et al. 2021; alibi: Press et al. 2022; t5: Raffel et al. 2020.",
-    scaling: "Hugging Face rope_type; longrope's lists here: short all 1, long rising from 1 to factor.",
-    curveLength: "The curve's range (T5: at most 2 max_distance); RoPE's dynamic and longrope take their frequencies for a sequence this long.",
+    scaling: "Hugging Face rope_type. longrope without a preset or pasted config: short factors all 1, long rising from 1 to factor.",
+    partial: "Share of each head that rotates: the first int(d × factor) features. For proportional RoPE the whole head rotates and the factor zeroes the frequencies past that share.",
+    curveLength: "The curve's range (T5: at most 2 max_distance); dynamic and longrope take their frequencies for a sequence this long.",
   };
 
-  function fromSlider(control, raw) {
-    const x = Number(raw);
-    if (control.kind !== "log") return x;
-    const value = Math.pow(10, x);
-    return control.whole ? Math.round(value) : Number(value.toPrecision(3));
-  }
-
-  function toSlider(control, value) {
-    return control.kind === "log" ? Math.log10(value) : value;
-  }
+  // Presets: the RoPE fields of published config.json files, read by the same code as a pasted
+  // config (readConfig), so each shows what posenc.rope_from_config makes of that file.
+  const PHI3_LONG = [1.0299999713897705, 1.0499999523162842, 1.0499999523162842, 1.0799999237060547, 1.2299998998641968,
+    1.2299998998641968, 1.2999999523162842, 1.4499999284744263, 1.5999999046325684, 1.6499998569488525, 1.8999998569488525,
+    2.859999895095825, 3.68999981880188, 5.419999599456787, 5.489999771118164, 5.489999771118164, 9.09000015258789,
+    11.579999923706055, 15.65999984741211, 15.769999504089355, 15.789999961853027, 18.360000610351562, 21.989999771118164,
+    23.079999923706055, 30.009998321533203, 32.35000228881836, 32.590003967285156, 35.56000518798828, 39.95000457763672,
+    53.840003967285156, 56.20000457763672, 57.95000457763672, 59.29000473022461, 59.77000427246094, 59.920005798339844,
+    61.190006256103516, 61.96000671386719, 62.50000762939453, 63.3700065612793, 63.48000717163086, 63.48000717163086,
+    63.66000747680664, 63.850006103515625, 64.08000946044922, 64.760009765625, 64.80001068115234, 64.81001281738281,
+    64.81001281738281];
+  const PHI3_SHORT = [1.05, 1.05, 1.05, 1.1, 1.1, 1.1, 1.2500000000000002, 1.2500000000000002, 1.4000000000000004,
+    1.4500000000000004, 1.5500000000000005, 1.8500000000000008, 1.9000000000000008,
+    ...Array(19).fill(2.000000000000001), 2.1000000000000005, 2.1000000000000005, 2.2, 2.3499999999999996,
+    2.3499999999999996, 2.3499999999999996, 2.3499999999999996, 2.3999999999999995, 2.3999999999999995, 2.6499999999999986,
+    2.6999999999999984, 2.8999999999999977, 2.9499999999999975, 3.049999999999997, 3.049999999999997, 3.049999999999997];
+  const GEMMA3_4B = { model_type: "gemma3", text_config: { model_type: "gemma3_text", hidden_size: 2560, num_hidden_layers: 34,
+    sliding_window: 1024, rope_scaling: { rope_type: "linear", factor: 8.0 } } };
+  const PRESETS = [
+    { id: "llama-3.1-8b", name: "Llama 3.1 8B (llama3 scaling ×8)",
+      source: "meta-llama/Llama-3.1-8B config.json",
+      config: { model_type: "llama", hidden_size: 4096, num_attention_heads: 32, max_position_embeddings: 131072, rope_theta: 500000.0,
+        rope_scaling: { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 8192, rope_type: "llama3" } } },
+    { id: "qwen2.5-7b-yarn", name: "Qwen2.5 7B Instruct with YaRN ×4",
+      source: "Qwen/Qwen2.5-7B-Instruct config.json with the rope_scaling block its model card adds for 131072 tokens",
+      length: 131072,
+      config: { model_type: "qwen2", hidden_size: 3584, num_attention_heads: 28, max_position_embeddings: 32768, rope_theta: 1000000.0,
+        rope_scaling: { factor: 4.0, original_max_position_embeddings: 32768, type: "yarn" } } },
+    { id: "deepseek-v3", name: "DeepSeek-V3 (YaRN ×40 on the 64-wide RoPE slice)",
+      source: "deepseek-ai/DeepSeek-V3 config.json",
+      config: { model_type: "deepseek_v3", hidden_size: 7168, num_attention_heads: 128, qk_nope_head_dim: 128, qk_rope_head_dim: 64,
+        max_position_embeddings: 163840, rope_theta: 10000,
+        rope_scaling: { beta_fast: 32, beta_slow: 1, factor: 40, mscale: 1.0, mscale_all_dim: 1.0, original_max_position_embeddings: 4096, type: "yarn" } } },
+    { id: "phi-3-mini-128k", name: "Phi-3 mini 128k (LongRoPE)",
+      source: "microsoft/Phi-3-mini-128k-instruct config.json as first published (type \"su\"); the same lists ship in Phi-3-vision-128k-instruct's config.json",
+      config: { model_type: "phi3", hidden_size: 3072, num_attention_heads: 32, max_position_embeddings: 131072,
+        original_max_position_embeddings: 4096, rope_theta: 10000.0, rope_scaling: { long_factor: PHI3_LONG, short_factor: PHI3_SHORT, type: "su" } } },
+    { id: "gemma-3-4b-local", name: "Gemma 3 4B, local (sliding-window) layers", layerType: "sliding_attention",
+      source: "google/gemma-3-4b-it config.json (text_config); head_dim 256 and the bases 1e6 (global) and 1e4 (local) are transformers 5.24 Gemma3TextConfig's defaults",
+      config: GEMMA3_4B },
+    { id: "gemma-3-4b-global", name: "Gemma 3 4B, global layers (linear ×8)", layerType: "full_attention",
+      source: "google/gemma-3-4b-it config.json (text_config); head_dim 256 and the bases 1e6 (global) and 1e4 (local) are transformers 5.24 Gemma3TextConfig's defaults",
+      config: GEMMA3_4B },
+    { id: "gpt-oss", name: "GPT-OSS 20B / 120B (YaRN ×32, no truncation)",
+      source: "openai/gpt-oss-20b config.json (the same RoPE as transformers 5.24 GptOssConfig's defaults)",
+      config: { model_type: "gpt_oss", hidden_size: 2880, num_attention_heads: 64, head_dim: 64, max_position_embeddings: 131072, rope_theta: 150000,
+        rope_scaling: { beta_fast: 32.0, beta_slow: 1.0, factor: 32.0, original_max_position_embeddings: 4096, rope_type: "yarn", truncate: false } } },
+  ];
 
   const FONT = { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 13, color: "#1d2330" };
   // no mode bar (it covers the titles): drag to zoom, double-click to reset
@@ -549,6 +903,18 @@
     return Plotly.react(id, [trace], layout, CONFIG);
   }
 
+  /** Ticks 0, step, 2 step, ... up to the first multiple of a round step (1, 2, 2.5 or 5 × 10^k)
+   *  at or above `top`, about five of them. */
+  function roundTicks(top) {
+    const span = top > 0 && Number.isFinite(top) ? top : 1;
+    const rough = span / 5;
+    const decade = Math.pow(10, Math.floor(Math.log10(rough)));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * decade).find((v) => v >= rough);
+    const count = Math.ceil(span / step - 1e-9);
+    const values = arange(count + 1).map((k) => Number((k * step).toPrecision(12)));
+    return { values, top: values[values.length - 1] };
+  }
+
   function curve(id, panel) {
     const traces = panel.lines.map((line, j) => ({
       type: "scatter", mode: "lines", name: line.name, x: panel.x, y: line.y, yaxis: line.right ? "y2" : "y",
@@ -562,8 +928,10 @@
     });
     layout.xaxis.range = [panel.x[0], panel.x[panel.x.length - 1]]; // the marks' labels must not widen it
     if (panel.ylabel2) {
+      const right = panel.lines.filter((line) => line.right).flatMap((line) => line.y);
+      const ticks = roundTicks(Math.max(...right));
       layout.yaxis2 = { title: { text: panel.ylabel2, font: { color: "#b42318" } }, overlaying: "y", side: "right", showgrid: false,
-        automargin: true, rangemode: "tozero" };
+        automargin: true, range: [0, ticks.top], tickmode: "array", tickvals: ticks.values, ticktext: ticks.values.map(String) };
     }
     return Plotly.react(id, traces, layout, CONFIG);
   }
@@ -606,76 +974,230 @@
     draws: 0,
     pending: null,
     waiting: [],
+    model: null,
   };
 
   function visible(control, s) {
     return control.schemes.includes(s.scheme) && (!control.scalings || control.scalings.includes(s.scaling));
   }
 
+  function element(tag, props, parent) {
+    const node = Object.assign(document.createElement(tag), props || {});
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  // ---- number boxes: what a reader types is read exactly, or refused with the reason in the page
+  const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+  /** The upper bound that depends on other settings (the clock's position, the head drawn). */
+  function acceptOf(control, s) {
+    const accept = Object.assign({}, control.accept);
+    if (control.id === "clockPosition") accept.max = s.positions - 1;
+    if (control.id === "head") accept.max = s.heads - 1;
+    return accept;
+  }
+
+  function describeRange(accept) {
+    const parts = [accept.above !== undefined ? `greater than ${accept.above}` : `at least ${accept.min}`, `at most ${accept.max}`];
+    return `${accept.even ? "an even whole number" : accept.whole ? "a whole number" : "a number"} ${parts.join(" and ")}`;
+  }
+
+  /** {value} or {error} for the text typed into a control's number box. */
+  function parseEntry(control, text, s) {
+    const accept = acceptOf(control, s);
+    const trimmed = text.trim();
+    if (trimmed === "" && accept.optional) return { value: null };
+    if (!NUMBER.test(trimmed)) return { error: `${control.label}: "${text}" is not a number; enter ${describeRange(accept)}` };
+    const value = Number(trimmed);
+    const low = accept.above !== undefined ? value <= accept.above : value < accept.min;
+    const wrong = low || value > accept.max || (accept.whole && !Number.isInteger(value)) || (accept.even && value % 2 !== 0);
+    if (wrong) return { error: `${control.label}: ${trimmed} is out of range; enter ${describeRange(accept)}` };
+    return { value };
+  }
+
+  function sliderOf(control, value) {
+    if (control.kind !== "stops") return value;
+    let best = 0;
+    control.stops.forEach((stop, i) => {
+      if (Math.abs(Math.log(stop / value)) < Math.abs(Math.log(control.stops[best] / value))) best = i;
+    });
+    return best;
+  }
+
+  function fromSlider(control, raw) {
+    return control.kind === "stops" ? control.stops[Number(raw)] : Number(raw);
+  }
+
+  function setError(row, message) {
+    const error = row.querySelector(".error");
+    error.textContent = message || "";
+    error.hidden = !message;
+    const entry = row.querySelector("input.entry");
+    if (entry) entry.setAttribute("aria-invalid", message ? "true" : "false");
+  }
+
+  /** A setting changed by the reader: a preset or config loaded earlier no longer describes the page. */
+  function changedByHand(id) {
+    if (["dim", "scaling", "scheme"].includes(id) && (page.state.shortFactor || page.state.longFactor)) {
+      // longrope's lists belong to one width; keep them while they fit, so the preset can be explored
+      const pairs = Math.ceil(rotaryDim(page.state) / 2);
+      if ((page.state.shortFactor || []).length !== pairs) Object.assign(page.state, { shortFactor: null, longFactor: null });
+    }
+    document.getElementById("loaded").textContent = page.loaded ? `${page.loaded} (changed by hand since)` : "";
+  }
+
   function buildControls(root) {
     for (const control of CONTROLS) {
-      const row = document.createElement("label");
-      row.className = "control";
+      const row = element("div", { className: "control" }, root);
       row.dataset.control = control.id;
-      const name = document.createElement("span");
-      name.className = "name";
-      name.textContent = control.label;
-      row.appendChild(name);
+      const name = element("label", { className: "name", textContent: control.label, htmlFor: `control-${control.id}` }, row);
+      name.id = `label-${control.id}`;
       let input;
       if (control.kind === "select") {
-        input = document.createElement("select");
+        input = element("select", {}, row);
         for (const option of control.options) input.add(new Option(option, option));
         input.value = page.state[control.id];
       } else if (control.kind === "check") {
-        input = document.createElement("input");
-        input.type = "checkbox";
-        input.checked = page.state[control.id];
-      } else {
-        input = document.createElement("input");
-        input.type = "range";
-        Object.assign(input, { min: control.min, max: control.max, step: control.step });
-        input.value = toSlider(control, page.state[control.id]);
+        input = element("input", { type: "checkbox", checked: page.state[control.id] }, row);
+      } else if (control.kind !== "entry") {
+        input = element("input", { type: "range" }, row);
+        if (control.kind === "stops") Object.assign(input, { min: 0, max: control.stops.length - 1, step: 1 });
+        else Object.assign(input, { min: control.min, max: control.max, step: control.step });
+        input.value = sliderOf(control, page.state[control.id]);
+        input.setAttribute("aria-labelledby", name.id);
       }
-      input.id = `control-${control.id}`;
-      const readout = document.createElement("output");
-      row.appendChild(input);
-      row.appendChild(readout);
-      if (HELP[control.id]) {
-        const help = document.createElement("small");
-        help.textContent = HELP[control.id];
-        row.appendChild(help);
+      if (input) input.id = `control-${control.id}`;
+      if (control.accept) {
+        const entry = element("input", { type: "text", className: "entry", inputMode: "decimal", spellcheck: false, autocomplete: "off" }, row);
+        entry.id = `entry-${control.id}`;
+        entry.setAttribute("aria-label", `${control.label}, exact value`);
+        if (!input) name.htmlFor = entry.id;
+        entry.addEventListener("input", () => {
+          const parsed = parseEntry(control, entry.value, page.state);
+          setError(row, parsed.error);
+          if (parsed.error) return;
+          page.state[control.id] = parsed.value;
+          if (input) input.value = sliderOf(control, parsed.value === null ? 0 : parsed.value);
+          changedByHand(control.id);
+          schedule();
+        });
       }
+      element("div", { className: "error", hidden: true, role: "alert" }, row);
+      if (HELP[control.id]) element("small", { textContent: HELP[control.id] }, row);
+      if (!input) continue;
       const update = () => {
-        page.state[control.id] = control.kind === "check" ? input.checked : control.kind === "select" ? input.value : fromSlider(control, input.value);
+        const s = page.state;
+        s[control.id] = control.kind === "check" ? input.checked : control.kind === "select" ? input.value : fromSlider(control, input.value);
+        setError(row, "");
+        changedByHand(control.id);
         schedule();
       };
-      input.addEventListener("input", update);
-      input.addEventListener("change", update);
-      root.appendChild(row);
+      input.addEventListener(control.kind === "select" || control.kind === "check" ? "change" : "input", update);
     }
   }
 
+  /** Rows shown for the settings, each slider and number box showing the settings' value (a box
+   *  being typed into keeps its text). */
   function syncControls() {
     const s = page.state;
     for (const control of CONTROLS) {
       const row = document.querySelector(`[data-control="${control.id}"]`);
       row.hidden = !visible(control, s);
-      const input = row.querySelector("input, select");
-      if (control.id === "clockPosition") {
-        input.max = s.positions - 1;
-        if (s.clockPosition > s.positions - 1) s.clockPosition = s.positions - 1;
+      if (control.id === "clockPosition" && s.clockPosition > s.positions - 1) s.clockPosition = s.positions - 1;
+      if (control.id === "head" && s.head > s.heads - 1) s.head = s.heads - 1;
+      const input = document.getElementById(`control-${control.id}`);
+      if (input) {
+        if (control.id === "clockPosition") input.max = s.positions - 1;
+        if (control.id === "head") input.max = s.heads - 1;
+        if (control.kind === "select") input.value = s[control.id];
+        else if (control.kind === "check") input.checked = s[control.id];
+        else input.value = sliderOf(control, s[control.id]);
       }
-      if (control.id === "head") {
-        input.max = s.heads - 1;
-        if (s.head > s.heads - 1) s.head = s.heads - 1;
+      const entry = document.getElementById(`entry-${control.id}`);
+      if (entry && document.activeElement !== entry && entry.getAttribute("aria-invalid") !== "true") {
+        entry.value = s[control.id] === null ? "" : String(s[control.id]);
       }
-      if (control.kind === "range" || control.kind === "log") row.querySelector("output").textContent = fmt(s[control.id]);
     }
   }
 
+  // ---- presets and pasted configs
+  function buildModels(root) {
+    const presets = document.getElementById("preset");
+    presets.add(new Option("— a model's RoPE —", ""));
+    for (const preset of PRESETS) presets.add(new Option(preset.name, preset.id));
+    presets.addEventListener("change", () => {
+      const preset = PRESETS.find((p) => p.id === presets.value);
+      if (preset) load(preset.config, preset.layerType, preset.length, `${preset.name}; source: ${preset.source}`);
+    });
+    document.getElementById("config-read").addEventListener("click", () => paste(null));
+    document.getElementById("config-layer").addEventListener("change", (event) => paste(event.target.value));
+  }
+
+  function configMessage(text, isError) {
+    const box = document.getElementById("config-message");
+    box.textContent = text;
+    box.className = isError ? "bad" : "good";
+    box.hidden = !text;
+  }
+
+  /** Read the pasted text as JSON (JSON.parse: nothing in it runs) and show that model's RoPE. */
+  function paste(layerType) {
+    const text = document.getElementById("config-text").value;
+    let config;
+    try {
+      config = JSON.parse(text);
+    } catch (err) {
+      configMessage(`This is not valid JSON (${err.message}). Paste the config.json's text, or an object with its RoPE fields.`, true);
+      return false;
+    }
+    document.getElementById("preset").value = "";
+    return load(config, layerType, null, "the pasted config");
+  }
+
+  /** Settings from a config: on success the page redraws and says what it read; on failure it says why. */
+  function load(config, layerType, length, what) {
+    let read;
+    try {
+      read = readConfig(config, layerType || null);
+    } catch (err) {
+      configMessage(`${what === "the pasted config" ? "The pasted config" : what}: ${err.message}`, true);
+      return false;
+    }
+    const layers = document.getElementById("config-layer");
+    layers.replaceChildren(...read.layerTypes.map((kind) => new Option(kind, kind)));
+    layers.value = read.layerType || "";
+    document.getElementById("config-layer-row").hidden = read.layerTypes.length === 0;
+    Object.assign(page.state, settingsOf(read, length));
+    CONTROLS.forEach((control) => setError(document.querySelector(`[data-control="${control.id}"]`), ""));
+    const scaling = read.scaling ? JSON.stringify(read.scaling).replace(/,/g, ", ") : "none (default RoPE)";
+    const lines = [
+      `Read ${what}${read.layerType ? `, ${read.layerType} layers` : ""}:`,
+      `head width ${read.headDim} (${read.headFrom}); ${read.rotated} features rotate (${read.rotatedFrom}); base ${read.base} (${read.baseFrom});`,
+      `pair layout ${read.layout || page.state.layout}; rope scaling ${scaling}; sequence length ${page.state.curveLength}.`,
+      ...read.notes,
+    ];
+    configMessage(lines.join("\n"), false);
+    page.loaded = what;
+    document.getElementById("loaded").textContent = `Showing ${what}.`;
+    schedule();
+    return true;
+  }
+
+  // ---- drawing
   /** Coalesce a burst of input events into one redraw on the next turn of the event loop. */
   function schedule() {
     if (page.pending === null) page.pending = setTimeout(draw, 0);
+  }
+
+  function showTable(table) {
+    const box = document.getElementById("numbers");
+    box.hidden = !table;
+    if (!table) return;
+    document.getElementById("numbers-caption").textContent = `Every number: ${table.caption}`;
+    const widths = table.header.map((h, j) => Math.max(h.length, ...table.rows.map((row) => row[j].length)));
+    const line = (cells) => cells.map((c, j) => c.padStart(widths[j])).join("  ");
+    document.getElementById("numbers-text").textContent = [line(table.header), ...table.rows.map(line)].join("\n");
   }
 
   function draw() {
@@ -689,9 +1211,12 @@
     } catch (err) {
       message.textContent = err.message;
       message.hidden = false;
+      page.model = null;
       return settle();
     }
+    page.model = model;
     document.getElementById("summary").textContent = model.summary;
+    showTable(model.table);
     const drawn = [];
     for (const [key, id] of PANELS) {
       const panel = model[key];
@@ -719,16 +1244,85 @@
     return new Promise((resolve) => page.waiting.push(resolve));
   }
 
+  // ---- the test hook
   function plotted() {
     const data = (id) => (document.getElementById(id).data || []).map((trace) => trace.z || trace.y);
     return { code: data("plot-code")[0] || null, curve: data("plot-curve"), draws: page.draws };
   }
 
-  /** ?test=JSON: {cases: [settings...], actions: [{id, value}...]}. Each case's panels are
-   *  computed; each action sets a control as a person would (value, then an input event) and
-   *  records what the plots hold before and after. The result goes into <pre id="test-output">. */
+  /** What the page shows after a step: settings, each visible control's slider and number box and
+   *  error, the messages, the numbers table's text and the right axis's tick labels. */
+  function shown() {
+    const controls = {};
+    for (const control of CONTROLS) {
+      const row = document.querySelector(`[data-control="${control.id}"]`);
+      if (row.hidden) continue;
+      const input = document.getElementById(`control-${control.id}`);
+      const entry = document.getElementById(`entry-${control.id}`);
+      const error = row.querySelector(".error");
+      controls[control.id] = { slider: input && input.type === "range" ? Number(input.value) : null,
+        entry: entry ? entry.value : null, error: error.hidden ? null : error.textContent };
+    }
+    const visibleText = (id) => (document.getElementById(id).hidden ? null : document.getElementById(id).textContent);
+    const model = page.model;
+    return {
+      state: Object.assign({}, page.state), controls, message: visibleText("message"), config: visibleText("config-message"),
+      layerTypes: Array.from(document.getElementById("config-layer").options).map((o) => o.value),
+      numbers: visibleText("numbers") === null ? null : document.getElementById("numbers-text").textContent,
+      frequencies: model && model.frequencies ? model.frequencies : null,
+      rightTicks: Array.from(document.querySelectorAll("#plot-curve .y2tick text")).map((t) => t.textContent),
+      draws: page.draws,
+    };
+  }
+
+  /** One step as a person does it: type into a number box, move a slider (or press an arrow key
+   *  on it: step), pick an option, tick a box, pick a preset, or paste a config and press the button. */
+  async function act(step) {
+    const fire = (node, type) => node.dispatchEvent(new Event(type, { bubbles: true }));
+    const drawn = nextDraw();
+    if (step.do === "type") {
+      const entry = document.getElementById(`entry-${step.id}`);
+      entry.focus();
+      entry.value = step.text;
+      fire(entry, "input");
+      entry.blur();
+    } else if (step.do === "slide" || step.do === "step") {
+      const input = document.getElementById(`control-${step.id}`);
+      if (step.do === "slide") input.value = step.value;
+      else if (step.by > 0) input.stepUp(step.by);
+      else input.stepDown(-step.by);
+      fire(input, "input");
+    } else if (step.do === "select" || step.do === "check") {
+      const input = document.getElementById(`control-${step.id}`);
+      if (step.do === "check") input.checked = step.value;
+      else input.value = step.value;
+      fire(input, "change");
+    } else if (step.do === "preset") {
+      const select = document.getElementById("preset");
+      select.value = step.id;
+      fire(select, "change");
+    } else if (step.do === "paste") {
+      document.getElementById("config-text").value = step.text;
+      if (step.layerType) {
+        paste(null);
+        const layers = document.getElementById("config-layer");
+        layers.value = step.layerType;
+        fire(layers, "change");
+      } else {
+        document.getElementById("config-read").click();
+      }
+    }
+    if (page.pending !== null) await drawn;
+    syncControls();
+    return shown();
+  }
+
+  /** ?test=JSON: {cases: [settings...], actions: [{id, value}...], steps: [...], presets: true}.
+   *  Each case's panels are computed; each action moves a control and records the plots before
+   *  and after; the steps run in turn (act), and with presets each preset is loaded. The result
+   *  goes into <pre id="test-output">. */
   async function runTestHook(spec) {
-    const out = { cases: [], actions: [] };
+    const out = { cases: [], actions: [], steps: [], presets: [] };
     for (const given of spec.cases || []) {
       try {
         const settings = Object.assign({}, DEFAULTS, given);
@@ -738,7 +1332,7 @@
           code: panel(model.code), dot: panel(model.dot), cosine: panel(model.cosine),
           clock: model.clock ? { pairs: model.clock.pairs, sin: model.clock.sin, cos: model.clock.cos } : null,
           curve: model.curve.lines.map((line) => line.y), curveX: model.curve.x,
-          invFreq: settings.scheme === "rope" ? ropeInvFreq(settings.dim, settings.base, scalingOf(settings), settings.curveLength) : null,
+          invFreq: settings.scheme === "rope" ? ropeInvFreq(rotaryDim(settings), settings.base, scalingOf(settings), settings.curveLength) : null,
         });
       } catch (err) {
         out.cases.push({ error: err.message });
@@ -754,6 +1348,13 @@
       await drawn;
       out.actions.push({ id: action.id, before, after: plotted(), state: Object.assign({}, page.state) });
     }
+    for (const step of spec.steps || []) out.steps.push(Object.assign({ step }, await act(step)));
+    if (spec.presets) {
+      for (const preset of PRESETS) {
+        const result = await act({ do: "preset", id: preset.id });
+        out.presets.push(Object.assign({ id: preset.id, config: preset.config, layerType: preset.layerType || null, source: preset.source }, result));
+      }
+    }
     const pre = document.getElementById("test-output");
     pre.textContent = JSON.stringify(out);
     document.body.dataset.testDone = "1";
@@ -765,9 +1366,16 @@
       document.getElementById("message").hidden = false;
       return;
     }
-    const spec = new URLSearchParams(location.search).get("test");
-    buildControls(document.getElementById("controls"));
+    const params = new URLSearchParams(location.search);
+    const spec = params.get("test");
+    buildControls(document.getElementById("controls-list"));
+    buildModels();
     const first = nextDraw();
+    const preset = PRESETS.find((p) => p.id === params.get("preset"));
+    if (preset) {
+      document.getElementById("preset").value = preset.id;
+      load(preset.config, preset.layerType, preset.length, `${preset.name}; source: ${preset.source}`);
+    }
     draw();
     if (spec) first.then(() => runTestHook(JSON.parse(spec)));
   }

@@ -1,11 +1,17 @@
 """The explorer page (``posenc.report.explorer``) in headless Chromium, against posenc's own numbers.
 
-The page is opened once with ``?test=JSON``: its test hook computes the panels of every case in
-``CASES`` (sinusoid layouts and spacings, RoPE with every scaling posenc has, ALiBi, T5's buckets)
-and then moves four controls as a reader would (a value and an input event), recording what the
-plots hold before and after. The result comes back through ``--dump-dom``. Every number is
-compared with posenc.functional / posenc.analysis to 1e-6 (T5's buckets exactly); the recorded
-redraws must hold the numbers of the new settings. Skipped only when Chromium is not installed.
+The page is opened with ``?test=JSON``. First run: its test hook computes the panels of every case
+in ``CASES`` (sinusoid layouts and spacings, RoPE with every scaling posenc has, ALiBi, T5's
+buckets) and moves four controls as a reader would, recording what the plots hold before and
+after; every number is compared with posenc.functional / posenc.analysis to 1e-6 (T5's buckets
+exactly). Second run (``session``): every control is set by typing into its number box (``TYPED``:
+exact values such as 500000 and 32768, the arrow keys' steps, and values out of range or not
+numbers, which must be shown as errors and change nothing), configs are pasted (``PASTED``: flat
+and transformers 5 nested rope dicts, partial rotary, bad JSON, unknown scaling types) and every
+preset is loaded; the frequencies, attention factors, shown tables, ALiBi slopes and T5 buckets
+are compared with posenc (``rope_inv_freq``, ``rope_from_config``...) at float64 precision, the
+right axis's ticks must be round, and the console must stay silent. The result comes back through
+``--dump-dom``. Skipped only when Chromium is not installed.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from urllib.parse import quote
 import pytest
 import torch
 
+import posenc
 import posenc.functional as F
 from posenc.analysis import cosine_distance_matrix, dot_matrix, rope_decay_bound
 from posenc.report.explorer import EXPLORER_FILE, explorer_html, write_explorer
@@ -439,3 +446,567 @@ def test_posenc_report_writes_and_links_the_explorer(tmp_path):
     summary = build_report(tmp_path / "site", schemes=["none"])
     assert (tmp_path / "site" / EXPLORER_FILE).read_text(encoding="utf-8") == explorer_html()
     assert f'href="{EXPLORER_FILE}"' in summary.path.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- typing, presets and pasted configs
+#: float64 agreement: the page's frequencies and attention factors against posenc's, relative
+#: (a few units in the last place: Math.pow and torch.pow may round differently).
+REL = 1e-15
+
+
+def _type(control: str, text: str) -> dict:
+    return {"do": "type", "id": control, "text": text}
+
+
+def _pick(control: str, value) -> dict:
+    return {"do": "check" if isinstance(value, bool) else "select", "id": control, "value": value}
+
+
+def _rope(rotated: int, base: float, scaling: dict | None, length: int) -> dict:
+    return {"kind": "rope", "rotated": rotated, "base": base, "scaling": scaling, "length": length}
+
+
+_LLAMA3 = {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4}
+_YARN = {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 32768, "beta_fast": 32, "beta_slow": 1}
+
+
+def _generated_long(factor: float, pairs: int) -> list[float]:
+    """The page's own longrope lists (no preset): short all 1, long rising from 1 to factor."""
+    return [1 + ((factor - 1) * i) / max(pairs - 1, 1) for i in range(pairs)]
+
+
+#: (step, what posenc computes for the page's settings after it, or None) from the page's defaults
+#: (rope, d 64, base 10000, L 2048). "error" steps must leave the settings as they were.
+TYPED = [
+    (_type("base", "500000"), _rope(64, 500000, None, 2048)),
+    (_type("curveLength", "2048"), _rope(64, 500000, None, 2048)),
+    (_type("curveLength", "8192"), _rope(64, 500000, None, 8192)),
+    (_type("curveLength", "32768"), _rope(64, 500000, None, 32768)),
+    ({"do": "step", "id": "curveLength", "by": 1}, None),  # the arrow keys: the next round stop...
+    ({"do": "step", "id": "curveLength", "by": -1}, _rope(64, 500000, None, 32768)),  # ...and back, exactly
+    (_pick("scaling", "llama3"), None),
+    (_type("dim", "128"), None),
+    (_type("factor", "8"), None),
+    (_type("original", "8192"), None),
+    (_type("lowFreq", "1"), None),
+    (_type("highFreq", "4"), _rope(128, 500000, {**_LLAMA3, "original_max_position_embeddings": 8192}, 32768)),
+    (_type("original", "2048"), _rope(128, 500000, {**_LLAMA3, "original_max_position_embeddings": 2048}, 32768)),
+    (_type("original", "4096"), _rope(128, 500000, {**_LLAMA3, "original_max_position_embeddings": 4096}, 32768)),
+    (_pick("scaling", "yarn"), None),
+    (_type("factor", "4"), None),
+    (_type("original", "32768"), None),
+    (_type("betaFast", "32"), None),
+    (_type("betaSlow", "1"), None),
+    (_type("curveLength", "131072"), _rope(128, 500000, _YARN, 131072)),
+    (_type("mscale", "1"), None),
+    (_type("mscaleAllDim", "0.707"), _rope(128, 500000, {**_YARN, "mscale": 1, "mscale_all_dim": 0.707}, 131072)),
+    (
+        _pick("truncate", False),
+        _rope(128, 500000, {**_YARN, "mscale": 1, "mscale_all_dim": 0.707, "truncate": False}, 131072),
+    ),
+    (_type("attentionFactor", "1.25"), None),
+    (
+        _type("betaFast", "16"),
+        _rope(
+            128,
+            500000,
+            {
+                **_YARN,
+                "beta_fast": 16,
+                "mscale": 1,
+                "mscale_all_dim": 0.707,
+                "truncate": False,
+                "attention_factor": 1.25,
+            },
+            131072,
+        ),
+    ),
+    (
+        _type("attentionFactor", ""),
+        _rope(128, 500000, {**_YARN, "beta_fast": 16, "mscale": 1, "mscale_all_dim": 0.707, "truncate": False}, 131072),
+    ),
+    (_pick("scaling", "longrope"), None),
+    (_type("factor", "16"), None),
+    (
+        _type("original", "4096"),
+        _rope(
+            128,
+            500000,
+            {
+                "rope_type": "longrope",
+                "factor": 16,
+                "original_max_position_embeddings": 4096,
+                "short_factor": [1.0] * 64,
+                "long_factor": _generated_long(16, 64),
+            },
+            131072,
+        ),
+    ),
+    (
+        _type("curveLength", "4096"),
+        _rope(
+            128,
+            500000,
+            {
+                "rope_type": "longrope",
+                "factor": 16,
+                "original_max_position_embeddings": 4096,
+                "short_factor": [1.0] * 64,
+                "long_factor": _generated_long(16, 64),
+            },
+            4096,
+        ),
+    ),
+    (_pick("scaling", "dynamic"), None),
+    (
+        _type("curveLength", "100000"),
+        _rope(128, 500000, {"rope_type": "dynamic", "factor": 16, "original_max_position_embeddings": 4096}, 100000),
+    ),
+    (_pick("scaling", "ntk"), None),
+    (_type("factor", "8"), _rope(128, 500000, {"rope_type": "ntk", "factor": 8}, 100000)),
+    (_pick("scaling", "linear"), _rope(128, 500000, {"rope_type": "linear", "factor": 8}, 100000)),
+    (_type("factor", "-2"), "error"),
+    (_pick("scaling", "proportional"), None),
+    (
+        _type("partial", "0.25"),
+        _rope(128, 500000, {"rope_type": "proportional", "factor": 8, "partial_rotary_factor": 0.25}, 100000),
+    ),
+    (_pick("scaling", "default"), _rope(32, 500000, None, 100000)),  # int(128 * 0.25) features rotate
+    (_type("partial", "0.5"), _rope(64, 500000, None, 100000)),
+    (_type("dim", "10"), _rope(5, 500000, None, 100000)),  # an odd rotated width, as GPT-NeoX's rotary_pct gives
+    (_type("dim", "abc"), "error"),
+    (_type("dim", "7"), "error"),
+    (_type("dim", "1e9"), "error"),
+    (_type("base", "1"), "error"),
+    (_type("base", "0x10"), "error"),
+    (_type("curveLength", "2048.5"), "error"),
+    (_type("positions", "0"), "error"),
+    (_type("partial", "1.5"), "error"),
+    (_type("clockPosition", "500"), "error"),  # at most positions - 1 = 127
+    (_type("dim", "64"), None),
+    (_type("partial", "1"), _rope(64, 500000, None, 100000)),
+    (_pick("scheme", "sinusoidal"), None),
+    (_type("dim", "30"), None),
+    (_type("base", "100"), {"kind": "sinusoidal", "dim": 30, "base": 100, "frequencies": "paper"}),
+    (
+        _pick("frequencies", "tensor2tensor"),
+        {"kind": "sinusoidal", "dim": 30, "base": 100, "frequencies": "tensor2tensor"},
+    ),
+    (_pick("scheme", "alibi"), None),
+    (_type("heads", "12"), None),
+    (_type("maxBias", "8"), None),
+    (_type("head", "11"), {"kind": "alibi", "heads": 12, "max_bias": 8}),
+    (_type("head", "12"), "error"),  # heads 0..11
+    (_type("heads", "5"), {"kind": "alibi", "heads": 5, "max_bias": 8}),
+    (_type("maxBias", "4.5"), {"kind": "alibi", "heads": 5, "max_bias": 4.5}),
+    (_pick("scheme", "t5"), None),
+    (_type("numBuckets", "32"), None),
+    (_type("maxDistance", "128"), {"kind": "t5", "num_buckets": 32, "max_distance": 128, "bidirectional": False}),
+    (
+        {"do": "step", "id": "maxDistance", "by": 1},
+        {"kind": "t5", "num_buckets": 32, "max_distance": 129, "bidirectional": False},
+    ),
+    (
+        {"do": "step", "id": "maxDistance", "by": -1},
+        {"kind": "t5", "num_buckets": 32, "max_distance": 128, "bidirectional": False},
+    ),
+    (
+        {"do": "slide", "id": "maxDistance", "value": 112},
+        {"kind": "t5", "num_buckets": 32, "max_distance": 112, "bidirectional": False},
+    ),
+    (_type("maxDistance", "128"), {"kind": "t5", "num_buckets": 32, "max_distance": 128, "bidirectional": False}),
+    (_pick("bidirectional", True), {"kind": "t5", "num_buckets": 32, "max_distance": 128, "bidirectional": True}),
+    (_type("numBuckets", "16"), {"kind": "t5", "num_buckets": 16, "max_distance": 128, "bidirectional": True}),
+    (_type("maxDistance", "4"), "error-page"),  # a setting posenc refuses too: the page says why
+]
+
+
+def _transformers5_gemma3() -> dict:
+    """A Gemma 3 text config as transformers 5 writes it: rope_parameters nested per layer type."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.CONFIG_MAPPING["gemma3_text"](
+        hidden_size=256,
+        num_attention_heads=4,
+        head_dim=64,
+        num_hidden_layers=6,
+        max_position_embeddings=4096,
+        rope_scaling={"rope_type": "linear", "factor": 8.0},
+    )
+    return json.loads(cfg.to_json_string())
+
+
+#: (pasted text, layer type picked, what the page must do: "read" or a phrase of its error message)
+PASTED = [
+    (
+        json.dumps(
+            {
+                "rope_theta": 500000.0,
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "max_position_embeddings": 131072,
+                "rope_scaling": {
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 8192,
+                },
+            }
+        ),
+        None,
+        "read",
+    ),
+    (
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 2048,
+                "num_attention_heads": 16,
+                "max_position_embeddings": 32768,
+                "rope_parameters": {
+                    "rope_type": "yarn",
+                    "rope_theta": 1000000.0,
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 8192,
+                },
+            }
+        ),
+        None,
+        "read",
+    ),
+    (
+        json.dumps(
+            {"head_dim": 96, "partial_rotary_factor": 0.5, "rope_theta": 10000, "max_position_embeddings": 4096}
+        ),
+        None,
+        "read",
+    ),
+    (
+        json.dumps(
+            {
+                "model_type": "phi3",
+                "hidden_size": 3072,
+                "num_attention_heads": 32,
+                "max_position_embeddings": 131072,
+                "original_max_position_embeddings": 4096,
+                "rope_scaling": {
+                    "type": "longrope",
+                    "short_factor": [1.0] * 48,
+                    "long_factor": [1.0 + i / 4 for i in range(48)],
+                },
+            }
+        ),
+        None,
+        "read",
+    ),
+    (
+        json.dumps(
+            {
+                "model_type": "gemma3_text",
+                "head_dim": 256,
+                "rope_theta": 1e6,
+                "rope_local_base_freq": 1e4,
+                "rope_scaling": {"rope_type": "linear", "factor": 8},
+            }
+        ),
+        "sliding_attention",
+        "read",
+    ),
+    ("TRANSFORMERS5_GEMMA3", "sliding_attention", "read"),
+    ("TRANSFORMERS5_GEMMA3", "full_attention", "read"),
+    (
+        json.dumps(
+            {"model_type": "stablelm", "hidden_size": 2560, "num_attention_heads": 32, "max_position_embeddings": 4096}
+        ),
+        None,
+        "read",
+    ),
+    (
+        json.dumps(
+            {
+                "model_type": "mistral",
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "rope_theta": 1e6,
+                "partial_rotary_factor": 0.5,
+            }
+        ),
+        None,
+        "read",
+    ),  # mistral rotates the whole head
+    ("{'rope_theta': 10000, 'head_dim': 64}", None, "not valid JSON"),
+    ("alert(document.title)", None, "not valid JSON"),
+    ("[1, 2]", None, "one JSON object"),
+    (
+        json.dumps({"head_dim": 64, "rope_scaling": {"rope_type": "superrope", "factor": 2}}),
+        None,
+        "unknown RoPE scaling type",
+    ),
+    (
+        json.dumps({"head_dim": 64, "rope_scaling": {"rope_type": "yarn", "factor": 2}}),
+        None,
+        "needs original_max_position_embeddings",
+    ),
+    (
+        json.dumps({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": -2}}),
+        None,
+        "'factor' must be a positive number",
+    ),
+    (json.dumps({"rope_theta": 10000}), None, "needs 'head_dim'"),
+    (json.dumps({"head_dim": 63}), None, "odd"),
+    (
+        json.dumps(
+            {
+                "model_type": "qwen2_vl",
+                "hidden_size": 1536,
+                "num_attention_heads": 12,
+                "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+            }
+        ),
+        None,
+        "posenc.rope_from_config",
+    ),
+]
+
+
+def _pasted_text(text: str) -> str:
+    return json.dumps(_transformers5_gemma3()) if text == "TRANSFORMERS5_GEMMA3" else text
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory) -> dict:
+    """One page: every TYPED step, then every PASTED config, then every preset; and the console."""
+    root = tmp_path_factory.mktemp("explorer-typed")
+    path = write_explorer(root / "site")
+    steps = [step for step, _ in TYPED] + [
+        {"do": "paste", "text": _pasted_text(text), **({"layerType": layer} if layer else {})}
+        for text, layer, _ in PASTED
+    ]
+    spec = json.dumps({"steps": steps, "presets": True}, separators=(",", ":"))
+    result = subprocess.run(
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={root / 'profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=60000",
+            "--dump-dom",
+            f"{path.as_uri()}?test={quote(spec)}",
+        ],
+        capture_output=True,
+        timeout=180,
+        check=False,
+    )
+    found = re.search(r'<pre id="test-output">(.*?)</pre>', result.stdout.decode("utf-8", "replace"), re.S)
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert found and found.group(1), f"the page's test hook wrote nothing; stderr: {stderr[-2000:]}"
+    out = json.loads(html.unescape(found.group(1)))
+    return {
+        "typed": out["steps"][: len(TYPED)],
+        "pasted": out["steps"][len(TYPED) :],
+        "presets": out["presets"],
+        "console": [line for line in stderr.splitlines() if ":CONSOLE" in line],
+    }
+
+
+def _close(got, want: torch.Tensor) -> float:
+    """Largest relative difference of the page's numbers from posenc's (zeros must be zeros)."""
+    got = torch.tensor(got, dtype=torch.float64)
+    assert got.shape == want.shape, f"the page gives {tuple(got.shape)} numbers, posenc {tuple(want.shape)}"
+    assert torch.equal(got == 0, want == 0)
+    return ((got - want).abs() / want.abs().clamp_min(1e-300)).max().item()
+
+
+def _table(text: str) -> list[list[str]]:
+    """The rows of the page's table of every number (the header line dropped)."""
+    return [line.split() for line in text.splitlines()[1:]]
+
+
+def _check_rope_shown(shown: dict, inv_freq: torch.Tensor, scale: float) -> None:
+    """The page's frequencies, attention factor and shown table equal posenc's at float64 precision."""
+    freq = shown["frequencies"]
+    assert _close(freq["invFreq"], inv_freq) <= REL
+    assert freq["attentionScale"] == pytest.approx(scale, rel=REL, abs=0)
+    rows = _table(shown["numbers"])
+    assert [int(r[0]) for r in rows] == list(range(inv_freq.shape[0]))
+    assert _close([float(r[1]) for r in rows], inv_freq) <= REL
+    finite = inv_freq > 0
+    wavelengths = [float(r[2]) for r, keep in zip(rows, finite.tolist()) if keep]
+    assert _close(wavelengths, 2 * math.pi / inv_freq[finite]) <= REL
+    assert all(r[2] == "∞" for r, keep in zip(rows, finite.tolist()) if not keep)
+    ticks = [float(t.replace("−", "-")) for t in shown["rightTicks"]]
+    assert len(ticks) >= 3 and ticks[0] == 0, shown["rightTicks"]
+    step = ticks[1]
+    assert all(b - a == pytest.approx(step, rel=1e-12) for a, b in zip(ticks, ticks[1:])), shown["rightTicks"]
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    assert round(mantissa, 9) in (1, 2, 2.5, 5), f"right-axis ticks {shown['rightTicks']} are not round"
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.parametrize(
+    "index", range(len(TYPED)), ids=[f"{i}-{s['id'] if 'id' in s else s['do']}" for i, (s, _) in enumerate(TYPED)]
+)
+def test_typed_values_are_taken_exactly_and_computed_as_posenc(session, index):
+    """Each control set by typing its number (or by the slider's arrow-key step): the settings hold
+    exactly what was typed, slider and box agree, and the page's numbers equal posenc's; a value out
+    of range or not a number is shown as an error beside the box and changes nothing."""
+    (step, want), shown = TYPED[index], session["typed"][index]
+    before = session["typed"][index - 1]["state"] if index else None
+    if step["do"] == "type":
+        control = shown["controls"][step["id"]]
+        assert control["entry"] == step["text"]
+        if want == "error":
+            assert control["error"] and step["text"] in control["error"], control
+            assert shown["state"] == before, "a refused value changed the settings"
+            return
+        assert control["error"] is None, control["error"]
+        expected = None if step["text"] == "" else float(step["text"])
+        assert shown["state"][step["id"]] == expected
+    if step["do"] == "step":
+        assert shown["controls"][step["id"]]["entry"] == str(shown["state"][step["id"]])
+    if want == "error-page":
+        assert shown["message"], "the page drew settings posenc refuses"
+        with pytest.raises(ValueError):
+            F.t5_relative_bucket(torch.arange(3), num_buckets=16, max_distance=4, bidirectional=True)
+        return
+    assert shown["message"] is None, shown["message"]
+    if want is None:
+        return
+    if want["kind"] == "rope":
+        assert shown["frequencies"]["rotated"] == want["rotated"]
+        inv_freq, scale = F.rope_inv_freq(
+            want["rotated"], base=want["base"], scaling=want["scaling"], seq_len=want["length"]
+        )
+        _check_rope_shown(shown, inv_freq, scale)
+        assert shown["state"]["curveLength"] == want["length"]
+    elif want["kind"] == "sinusoidal":
+        inv_freq = F.sinusoidal_inv_freq(want["dim"], base=want["base"], frequencies=want["frequencies"])
+        assert _close([float(r[1]) for r in _table(shown["numbers"])], inv_freq.to(torch.float64)) <= REL
+    elif want["kind"] == "alibi":
+        slopes = F.alibi_slopes(want["heads"], max_bias=want["max_bias"])
+        assert [float(r[1]) for r in _table(shown["numbers"])] == slopes.tolist()  # float32 values, exactly
+    else:
+        rows = _table(shown["numbers"])
+        relative = torch.tensor([int(r[0]) for r in rows])
+        kw = {k: want[k] for k in ("num_buckets", "max_distance", "bidirectional")}
+        assert relative.tolist() == list(range(-2 * want["max_distance"], 2 * want["max_distance"] + 1))
+        assert [int(r[1]) for r in rows] == F.t5_relative_bucket(relative, **kw).tolist()
+        assert shown["state"]["maxDistance"] == want["max_distance"]
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_sliders_follow_the_numbers_and_return(session):
+    """Typed 500000 and 32768 land on slider stops; the arrow keys leave 32768 and come back to it,
+    and T5's max_distance 128 -> 129 -> 128."""
+    typed = session["typed"]
+    assert typed[0]["controls"]["base"]["entry"] == "500000"
+    at = typed[3]["controls"]["curveLength"]["slider"]
+    assert typed[4]["state"]["curveLength"] > 32768 and typed[4]["controls"]["curveLength"]["slider"] == at + 1
+    assert typed[5]["state"]["curveLength"] == 32768 and typed[5]["controls"]["curveLength"]["slider"] == at
+    t5 = [s["state"]["maxDistance"] for s, (step, _) in zip(typed, TYPED) if step.get("id") == "maxDistance"]
+    assert t5[:4] == [128, 129, 128, 112] and t5[4] == 128
+
+
+def _check_config(config: dict, layer_type: str | None, shown: dict) -> None:
+    """The page's reading of a config equals posenc.rope_from_config's, at float64 precision."""
+    from posenc.rope_config import MODEL_LAYOUTS
+
+    model_type = config.get("model_type")
+    if isinstance(config.get("text_config"), dict) and "num_attention_heads" not in config:
+        model_type = config["text_config"].get("model_type", model_type)
+    layout = None if model_type in MODEL_LAYOUTS else shown["state"]["layout"]
+    rope = posenc.rope_from_config(config, layout=layout, layer_type=layer_type)
+    state, length = shown["state"], shown["state"]["curveLength"]
+    assert (state["dim"], shown["frequencies"]["rotated"], state["base"], state["layout"]) == (
+        rope.config.dim,
+        rope.config.frequency_dim,
+        rope.config.base,
+        rope.config.layout,
+    )
+    _check_rope_shown(shown, rope.inv_freq_at(length), rope.attention_scale)
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.parametrize(
+    "index", range(len(PASTED)), ids=[f"pasted-{i}-{want[:12]}" for i, (_, _, want) in enumerate(PASTED)]
+)
+def test_pasted_configs_read_as_rope_from_config(session, index):
+    """A pasted config.json shows the RoPE posenc.rope_from_config makes of it (rope_scaling or
+    rope_parameters, transformers 5's per-layer-type nesting, head_dim or hidden_size /
+    num_attention_heads, partial_rotary_factor, max_position_embeddings as the length); bad JSON,
+    unknown scaling types and fields posenc refuses get a message in the page."""
+    text, layer, want = PASTED[index]
+    shown = session["pasted"][index]
+    if want != "read":
+        assert shown["config"] and want in shown["config"], shown["config"]
+        return
+    assert "Read the pasted config" in shown["config"], shown["config"]
+    config = json.loads(_pasted_text(text))
+    if layer:
+        assert layer in shown["layerTypes"]
+    assert shown["message"] is None
+    _check_config(config, layer, shown)
+    if "max_position_embeddings" in config:
+        assert shown["state"]["curveLength"] == config["max_position_embeddings"]
+
+
+def test_posenc_refuses_what_the_page_refuses():
+    """The configs the page names as wrong are wrong for posenc too (same reason)."""
+    for text, _, want in PASTED:
+        if want in ("read", "not valid JSON", "one JSON object", "posenc.rope_from_config"):
+            continue
+        with pytest.raises(ValueError):
+            posenc.rope_from_config(json.loads(text), layout="half")
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_every_preset_is_posenc_reading_its_published_config(session):
+    """Each preset loads, names its source, and shows what posenc.rope_from_config reads from its config."""
+    ids = [p["id"] for p in session["presets"]]
+    assert {
+        "llama-3.1-8b",
+        "qwen2.5-7b-yarn",
+        "deepseek-v3",
+        "phi-3-mini-128k",
+        "gemma-3-4b-local",
+        "gemma-3-4b-global",
+        "gpt-oss",
+    } <= set(ids)
+    for shown in session["presets"]:
+        assert shown["config"].startswith("Read ") and "source: " in shown["config"], shown["config"]
+        assert shown["message"] is None, shown["message"]
+        _check_config(shown["presetConfig"], shown["layerType"], shown)
+    by_id = {p["id"]: p for p in session["presets"]}
+    gemma_local, gemma_global = by_id["gemma-3-4b-local"]["state"], by_id["gemma-3-4b-global"]["state"]
+    assert (gemma_local["dim"], gemma_local["base"], gemma_local["scaling"]) == (256, 10000, "default")
+    assert (gemma_global["dim"], gemma_global["base"], gemma_global["scaling"], gemma_global["factor"]) == (
+        256,
+        1e6,
+        "linear",
+        8,
+    )
+    phi = by_id["phi-3-mini-128k"]["state"]
+    assert (phi["scaling"], len(phi["shortFactor"]), len(phi["longFactor"])) == ("longrope", 48, 48)
+    assert by_id["gpt-oss"]["state"]["truncate"] is False and by_id["deepseek-v3"]["state"]["dim"] == 64
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_no_console_messages(session):
+    """Typing, presets and pasted configs (bad ones included) log nothing to the console: no errors."""
+    assert session["console"] == []
+
+
+def test_the_page_reads_pasted_text_as_json_only():
+    """A pasted config is parsed with JSON.parse and shown with textContent: nothing runs it."""
+    from importlib import resources
+
+    script = resources.files("posenc.report").joinpath("assets", "explorer.js").read_text(encoding="utf-8")
+    assert "JSON.parse(text)" in script
+    for forbidden in ("eval(", "new Function", "innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"):
+        assert forbidden not in script, forbidden

@@ -1,20 +1,30 @@
 """The interactive explorer: ``explorer.html`` beside the atlas, computed and drawn in the browser.
 
 A reader picks a scheme (sinusoidal; RoPE with each scaling posenc has: default, linear, ntk,
-dynamic, yarn, llama3, longrope, proportional; ALiBi; T5's buckets) and moves sliders for the
-dimension, base, scaling parameters and number of positions; the encoding heatmap, the
-dot-product and cosine-distance matrices, the clock of the sin/cos pairs and the logit-vs-distance
-curve are recomputed in the page and redrawn.
+dynamic, yarn, llama3, longrope, proportional; ALiBi; T5's buckets) and sets the head width, base,
+scaling parameters and lengths, each with a slider and an exact number box beside it (a value out
+of range or not a number is shown as an error, never clamped); the encoding heatmap, the
+dot-product and cosine-distance matrices, the clock of the sin/cos pairs, the logit-vs-distance
+curve and a table of every frequency (ALiBi: every slope; T5: every bucket) are recomputed in the
+page. A real model's RoPE comes from a preset (the RoPE fields of published config.json files:
+Llama 3.1 8B, Qwen2.5 with YaRN, DeepSeek-V3, Phi-3 mini 128k, Gemma 3 local and global, GPT-OSS)
+or from a config.json pasted into the page, read with ``JSON.parse`` as
+:func:`posenc.rope_from_config` reads it (the model types whose reading needs more than the common
+fields are named and left to posenc).
 
-Shape legend (of the page's panels): ``n`` positions, ``d`` width, ``h`` heads, ``L`` distances.
+Shape legend (of the page's panels): ``n`` positions, ``d`` width, ``r`` rotated width, ``h`` heads,
+``L`` distances.
 
 The page is one self-contained file: the template ``assets/explorer.html`` with two inline
 scripts, the vendored plotly.js cartesian bundle (``assets/plotly-cartesian.min.js``, MIT, license
 in ``assets/plotly-LICENSE.txt``) and ``assets/explorer.js``, whose first part ports posenc's
 formulas (:mod:`posenc.functional.sinusoidal`, :mod:`posenc.functional.rope_scaling`,
-:func:`posenc.functional.alibi_slopes`, :func:`posenc.functional.t5_relative_bucket`) and names
-the Python function each port mirrors. ``tests/report/test_explorer.py`` checks the page's numbers
-against posenc in headless Chromium. Nothing is fetched from the network.
+:func:`posenc.functional.alibi_slopes`, :func:`posenc.functional.t5_relative_bucket`,
+:func:`posenc.rope_from_config`) and names the Python function each port mirrors; the model tables
+of :mod:`posenc.rope_config` are written into it (:func:`model_tables`).
+``tests/report/test_explorer.py`` types into every control, loads every preset and pasted configs
+in headless Chromium and checks the page's numbers against posenc at float64 precision. Nothing
+is fetched from the network.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from pathlib import Path
 
 from .._files import replaced_whole
 
-__all__ = ["explorer_html", "write_explorer", "EXPLORER_FILE"]
+__all__ = ["explorer_html", "write_explorer", "model_tables", "EXPLORER_FILE"]
 
 #: The explorer's file name, beside the atlas's ``index.html``.
 EXPLORER_FILE = "explorer.html"
@@ -42,9 +52,9 @@ def _inline_script(code: str) -> str:
     return code.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
 
 
-#: Why the page leaves a model type to :func:`posenc.rope_from_config`: its reading rules beyond
-#: the common fields, which the page's port (``readConfig`` in ``assets/explorer.js``) lacks.
 def _special_model_types() -> dict[str, str]:
+    """Why the page leaves a model type to :func:`posenc.rope_from_config`: its reading rules beyond
+    the common fields, which the page's port (``readConfig`` in ``assets/explorer.js``) lacks."""
     from .. import rope_config as rc
 
     reasons = (

@@ -1,9 +1,11 @@
 /* posenc interactive explorer: the encodings of posenc computed in the page and drawn with plotly.js.
  *
  * Part 1 (PosencMath) ports posenc's formulas to JavaScript, function by function; each names the
- * Python function it mirrors, and tests/report/test_explorer.py checks every panel's numbers
- * against posenc to 1e-6. Part 2 (model) turns the settings into the five panels' data. Part 3
- * (the page) builds the controls, draws with Plotly.react and exposes a test hook (?test=JSON).
+ * Python function it mirrors, and tests/report/test_explorer.py checks the page's numbers against
+ * posenc at float64 precision. Part 2 (model) turns the settings into the panels' data; Part 2b
+ * reads a config.json's RoPE as posenc.rope_from_config does (JSON.parse only: nothing pasted
+ * runs). Part 3 (the page) builds the controls (a slider and an exact number box each), the
+ * presets and the paste box, draws with Plotly.react and exposes a test hook (?test=JSON).
  *
  * Shapes: n positions, d width, r rotated width (2 * pairs), h heads, L distances of the curve.
  */
@@ -620,7 +622,7 @@
       return [width, "rotary_dim", (width + 0.5) / head]; // int(head * share) = width
     }
     if (type in TABLES.layouts && !TABLES.readsPartial.includes(type)) {
-      return [head, `the whole head (${type} ignores partial_rotary_factor)`, 1];
+      return [head, `the whole head: ${type} ignores partial_rotary_factor`, 1];
     }
     const factor = partialFactor(config, params);
     return [Math.trunc(head * factor), `int(${head} × partial_rotary_factor ${factor})`, factor];
@@ -1170,7 +1172,7 @@
     document.getElementById("config-layer-row").hidden = read.layerTypes.length === 0;
     Object.assign(page.state, settingsOf(read, length));
     CONTROLS.forEach((control) => setError(document.querySelector(`[data-control="${control.id}"]`), ""));
-    const scaling = read.scaling ? JSON.stringify(read.scaling).replace(/,/g, ", ") : "none (default RoPE)";
+    const scaling = read.scaling ? JSON.stringify(read.scaling).replace(/,"/g, ', "').replace(/":/g, '": ') : "none (default RoPE)";
     const lines = [
       `Read ${what}${read.layerType ? `, ${read.layerType} layers` : ""}:`,
       `head width ${read.headDim} (${read.headFrom}); ${read.rotated} features rotate (${read.rotatedFrom}); base ${read.base} (${read.baseFrom});`,
@@ -1352,7 +1354,7 @@
     if (spec.presets) {
       for (const preset of PRESETS) {
         const result = await act({ do: "preset", id: preset.id });
-        out.presets.push(Object.assign({ id: preset.id, config: preset.config, layerType: preset.layerType || null, source: preset.source }, result));
+        out.presets.push(Object.assign({ id: preset.id, presetConfig: preset.config, layerType: preset.layerType || null, source: preset.source }, result));
       }
     }
     const pre = document.getElementById("test-output");

@@ -476,7 +476,8 @@ def _generated_long(factor: float, pairs: int) -> list[float]:
 
 
 #: (step, what posenc computes for the page's settings after it, or None) from the page's defaults
-#: (rope, d 64, base 10000, L 2048). "error" steps must leave the settings as they were.
+#: (rope, d 64, base 10000, L 2048). "error: why" steps must be refused with that reason, shown
+#: beside the box, and leave the settings as they were.
 TYPED = [
     (_type("base", "500000"), _rope(64, 500000, None, 2048)),
     (_type("curveLength", "2048"), _rope(64, 500000, None, 2048)),
@@ -565,7 +566,7 @@ TYPED = [
     (_pick("scaling", "ntk"), None),
     (_type("factor", "8"), _rope(128, 500000, {"rope_type": "ntk", "factor": 8}, 100000)),
     (_pick("scaling", "linear"), _rope(128, 500000, {"rope_type": "linear", "factor": 8}, 100000)),
-    (_type("factor", "-2"), "error"),
+    (_type("factor", "-2"), "error: is out of range"),
     (_pick("scaling", "proportional"), None),
     (
         _type("partial", "0.25"),
@@ -574,15 +575,15 @@ TYPED = [
     (_pick("scaling", "default"), _rope(32, 500000, None, 100000)),  # int(128 * 0.25) features rotate
     (_type("partial", "0.5"), _rope(64, 500000, None, 100000)),
     (_type("dim", "10"), _rope(5, 500000, None, 100000)),  # an odd rotated width, as GPT-NeoX's rotary_pct gives
-    (_type("dim", "abc"), "error"),
-    (_type("dim", "7"), "error"),
-    (_type("dim", "1e9"), "error"),
-    (_type("base", "1"), "error"),
-    (_type("base", "0x10"), "error"),
-    (_type("curveLength", "2048.5"), "error"),
-    (_type("positions", "0"), "error"),
-    (_type("partial", "1.5"), "error"),
-    (_type("clockPosition", "500"), "error"),  # at most positions - 1 = 127
+    (_type("dim", "abc"), "error: is not a number"),
+    (_type("dim", "7"), "error: is odd"),
+    (_type("dim", "1e9"), "error: is out of range"),
+    (_type("base", "1"), "error: is out of range"),
+    (_type("base", "0x10"), "error: is not a number"),
+    (_type("curveLength", "2048.5"), "error: is not a whole number"),
+    (_type("positions", "0"), "error: is out of range"),
+    (_type("partial", "1.5"), "error: is out of range"),
+    (_type("clockPosition", "500"), "error: is out of range"),  # at most positions - 1 = 127
     (_type("dim", "64"), None),
     (_type("partial", "1"), _rope(64, 500000, None, 100000)),
     (_pick("scheme", "sinusoidal"), None),
@@ -596,7 +597,7 @@ TYPED = [
     (_type("heads", "12"), None),
     (_type("maxBias", "8"), None),
     (_type("head", "11"), {"kind": "alibi", "heads": 12, "max_bias": 8}),
-    (_type("head", "12"), "error"),  # heads 0..11
+    (_type("head", "12"), "error: is out of range"),  # heads 0..11
     (_type("heads", "5"), {"kind": "alibi", "heads": 5, "max_bias": 8}),
     (_type("maxBias", "4.5"), {"kind": "alibi", "heads": 5, "max_bias": 4.5}),
     (_pick("scheme", "t5"), None),
@@ -753,6 +754,27 @@ PASTED = [
         "'factor' must be a positive number",
     ),
     (json.dumps({"rope_theta": 10000}), None, "needs 'head_dim'"),
+    (
+        json.dumps({"head_dim": 64, "rope_scaling": {"rope_type": "dynamic", "factor": 2}}),
+        None,
+        "max_position_embeddings",
+    ),
+    (
+        json.dumps(
+            {
+                "head_dim": 64,
+                "max_position_embeddings": 8192,
+                "rope_scaling": {
+                    "type": "longrope",
+                    "short_factor": [1.0] * 4,
+                    "long_factor": [2.0] * 4,
+                    "original_max_position_embeddings": 4096,
+                },
+            }
+        ),
+        None,
+        "must have d/2 = 32 entries",
+    ),
     (json.dumps({"head_dim": 63}), None, "odd"),
     (
         json.dumps(
@@ -857,8 +879,8 @@ def test_typed_values_are_taken_exactly_and_computed_as_posenc(session, index):
     if step["do"] == "type":
         control = shown["controls"][step["id"]]
         assert control["entry"] == step["text"]
-        if want == "error":
-            assert control["error"] and step["text"] in control["error"], control
+        if isinstance(want, str) and want.startswith("error: "):
+            assert control["error"] and f"{step['text']} {want[7:]}" in control["error"].replace('"', ""), control
             assert shown["state"] == before, "a refused value changed the settings"
             return
         assert control["error"] is None, control["error"]

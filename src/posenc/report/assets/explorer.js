@@ -393,6 +393,13 @@
   /** A number as JavaScript writes it: the shortest text that reads back as the same float64. */
   const exact = (x) => (Number.isFinite(x) ? String(x) : x > 0 ? "∞" : String(x));
 
+  /** A rope_scaling dict as short text: each list as its length, first and last entries. */
+  function brief(scaling) {
+    const parts = Object.entries(scaling).map(([key, value]) =>
+      `"${key}": ${Array.isArray(value) ? `[${value.length} numbers: ${fmt(value[0])} … ${fmt(value[value.length - 1])}]` : JSON.stringify(value)}`);
+    return `{${parts.join(", ")}}`;
+  }
+
   /** Each pair's frequency and wavelength 2π / frequency, exact (a zero frequency never turns: ∞). */
   function frequencyTable(symbol, invFreq, note) {
     return {
@@ -445,7 +452,8 @@
     return {
       summary: `${rotated < s.dim ? `${rotated} of ${s.dim} features rotate; ` : ""}θ_i: wavelengths ${fmt(TWO_PI / invFreq[0])} … ${invFreq[pairs - 1] > 0 ? fmt(TWO_PI / invFreq[pairs - 1]) : "∞"} positions; attention scale s = ${fmt(attentionScale)}; frequencies for a sequence of ${s.curveLength}`,
       frequencies: { invFreq, attentionScale, rotated, scaling },
-      table: frequencyTable("θ", invFreq, `attention factor s = ${exact(attentionScale)}; rope_scaling ${JSON.stringify(scaling)}`),
+      table: frequencyTable("θ", invFreq, `attention factor s = ${exact(attentionScale)}; rope_scaling ${brief(scaling)}${
+        scaling.rope_type === "longrope" ? ` (${s.curveLength > scaling.original_max_position_embeddings ? "long" : "short"}_factor in force at L = ${s.curveLength})` : ""}`),
       code: { z: rows, title: `R(p) q for q = (1, 0) per pair: ${s.positions} × ${2 * pairs} (${s.layout})`, x: "feature", y: "position", diverging: true, unit: "rotated q",
         help: "The query rotated to each position: (s cos pθ_i, s sin pθ_i) per pair." },
       dot: { z: gram, title: "R(m)q · R(n)q: the score of equal content", unit: "logit", help: "Equals s² Σ cos((m − n) θ_i): it depends only on m − n.", diverging: true },
@@ -625,7 +633,8 @@
       return [head, `the whole head: ${type} ignores partial_rotary_factor`, 1];
     }
     const factor = partialFactor(config, params);
-    return [Math.trunc(head * factor), `int(${head} × partial_rotary_factor ${factor})`, factor];
+    const width = Math.trunc(head * factor);
+    return [width, width === head ? "the whole head" : `int(${head} × partial_rotary_factor ${factor})`, factor];
   }
 
   /** The keys a rope type takes, the others dropped with a note: rope_config._known_keys. */
@@ -656,7 +665,10 @@
       const original = truthy(top) ? top : scaling.original_max_position_embeddings;
       scaling.original_max_position_embeddings = truthy(original) ? original : maxLen;
     }
-    if (kind === "dynamic") scaling.original_max_position_embeddings = maxLen;
+    if (kind === "dynamic") {
+      if (!truthy(maxLen)) fail("rope scaling 'dynamic' rescales past max_position_embeddings, which the config lacks");
+      scaling.original_max_position_embeddings = maxLen;
+    }
     if ((kind === "longrope" || kind === "yarn") && (scaling.factor === undefined || scaling.factor === null) &&
         truthy(maxLen) && truthy(scaling.original_max_position_embeddings)) {
       scaling.factor = maxLen / scaling.original_max_position_embeddings;
@@ -1000,8 +1012,13 @@
     return accept;
   }
 
+  function bound(x) {
+    const power = Math.log10(x);
+    return x >= 1e6 && Number.isInteger(power) ? `1e${power}` : String(x);
+  }
+
   function describeRange(accept) {
-    const parts = [accept.above !== undefined ? `greater than ${accept.above}` : `at least ${accept.min}`, `at most ${accept.max}`];
+    const parts = [accept.above !== undefined ? `greater than ${bound(accept.above)}` : `at least ${bound(accept.min)}`, `at most ${bound(accept.max)}`];
     return `${accept.even ? "an even whole number" : accept.whole ? "a whole number" : "a number"} ${parts.join(" and ")}`;
   }
 
@@ -1013,8 +1030,10 @@
     if (!NUMBER.test(trimmed)) return { error: `${control.label}: "${text}" is not a number; enter ${describeRange(accept)}` };
     const value = Number(trimmed);
     const low = accept.above !== undefined ? value <= accept.above : value < accept.min;
-    const wrong = low || value > accept.max || (accept.whole && !Number.isInteger(value)) || (accept.even && value % 2 !== 0);
-    if (wrong) return { error: `${control.label}: ${trimmed} is out of range; enter ${describeRange(accept)}` };
+    const why = accept.whole && !Number.isInteger(value) ? "is not a whole number"
+      : accept.even && value % 2 !== 0 ? "is odd (features rotate in pairs)"
+      : low || value > accept.max ? "is out of range" : null;
+    if (why) return { error: `${control.label}: ${trimmed} ${why}; enter ${describeRange(accept)}` };
     return { value };
   }
 
@@ -1160,8 +1179,11 @@
   /** Settings from a config: on success the page redraws and says what it read; on failure it says why. */
   function load(config, layerType, length, what) {
     let read;
+    let settings;
     try {
       read = readConfig(config, layerType || null);
+      settings = settingsOf(read, length);
+      compute(Object.assign({}, page.state, settings)); // the frequencies posenc would refuse (longrope's list lengths)
     } catch (err) {
       configMessage(`${what === "the pasted config" ? "The pasted config" : what}: ${err.message}`, true);
       return false;
@@ -1170,9 +1192,9 @@
     layers.replaceChildren(...read.layerTypes.map((kind) => new Option(kind, kind)));
     layers.value = read.layerType || "";
     document.getElementById("config-layer-row").hidden = read.layerTypes.length === 0;
-    Object.assign(page.state, settingsOf(read, length));
+    Object.assign(page.state, settings);
     CONTROLS.forEach((control) => setError(document.querySelector(`[data-control="${control.id}"]`), ""));
-    const scaling = read.scaling ? JSON.stringify(read.scaling).replace(/,"/g, ', "').replace(/":/g, '": ') : "none (default RoPE)";
+    const scaling = read.scaling ? brief(read.scaling) : "none (default RoPE)";
     const lines = [
       `Read ${what}${read.layerType ? `, ${read.layerType} layers` : ""}:`,
       `head width ${read.headDim} (${read.headFrom}); ${read.rotated} features rotate (${read.rotatedFrom}); base ${read.base} (${read.baseFrom});`,
@@ -1284,7 +1306,7 @@
     const drawn = nextDraw();
     if (step.do === "type") {
       const entry = document.getElementById(`entry-${step.id}`);
-      entry.focus();
+      entry.focus({ preventScroll: true });
       entry.value = step.text;
       fire(entry, "input");
       entry.blur();

@@ -811,6 +811,7 @@ def session(tmp_path_factory) -> dict:
             *FLAGS,
             f"--user-data-dir={root / 'profile'}",
             "--enable-logging=stderr",
+            "--window-size=1400,1000",
             "--v=0",
             "--virtual-time-budget=60000",
             "--dump-dom",
@@ -1032,3 +1033,11 @@ def test_the_page_reads_pasted_text_as_json_only():
     assert "JSON.parse(text)" in script
     for forbidden in ("eval(", "new Function", "innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"):
         assert forbidden not in script, forbidden
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_the_page_fits_a_1400_px_window(session):
+    """No step, pasted config or preset (Phi-3's 48-entry lists included) widens the page past the window."""
+    for shown in session["typed"] + session["pasted"] + session["presets"]:
+        assert shown["overflow"] <= 0, (shown.get("step") or shown.get("id"), shown["overflow"])

@@ -842,7 +842,7 @@
 
   const HELP = {
     scheme: "sinusoidal: Vaswani et al. 2017; rope: Su et al. 2021; alibi: Press et al. 2022; t5: Raffel et al. 2020.",
-    scaling: "Hugging Face rope_type. longrope without a preset or pasted config: short factors all 1, long rising from 1 to factor.",
+    scaling: "Hugging Face rope_type. longrope's factor lists come from the preset or pasted config; without one (or once the rotated width no longer fits them): short all 1, long rising from 1 to factor.",
     partial: "Share of each head that rotates: the first int(d × factor) features. For proportional RoPE the whole head rotates and the factor zeroes the frequencies past that share.",
     curveLength: "The curve's range (T5: at most 2 max_distance); dynamic and longrope take their frequencies for a sequence this long.",
   };
@@ -1295,6 +1295,7 @@
       numbers: visibleText("numbers") === null ? null : document.getElementById("numbers-text").textContent,
       frequencies: model && model.frequencies ? model.frequencies : null,
       rightTicks: Array.from(document.querySelectorAll("#plot-curve .y2tick text")).map((t) => t.textContent),
+      overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
       draws: page.draws,
     };
   }

@@ -735,6 +735,76 @@ PASTED = [
         None,
         "read",
     ),  # mistral rotates the whole head
+    (
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 1024,
+                "num_attention_heads": 8,
+                "rope_parameters": {
+                    "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                },
+            }
+        ),
+        "full_attention",
+        "read",
+    ),
+    (
+        json.dumps(
+            {
+                "model_type": "phi3",
+                "hidden_size": 256,
+                "num_attention_heads": 4,
+                "max_position_embeddings": 8192,
+                "original_max_position_embeddings": 2048,
+                "rope_scaling": {"type": "yarn", "short_factor": [1.0] * 32, "long_factor": [4.0] * 32},
+            }
+        ),
+        None,
+        "read",
+    ),  # Phi-3's class reads the legacy "yarn" as longrope
+    (
+        json.dumps(
+            {
+                "model_type": "deepseek_v3",
+                "hidden_size": 1024,
+                "num_attention_heads": 8,
+                "qk_rope_head_dim": 32,
+                "rope_interleave": False,
+                "max_position_embeddings": 16384,
+                "rope_theta": 10000,
+                "rope_scaling": {
+                    "type": "yarn",
+                    "factor": 4,
+                    "original_max_position_embeddings": 4096,
+                    "mscale": 0.707,
+                    "mscale_all_dim": 1.0,
+                },
+            }
+        ),
+        None,
+        "read",
+    ),
+    (
+        json.dumps(
+            {
+                "model_type": "qwen3",
+                "hidden_size": 2048,
+                "num_attention_heads": 16,
+                "rope_scaling": None,
+                "rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e6},
+                "max_position_embeddings": 40960,
+            }
+        ),
+        None,
+        "read",
+    ),
+    (
+        json.dumps({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 2.0, "foo": 1}}),
+        None,
+        "read, foo dropped",
+    ),
     ("{'rope_theta': 10000, 'head_dim': 64}", None, "not valid JSON"),
     ("alert(document.title)", None, "not valid JSON"),
     ("[1, 2]", None, "one JSON object"),
@@ -964,6 +1034,12 @@ def test_pasted_configs_read_as_rope_from_config(session, index):
     unknown scaling types and fields posenc refuses get a message in the page."""
     text, layer, want = PASTED[index]
     shown = session["pasted"][index]
+    if want.startswith("read, "):  # keys the rope type does not take: dropped, and said so, as posenc does
+        dropped = want.split()[1]
+        assert f"does not take {dropped}" in shown["config"], shown["config"]
+        with pytest.warns(UserWarning, match=f"does not take \\['{dropped}'\\]"):
+            _check_config(json.loads(text), layer, shown)
+        return
     if want != "read":
         assert shown["config"] and want in shown["config"], shown["config"]
         return
@@ -980,7 +1056,7 @@ def test_pasted_configs_read_as_rope_from_config(session, index):
 def test_posenc_refuses_what_the_page_refuses():
     """The configs the page names as wrong are wrong for posenc too (same reason)."""
     for text, _, want in PASTED:
-        if want in ("read", "not valid JSON", "one JSON object", "posenc.rope_from_config"):
+        if want.startswith("read") or want in ("not valid JSON", "one JSON object", "posenc.rope_from_config"):
             continue
         with pytest.raises(ValueError):
             posenc.rope_from_config(json.loads(text), layout="half")

@@ -1070,7 +1070,7 @@
 
   function buildControls(root) {
     for (const control of CONTROLS) {
-      const row = element("div", { className: "control" }, root);
+      const row = element("div", { className: control.kind === "entry" ? "control entry-only" : "control" }, root);
       row.dataset.control = control.id;
       const name = element("label", { className: "name", textContent: control.label, htmlFor: `control-${control.id}` }, row);
       name.id = `label-${control.id}`;
@@ -1093,6 +1093,7 @@
         const entry = element("input", { type: "text", className: "entry", inputMode: "decimal", spellcheck: false, autocomplete: "off" }, row);
         entry.id = `entry-${control.id}`;
         entry.setAttribute("aria-label", `${control.label}, exact value`);
+        if (control.accept.optional) entry.placeholder = "unset";
         if (!input) name.htmlFor = entry.id;
         entry.addEventListener("input", () => {
           const parsed = parseEntry(control, entry.value, page.state);

@@ -586,6 +586,9 @@ TYPED = [
     (_type("clockPosition", "500"), "error: is out of range"),  # at most positions - 1 = 127
     (_type("dim", "64"), None),
     (_type("partial", "1"), _rope(64, 500000, None, 100000)),
+    (_type("positions", "24"), _rope(64, 500000, None, 100000)),
+    (_type("clockPosition", "7"), _rope(64, 500000, None, 100000)),
+    (_pick("layout", "interleaved"), _rope(64, 500000, None, 100000)),
     (_pick("scheme", "sinusoidal"), None),
     (_type("dim", "30"), None),
     (_type("base", "100"), {"kind": "sinusoidal", "dim": 30, "base": 100, "frequencies": "paper"}),
@@ -974,6 +977,12 @@ def test_typed_values_are_taken_exactly_and_computed_as_posenc(session, index):
         )
         _check_rope_shown(shown, inv_freq, scale)
         assert shown["state"]["curveLength"] == want["length"]
+        angles = shown["clock"]["position"] * inv_freq[shown["clock"]["pairs"]]
+        assert _error(shown["clock"]["sin"], torch.sin(angles)) <= 1e-12
+        assert _error(shown["clock"]["cos"], torch.cos(angles)) <= 1e-12
+        if shown["code"] is not None:  # the heatmap: R(p) q for each position, in the page's pair layout
+            want_rows = _rope_rows(shown["state"]["positions"], inv_freq, scale, shown["state"]["layout"])
+            assert _error(shown["code"], want_rows) <= 1e-12
     elif want["kind"] == "sinusoidal":
         inv_freq = F.sinusoidal_inv_freq(want["dim"], base=want["base"], frequencies=want["frequencies"])
         assert _close([float(r[1]) for r in _table(shown["numbers"])], inv_freq.to(torch.float64)) <= REL
@@ -1117,3 +1126,13 @@ def test_the_page_fits_a_1400_px_window(session):
     """No step, pasted config or preset (Phi-3's 48-entry lists included) widens the page past the window."""
     for shown in session["typed"] + session["pasted"] + session["presets"]:
         assert shown["overflow"] <= 0, (shown.get("step") or shown.get("id"), shown["overflow"])
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_typed_positions_and_clock_redraw(session):
+    """Typed positions 24, clock position 7 and the interleaved layout are what the heatmap and clock show."""
+    by_step = {(s["step"].get("id"), s["step"].get("text", s["step"].get("value"))): s for s in session["typed"]}
+    assert len(by_step[("positions", "24")]["code"]) == 24
+    assert by_step[("clockPosition", "7")]["clock"]["position"] == 7
+    assert by_step[("layout", "interleaved")]["state"]["layout"] == "interleaved"

@@ -1295,6 +1295,8 @@
       layerTypes: Array.from(document.getElementById("config-layer").options).map((o) => o.value),
       numbers: visibleText("numbers") === null ? null : document.getElementById("numbers-text").textContent,
       frequencies: model && model.frequencies ? model.frequencies : null,
+      clock: model && model.clock ? { position: model.clock.position, pairs: model.clock.pairs, sin: model.clock.sin, cos: model.clock.cos } : null,
+      code: model && page.state.positions <= 32 ? model.code.z : null, // the heatmap drawn, when small
       rightTicks: Array.from(document.querySelectorAll("#plot-curve .y2tick text")).map((t) => t.textContent),
       overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
       draws: page.draws,

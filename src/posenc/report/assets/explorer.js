@@ -1144,7 +1144,7 @@
   }
 
   // ---- presets and pasted configs
-  function buildModels(root) {
+  function buildModels() {
     const presets = document.getElementById("preset");
     presets.add(new Option("— a model's RoPE —", ""));
     for (const preset of PRESETS) presets.add(new Option(preset.name, preset.id));

@@ -115,7 +115,7 @@ _TABLES_MARKER = "/*@MODEL_TABLES@*/null"
 
 
 def write_explorer(out_dir: str | Path) -> Path:
-    """Write ``out_dir/explorer.html`` (about 1.5 MB, self-contained) and return its path.
+    """Write ``out_dir/explorer.html`` (about 1.6 MB, self-contained) and return its path.
 
     The folder is created if needed; an earlier page stays whole until the new one replaces it.
     """

@@ -342,7 +342,15 @@ def register(app: Any) -> None:
     def report_command(
         out: Path = typer.Option(Path("atlas"), "--out", "-o", metavar="DIR", help="Folder to write index.html into."),
         results: Path | None = typer.Option(
-            None, "--results", metavar="DIR", help="Runs folder of `posenc experiment`: adds its results."
+            None,
+            "--results",
+            metavar="DIR",
+            help="Runs folder of `posenc experiment` (or a folder of them): adds its results and draws the "
+            "encodings it trained. Default: the records a clone of posenc ships in docs/experiments, "
+            "when posenc runs from one.",
+        ),
+        no_results: bool = typer.Option(
+            False, "--no-results", help="Leave the experiments out: the figures at initialisation only."
         ),
         scheme: list[str] | None = typer.Option(
             None,
@@ -356,8 +364,12 @@ def register(app: Any) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from ..report import build_report
+        from ..report.atlas import shipped_records
 
         usable_path("--out", out)
+        if no_results and results is not None:
+            _fail("--results and --no-results contradict each other; give one")
+        shipped = None if no_results or results is not None else shipped_records()
         if results is not None:
             usable_path("--results", results)
         if results is not None and not results.is_dir():
@@ -390,15 +402,19 @@ def register(app: Any) -> None:
 
             try:
                 with stoppable(f"{page} not written" + (" (the earlier one is unchanged)" if page.exists() else "")):
-                    summary = build_report(out, results_dir=results, schemes=scheme or None, progress=progress)
+                    summary = build_report(
+                        out, results_dir=results or shipped, schemes=scheme or None, progress=progress
+                    )
             except OSError as err:
                 _fail(f"--out: cannot write {str(err.filename or out)!r} ({err.strerror or err})", code=1)
         sections = len(summary.schemes)
         typer.echo(
             f"wrote {summary.path}: {sections} section{'s' * (sections != 1)}, {summary.figures} figures"
-            + (f", {summary.results} result{'s' * (summary.results != 1)}" if results is not None else "")
+            + (f", {summary.results} result{'s' * (summary.results != 1)}" if results or shipped else "")
             + f" in {summary.seconds:.1f} s"
         )
+        if shipped is not None:
+            typer.echo(f"the experiments' results and trained encodings: from {shipped} (--no-results leaves them out)")
         typer.echo(f"wrote {summary.path.with_name('explorer.html')}: the interactive explorer, linked from the atlas")
         for note in summary.notes:
             typer.echo(f"note: {note}", err=True)

@@ -80,7 +80,7 @@ def clipped_index_figure(index: Any, *, max_relative_position: int, title: str) 
     figure.colorbar(image, ax=ax, label="embedding index r = clip(n − m, −K, K)", ticks=range(-k, k + 1))
     ax.set_xlabel("key position n")
     ax.set_ylabel("query position m")
-    ax.set_title(f"K = {k}: 2K + 1 = {2 * k + 1} embeddings; bold cells are clipped", fontsize=10)
+    ax.set_title(f"K = {k}: {2 * k + 1} embeddings; bold cells clipped", fontsize=10)
     figure.suptitle(title)
     return figure
 

@@ -197,7 +197,7 @@ def word_plus_position(
         )
         for (x, y), position in list(zip(points[i], positions))[:_WORD_LABELS]:
             ax.plot([words[i, 0], x], [words[i, 1], y], color="0.85", lw=0.8, zorder=1)
-            ax.annotate(f"{position}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+            ax.annotate(f"{position}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=8)
         # the last position drawn first, so that the labelled first ones stay on top
         scatter = ax.scatter(
             points[i, ::-1, 0],

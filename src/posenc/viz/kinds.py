@@ -207,7 +207,7 @@ def _word(scheme: str, options: PlotOptions) -> Any:
         data["words"],
         data["points"],
         positions,
-        title="Two words plus a 2-wide sinusoid: each word's copies lie on a circle",
+        title="Two words plus a 2-wide sinusoid: copies on a circle",
     )
 
 
@@ -275,11 +275,14 @@ def _bias(scheme: str, options: PlotOptions) -> Any:
     from ..analysis.bias import bias_against_distance
     from .bias import bias_figure
 
-    data = bias_against_distance(
-        scheme, length=options.positions or 256, seed=options.seed, **scheme_config(scheme, options)
-    )
+    from ..analysis import build_scheme
+
+    module = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options))
+    data = bias_against_distance(module, length=options.positions or 256, seed=options.seed)
+    learned = any(p.requires_grad for p in module.parameters())
+    when = " at initialisation" if learned else " (no learned parameters)"
     what = ", random inputs" if data["data_dependent"] else ""
-    return bias_figure([data], title=f"{_label(scheme, options)}: bias per head at initialisation{what}")
+    return bias_figure([data], title=f"{_label(scheme, options)}: bias per head{when}{what}")
 
 
 def _buckets(scheme: str, options: PlotOptions) -> Any:
@@ -405,7 +408,7 @@ def _clipped(scheme: str, options: PlotOptions) -> Any:
     return clipped_index_figure(
         clipped_relative_index(options.positions or 9, k),
         max_relative_position=k,
-        title="Shaw et al.'s relative index between query m and key n, clipped at ±K",
+        title="Shaw et al.: the relative index n − m, clipped at ±K",
     )
 
 

@@ -170,6 +170,43 @@ def _check_scheme(scheme: str) -> None:
         _fail(f"unknown scheme {scheme!r}; choose one of: {', '.join(names)}")
 
 
+def _print_check(row: dict[str, Any], label: str) -> None:
+    """The property table of ``posenc check``: criterion, verdict, value and threshold (80 columns
+    wide at most), then what was found for each criterion, wrapped between words at the console's
+    width (80 columns when the output is not a terminal)."""
+    import textwrap
+
+    from rich import box
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"{escape(label)} ({row['family']}): the property criteria", box=box.SIMPLE_HEAD)
+    for column in ("criterion", "verdict", "value", "threshold"):
+        table.add_column(column, no_wrap=True)
+    for criterion, result in row["results"].items():
+        verdict = row["verdict"][criterion]
+        style = {"pass": "green", "fail": "bold red"}.get(verdict, "dim")
+        mark = verdict if result is not None else "depends on input" if verdict == "input" else "n/a"
+        value = "" if result is None else f"{result.value:.6g}"
+        threshold = "" if result is None else f"{result.comparison} {result.threshold:.6g}"
+        table.add_row(criterion, f"[{style}]{mark}[/]", value, threshold)
+    console.print(table)
+    console.print("What was found:", highlight=False)
+    width = max(40, min(console.width, 100))
+    for criterion in row["results"]:
+        lines = textwrap.wrap(
+            f"{criterion}: {row['reasons'][criterion]}",
+            width=width,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        console.print(escape("\n".join(lines)), highlight=False, soft_wrap=True)
+
+
 def register(app: Any) -> None:
     """Add ``plot``, ``check`` and ``report`` to the root Typer ``app``."""
     import typer
@@ -267,12 +304,8 @@ def register(app: Any) -> None:
         ),
         strict: bool = typer.Option(False, "--strict", help="Exit with status 1 when a criterion fails."),
     ) -> None:
-        """Measure the seed articles' criteria for one scheme and print the property table (exit
-        status 0, or 1 with --strict when a criterion fails)."""
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.table import Table
-
+        """Measure one scheme against the atlas's property criteria and print the table and what was
+        found (exit status 0, or 1 with --strict when a criterion fails)."""
         from ..analysis.verdict import verdict_table
         from ..viz.kinds import PlotOptions, _randomly_initialised
 
@@ -310,30 +343,12 @@ def register(app: Any) -> None:
                     "threshold": None if result is None else _finite(result.threshold),
                     "reason": row["reasons"][criterion],
                 }
-            document = {"scheme": options.label(scheme), "family": row["family"], "criteria": criteria}
+            document = {"scheme": scheme, "scaling": rope_scaling, "family": row["family"], "criteria": criteria}
             typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
             if strict and failed:
                 raise typer.Exit(1)
             return
-        title = escape(options.label(scheme))  # "rope, linear ×8" when a scaling is drawn
-        table = Table(title=f"{title} ({row['family']}): the seed articles' criteria", show_lines=False)
-        for column in ("criterion", "verdict", "value", "threshold", "what was found"):
-            table.add_column(column, overflow="fold")
-        for criterion, result in row["results"].items():
-            verdict = row["verdict"][criterion]
-            style = {"pass": "green", "fail": "bold red"}.get(verdict, "dim")
-            if result is None:
-                mark = "depends on input" if verdict == "input" else "n/a"
-                table.add_row(criterion, f"[{style}]{mark}[/]", "", "", escape(row["reasons"][criterion]))
-            else:
-                table.add_row(
-                    criterion,
-                    f"[{style}]{verdict}[/]",
-                    f"{result.value:.6g}",
-                    f"{result.comparison} {result.threshold:.6g}",
-                    escape(row["reasons"][criterion]),
-                )
-        Console().print(table)
+        _print_check(row, options.label(scheme))
         if strict and failed:
             typer.echo(f"failed: {', '.join(failed)}", err=True)
             raise typer.Exit(1)

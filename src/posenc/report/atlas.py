@@ -110,8 +110,8 @@ def _properties_table(row: dict[str, Any]) -> str:
             [
                 criterion,
                 (verdict, verdict),
-                f"{result.value:.6g}",
-                f"{result.comparison} {result.threshold:.6g}",
+                (f"{result.value:.6g}", "num"),
+                (f"{result.comparison} {result.threshold:.6g}", "num"),
                 row["reasons"][criterion],
             ]
         )

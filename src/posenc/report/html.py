@@ -60,6 +60,7 @@ th { background: #f3f5f9; }
 td.pass { color: var(--pass); font-weight: 600; }
 td.fail { color: var(--fail); font-weight: 600; }
 td.na { color: var(--muted); }
+td.num { white-space: nowrap; }
 td.lengths { min-width: 220px; font-size: 12px; color: var(--muted); }
 .table-wrap { overflow-x: auto; }
 ul.why { font-size: 13px; padding-left: 20px; }

@@ -267,7 +267,7 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
         ylabel="logit term  q · a^K",
         mark=clip,
         mark_label=label,
-        title=f"{scheme}: query term against distance (random queries), flat past K",
+        title=f"{scheme}: query term against distance, flat past K",
     )
 
 

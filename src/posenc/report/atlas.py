@@ -300,9 +300,6 @@ def _embed(figure: Any, caption: str, dpi: int, layout: list[FigureLayout]) -> s
     width, height = figure.get_size_inches()
     size = (display / PX_PER_INCH, height * display / PX_PER_INCH / width)
     figure.set_size_inches(*size)
-    titles = [*figure.texts, *(ax.title for ax in figure.axes)]
-    for text in titles:  # a title longer than the figure is now wide goes on two lines
-        text.set_wrap(True)
     png = figure_bytes(figure, "png", dpi=dpi, colours=256)
     layout.append(FigureLayout(caption, *size, dpi, display, _smallest_text(figure), _cut_off(figure)))
     return figure_html(png, "png", caption, wide=wide)

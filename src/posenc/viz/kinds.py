@@ -35,8 +35,8 @@ _ROWS = {  # what a row of the encoding matrix is, per family (see posenc.analys
     "absolute": "position code",
     "reference": "naive reference code",
     "rotary": "rotated unit query",
-    "bias": "bias to the key at 0, per head",
-    "relative": "key embedding a^K to the key at 0",
+    "bias": "bias to the key at 0",
+    "relative": "a^K to the key at 0",
     "none": "no code (zeros)",
 }
 
@@ -233,7 +233,7 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
             data["mean"],
             data.get("std"),
             data.get("bound"),
-            title=f"{_label(scheme, options)}: the logit of the same content, on average, falls with distance",
+            title=f"{_label(scheme, options)}: the same content's logit falls with distance",
         )
     labels = list(data["labels"])
     if "slopes" in data:  # ALiBi: name each line by its slope
@@ -272,10 +272,9 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
 
 
 def _bias(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import build_scheme
     from ..analysis.bias import bias_against_distance
     from .bias import bias_figure
-
-    from ..analysis import build_scheme
 
     module = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options))
     data = bias_against_distance(module, length=options.positions or 256, seed=options.seed)

@@ -1,6 +1,6 @@
 """posenc.viz: each figure draws the numbers posenc.analysis computes, with labels a reader needs.
 
-Pinned numbers: the sinusoid's cosine distances from position 1 at d = 1024 are the ones seed 004
+Pinned numbers: the sinusoid's cosine distances from position 1 at d = 1024 are the ones Pim 2023
 ("Understanding positional embeddings in transformer models") prints with
 ``scipy.spatial.distance.cosine``; the heatmap's cells are ``sin(p · base^(-2i/d))`` (Vaswani et
 al. 2017, §3.5); ALiBi's slopes are ``2^(-8h/H)`` (Press et al. 2022, §3).

@@ -1,6 +1,7 @@
 """Three pictures from the founding articles, drawn from :mod:`posenc.analysis.articles`: two
-cosine waves read at nearby and distant positions (seed 004), Shaw et al.'s clipped relative index
-(seed 002) and a word embedding plus or concatenated with its position code (seed 003).
+cosine waves read at nearby and distant positions (Pim 2023), Shaw et al.'s clipped relative index
+(“A Brief Summary on Positional Encoding Methods”) and a word embedding plus or concatenated with
+its position code (Shibuya 2021).
 
 Shape legend: ``w`` wave samples, ``p`` marked positions, ``d`` widths.
 """

@@ -2,8 +2,9 @@
 its data from :mod:`posenc.analysis` before drawing it.
 
 ``posenc plot SCHEME --kind KIND`` and the report both go through :func:`plot`. Defaults follow
-the seed articles: the classic heatmap is 128 dims × 50 positions; the cosine distances from
-position 1 use d = 1024 and positions up to 250 (seed 004); the projection shows 1000 positions.
+the articles posenc was founded on (docs/design.md): the classic heatmap is 128 dims × 50 positions;
+the cosine distances from position 1 use d = 1024 and positions up to 250 (Pim 2023); the projection
+shows 1000 positions.
 
 Shape legend: ``n`` positions, ``d`` code width, ``k`` clock hands, ``side`` grid side.
 """
@@ -147,7 +148,7 @@ def _multi_axis(name: str, family: str) -> bool:
 
 
 def _seed_004_dim(scheme: str) -> int | None:
-    """Seed 004 measures distances at d = 1024; binary digits keep their own width (more are zeros)."""
+    """Pim 2023 measures distances at d = 1024; binary digits keep their own width (more are zeros)."""
     return None if scheme == "binary" else 1024
 
 

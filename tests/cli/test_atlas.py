@@ -332,6 +332,28 @@ def test_rope_scaling_reaches_the_figures_and_the_checks(tmp_path):
     assert refused.exit_code == 2 and "scheme 'alibi' has no 'scaling' (--scaling)" in refused.output
 
 
+def test_report_draws_the_shipped_records_by_default(tmp_path, monkeypatch):
+    """Run from a clone, ``report`` reads the experiments' records in docs/experiments unless told
+    otherwise: ``--results DIR`` reads DIR, ``--no-results`` none, and the two together are refused."""
+    import posenc.report
+    from posenc.report.atlas import shipped_records
+
+    given = []
+
+    def build(out, *, results_dir, schemes, progress):
+        given.append(results_dir)
+        return posenc.report.ReportSummary(out / "index.html", ["alibi"])
+
+    monkeypatch.setattr(posenc.report, "build_report", build)
+    default = _run("report", "--out", str(tmp_path / "a"), "--scheme", "alibi")
+    assert default.exit_code == 0 and "from " in default.output and "--no-results" in default.output
+    assert _run("report", "--out", str(tmp_path / "b"), "--scheme", "alibi", "--no-results").exit_code == 0
+    assert _run("report", "--out", str(tmp_path / "c"), "--results", str(tmp_path)).exit_code == 0
+    assert given == [shipped_records(), None, tmp_path]
+    both = _run("report", "--out", str(tmp_path / "d"), "--results", str(tmp_path), "--no-results")
+    assert both.exit_code == 2 and "contradict" in both.output
+
+
 def test_report_out_that_cannot_be_written_fails_before_drawing(tmp_path, monkeypatch):
     """A folder without write access, or index.html that is a folder: one line, exit 2, before the
     figures are drawn (it was a traceback after ~10 s of drawing)."""

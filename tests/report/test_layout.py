@@ -44,3 +44,27 @@ def test_page_stays_small(built_atlas):
     html = built_atlas["html"]
     assert len(html.encode("utf-8")) <= MAX_PAGE_BYTES, f"{len(html.encode()) / 1e6:.2f} MB"
     assert html.count("data:image/png;base64,") == built_atlas["summary"].figures + 1  # and the runs folder's plot
+
+
+def test_trained_figures_of_the_shipped_records_read_as_well():
+    """The figures of the trained encodings (drawn by default from docs/experiments) pass the same
+    checks: text of 10 px or more, one font scale, no text cut off or running into another title."""
+    from posenc.report.atlas import _embed, shipped_records
+    from posenc.report.html import PX_PER_INCH
+    from posenc.report.trained import TRAINED_AFTER, find_encodings, trained_bias_figures, trained_table_figures
+
+    records = shipped_records()
+    if records is None:
+        pytest.skip("posenc runs from an installed wheel: no docs/experiments beside it")
+    found, problems = find_encodings(records)
+    assert problems == []
+    layout = []
+    for scheme in ("learned", "shaw", "fire", "t5"):  # the tables, a wide three-panel bias, a stepped one
+        draw = trained_table_figures if scheme in TRAINED_AFTER else trained_bias_figures
+        figures, problems = draw(scheme, found[scheme])
+        assert figures and problems == []
+        for figure, caption in figures:
+            _embed(figure, caption, 96, layout)
+    for figure in layout:
+        assert figure.smallest_px >= 10 and not figure.cut_off, (figure.caption[:60], figure.cut_off)
+        assert figure.px_per_pt == pytest.approx(PX_PER_INCH / 72, rel=1e-9)

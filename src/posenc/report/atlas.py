@@ -271,7 +271,8 @@ def _smallest_text(figure: Any) -> float:
 
 
 def _cut_off(figure: Any) -> tuple[str, ...]:
-    """The texts (not tick labels) of a drawn ``figure`` that run past its edge by a pixel or more."""
+    """The texts (not tick labels) of a drawn ``figure`` that run past its edge by a pixel or more,
+    and the panel titles that run into another panel's title."""
     from matplotlib.axis import Tick
 
     ticks = {id(t) for tick in figure.findobj(Tick) for t in (tick.label1, tick.label2)}
@@ -285,6 +286,10 @@ def _cut_off(figure: Any) -> tuple[str, ...]:
         )
         if id(text) not in ticks and not inside:
             out.append(text.get_text())
+    titles = [(ax.title.get_text(), ax.title.get_window_extent(renderer)) for ax in figure.axes if ax.title.get_text()]
+    for i, (text, extent) in enumerate(titles):
+        if any(extent.overlaps(other) for _, other in titles[:i] + titles[i + 1 :]):
+            out.append(text)
     return tuple(out)
 
 

@@ -145,7 +145,8 @@ def trained_bias_figures(
             + (", …" if len(members) > 3 else "")
             + ")."
         )
-        figures.append((bias_figure(data, title=title, label=group), caption))
+        label = members[0].group.removeprefix(f"{members[0].folder}: ")  # panel titles: the folder is in the caption
+        figures.append((bias_figure(data, title=title, label=label), caption))
     return figures, problems + _undrawn(scheme, groups)
 
 

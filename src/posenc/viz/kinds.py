@@ -396,7 +396,7 @@ def _waves(scheme: str, options: PlotOptions) -> Any:
 
     return two_waves_figure(
         two_waves(length=options.positions or 64),
-        title="Reading two cosine waves at nearby and distant positions (“Understanding positional embeddings”)",
+        title="Reading two cosine waves at nearby and distant positions (Pim 2023)",
     )
 
 

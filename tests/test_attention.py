@@ -294,7 +294,7 @@ def test_shaw_without_value_embeddings() -> None:
 
 def test_bf16_attention_module_keeps_float64_frequencies() -> None:
     """``Attention(...).to(torch.bfloat16)`` moves parameters to bf16 but keeps the RoPE and sinusoid
-    frequencies and ALiBi's slopes float64, so a bf16 model uses exact frequencies (DESIGN.md precision)."""
+    frequencies and ALiBi's slopes float64, so a bf16 model uses exact frequencies (docs/design.md, precision)."""
     rope = posenc.Attention(D, H, encoding="rope").to(torch.bfloat16)
     assert rope.qkv.weight.dtype == torch.bfloat16
     assert rope.encoding.inv_freq.dtype == torch.float64

@@ -297,7 +297,7 @@ def test_attention_input_shapes() -> None:
 
 
 def test_whole_numbers_of_any_type_are_accepted() -> None:
-    """Values, not Python types (STYLE.md rule 5): 8.0, a numpy integer and a 0-d tensor are all 8."""
+    """Values, not Python types (docs/design.md, "Adding a scheme"): 8.0, a numpy integer and a 0-d tensor are all 8."""
     np = pytest.importorskip("numpy")
     expected = F.rope_inv_freq(8)[0]
     for dim in (8.0, np.int64(8), torch.tensor(8)):

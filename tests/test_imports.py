@@ -1,4 +1,4 @@
-"""``import posenc`` needs torch and the standard library only (DESIGN.md "Layers"; STYLE.md rule 9).
+"""``import posenc`` needs torch and the standard library only (docs/design.md, "Layers").
 
 Checked in fresh interpreters, since the test process itself has imported the peers already. torch
 2.13 imports numpy by itself when numpy is installed, so the check is twofold: posenc adds none of

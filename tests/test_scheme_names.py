@@ -1,5 +1,5 @@
-"""Nothing outside a scheme's own module and the registry names a scheme (DESIGN.md "Capabilities,
-not names"): the functional core, the kernels, attention, FlexAttention, the scheme protocol and
+"""Nothing outside a scheme's own module and the registry names a scheme (docs/design.md, "Capabilities
+and hooks"): the functional core, the kernels, attention, FlexAttention, the scheme protocol and
 the row caches reach schemes through their hooks only. In those files no string constant equals a
 registered scheme name, no ``isinstance``/``issubclass`` tests a scheme class, and no scheme's
 module is imported."""

@@ -1,6 +1,6 @@
 """posenc.analysis: encoding matrices, distance matrices, property checks, logit curves, 2-D data.
 
-Formulas pinned here: the sinusoid's dot product Σ_i cos(k·ω_i) (Kazemnejad 2019, seed 000); RoFormer's
+Formulas pinned here: the sinusoid's dot product Σ_i cos(k·ω_i) (Kazemnejad 2019); RoFormer's
 relative upper bound (Su et al. 2021, section 3.4.3); ALiBi's slopes 2^(-8h/H) (Press et al. 2022,
 section 3); T5's buckets (Raffel et al. 2020, section 2.1; HF ``T5Attention._relative_position_bucket``).
 """
@@ -122,14 +122,16 @@ def test_learned_table_fails_the_structural_checks() -> None:
     linear = A.check_linear_offset_map("learned")
     assert not linear.passed and linear.value > 1.0  # ~1.44: random rows, the fitted map does worse than zero
     assert not A.check_offset_similarity("learned").passed
-    deterministic = A.check_deterministic("learned")  # seed 004: codes must not change between initialisations
+    deterministic = A.check_deterministic("learned")  # Pim 2023: codes must not change between initialisations
     assert (
         not deterministic.passed
         and deterministic.data["seed_dependent"]
         and "seeds 0 and 1 give codes differing" in deterministic.detail
     )
     assert not A.check_deterministic("sinusoidal").data["seed_dependent"]
-    extrapolates = A.check_extrapolates("learned")  # seed 002: nothing past max_len
+    extrapolates = A.check_extrapolates(
+        "learned"
+    )  # "A Brief Summary on Positional Encoding Methods": nothing past max_len
     assert not extrapolates.passed and extrapolates.data["furthest"] == 1023
     assert not A.check_decays_with_distance("learned").passed
 

@@ -19,7 +19,7 @@ def test_two_waves_place_nearby_positions_closer_than_distant_ones():
     assert codes[0].tolist() == pytest.approx([math.cos(0.5), math.cos(4.0)])
     assert codes[2].tolist() == pytest.approx([math.cos(2.5), math.cos(20.0)])
     d = data["distances"]
-    assert d[0, 1] < d[0, 2] and d[0, 1] < d[1, 2]  # seed 004's point: nearby codes are closer
+    assert d[0, 1] < d[0, 2] and d[0, 1] < d[1, 2]  # Pim 2023's point: nearby codes are closer
     slow_gap, fast_gap = (codes[0] - codes[1]).abs().tolist()
     assert slow_gap < 0.1 < fast_gap  # the slow wave barely tells 10 from 12, the fast one does
 

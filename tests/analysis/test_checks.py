@@ -71,7 +71,7 @@ def test_bounded_does_not_call_a_value_creeping_towards_one_growth(scheme):
 
 
 def test_offset_similarity_dots_are_the_sum_of_cosines():
-    """For the sinusoid, PE(p + k)·PE(p) = Σ_i cos(k·ω_i) at every p (Kazemnejad 2019, seed 000).
+    """For the sinusoid, PE(p + k)·PE(p) = Σ_i cos(k·ω_i) at every p (Kazemnejad 2019).
     dots[5] holds that product for p = 0..n-6 and each entry must equal the sum over the 32
     frequencies of d = 64; atol 1e-10."""
     r = check_offset_similarity("sinusoidal", dim=64, n=64, offsets=(5,))
@@ -105,7 +105,7 @@ def test_distance_monotone_leaves_out_offset_zero():
 
 
 def test_decays_scores_are_pe1_dot_pe1_plus_t():
-    """For added codes the score at distance t is PE(1)·PE(1 + t) (the docstring; seed 000), which
+    """For added codes the score at distance t is PE(1)·PE(1 + t) (the docstring; Kazemnejad 2019), which
     for the sinusoid is Σ_i cos(t·ω_i): 32 at t = 0, falling. Against PE(0) it would be another
     sum. t = 0..7 at d = 64; atol 1e-10."""
     scores = check_decays_with_distance("sinusoidal", dim=64, n=8).data["scores"]

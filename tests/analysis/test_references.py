@@ -1,7 +1,7 @@
 """The articles' naive reference codes and the numbers the articles print.
 
-Sources: seed 004 ("Understanding positional embeddings in transformer models", 2023: the index, the
-fraction, and the cosine distances of the d = 1024 sinusoid); seed 000 (Kazemnejad 2019: binary
+Sources: Pim 2023 ("Understanding positional embeddings in transformer models": the index, the
+fraction, and the cosine distances of the d = 1024 sinusoid); Kazemnejad 2019 ("Transformer Architecture: The Positional Encoding": binary
 digits, why both sine and cosine); positional-encodings 6.0 ``PositionalEncoding1D`` for parity.
 """
 
@@ -13,8 +13,8 @@ import torch
 from posenc import analysis as A
 
 
-def seed004_positional_embedding(position: int, d_model: int = 1024) -> torch.Tensor:
-    """Seed 004's numpy function, transcribed to float64 torch: angles p / 10000^(2(i//2)/d), sin on even i, cos on odd i."""
+def pim_positional_embedding(position: int, d_model: int = 1024) -> torch.Tensor:
+    """Pim 2023's numpy function, transcribed to float64 torch: angles p / 10000^(2(i//2)/d), sin on even i, cos on odd i."""
     i = torch.arange(d_model, dtype=torch.float64)
     angles = position / torch.pow(
         torch.tensor(10000.0, dtype=torch.float64), 2 * torch.div(i, 2, rounding_mode="floor") / d_model
@@ -36,18 +36,18 @@ def scipy_cosine(u: torch.Tensor, v: torch.Tensor) -> float:
     "other, expected", [(2, 0.026488616022189992), (3, 0.09339161307513), (30, 0.4323030365719962)]
 )
 def test_cosine_distance_from_position_1_matches_seed_004(other: int, expected: float) -> None:
-    """Row p is position p (positions 0..n-1), so "position 1" is row 1; seed 004 prints these values."""
+    """Row p is position p (positions 0..n-1), so "position 1" is row 1; Pim 2023 prints these values."""
     E = A.encoding_matrix("sinusoidal", 251, dim=1024)
     assert A.distance_from(E, 1)[other].item() == pytest.approx(expected, abs=1e-6)
     assert A.cosine_distance_matrix(E)[1, other].item() == pytest.approx(expected, abs=1e-6)
-    assert scipy_cosine(seed004_positional_embedding(1), seed004_positional_embedding(other)) == pytest.approx(
+    assert scipy_cosine(pim_positional_embedding(1), pim_positional_embedding(other)) == pytest.approx(
         expected, abs=1e-12
     )
 
 
 def test_positions_convention_does_not_change_the_distances() -> None:
     """Counting positions from 1 instead of 0 gives the same numbers: the distances depend on the offset alone
-    (seed 004: distance(30, 31) == distance(1, 2) = 0.02648861602218988)."""
+    (Pim 2023: distance(30, 31) == distance(1, 2) = 0.02648861602218988)."""
     E0 = A.encoding_matrix("sinusoidal", 251, dim=1024)
     E1 = A.encoding_matrix("sinusoidal", torch.arange(1, 252), dim=1024)  # row 0 is position 1
     assert torch.allclose(A.distance_from(E0, 1)[1:], A.distance_from(E1, 0)[:-1], atol=1e-12)
@@ -56,7 +56,7 @@ def test_positions_convention_does_not_change_the_distances() -> None:
 
 def test_sinusoid_matches_seed_004_code_and_positional_encodings() -> None:
     E = A.encoding_matrix("sinusoidal", 300, dim=1024)
-    seed = torch.stack([seed004_positional_embedding(p) for p in (0, 1, 7, 299)])
+    seed = torch.stack([pim_positional_embedding(p) for p in (0, 1, 7, 299)])
     assert torch.allclose(E[[0, 1, 7, 299]], seed, atol=1e-12)
     from positional_encodings.torch_encodings import PositionalEncoding1D
 
@@ -65,7 +65,7 @@ def test_sinusoid_matches_seed_004_code_and_positional_encodings() -> None:
 
 
 def test_distance_from_position_1_grows_up_to_250_at_d_1024() -> None:
-    """Seed 004's scatter: "the distances increase monotonically with position" up to 250."""
+    """Pim 2023's scatter: "the distances increase monotonically with position" up to 250."""
     result = A.check_distance_monotone("sinusoidal", n=251, dim=1024)
     assert result.passed and result.value > 0.999
     d = result.data["distances"]
@@ -122,7 +122,7 @@ def test_index_fails_bounded_and_fraction_fails_length_invariance() -> None:
 
 
 def test_sine_only_has_no_linear_offset_map_but_sine_and_cosine_do() -> None:
-    """Seed 000, "Why are both sine and cosine used?": only the (sin, cos) pair turns linearly."""
+    """Kazemnejad 2019, "Why are both sine and cosine used?": only the (sin, cos) pair turns linearly."""
     sine_only = A.check_linear_offset_map("sine_only", n=512, dim=128)
     sinusoid = A.check_linear_offset_map("sinusoidal", n=512, dim=128)
     assert sinusoid.passed and sinusoid.value < 1e-6

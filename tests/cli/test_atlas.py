@@ -125,10 +125,29 @@ def test_plot_lists_the_kinds_of_a_scheme():
 def _verdicts(output: str) -> dict[str, str]:
     rows = {}
     for line in output.splitlines():
-        cells = [c.strip() for c in line.replace("┃", "│").split("│") if c.strip()]
+        cells = line.split()
         if len(cells) >= 2 and cells[1] in ("pass", "fail", "n/a"):
             rows[cells[0]] = cells[1]
     return rows
+
+
+@pytest.mark.parametrize("scheme", ["cope", "fire", "rope"])
+def test_check_fits_80_columns_without_splitting_words(scheme):
+    """Piped (no terminal, no COLUMNS), ``check`` writes lines of 80 characters at most, and every
+    word and number of every finding arrives whole (a table squeezed into 80 columns had split
+    "decays_with_distan / ce" and "1.58967e- / 14")."""
+    import json
+
+    result = runner.invoke(build_app(), ["check", scheme], env={"COLUMNS": None, "LINES": None})
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80, result.output
+    words = set(result.output.split())
+    document = json.loads(_run("check", scheme, "--json").output)
+    for criterion, found in document["criteria"].items():
+        assert criterion in words
+        assert set(found["reason"].split()) <= words, (criterion, found["reason"])
+        if found["value"] is not None:
+            assert f"{found['value']:.6g}" in words and f"{found['threshold']:.6g}" in words
 
 
 def test_check_prints_the_property_table():
@@ -311,6 +330,28 @@ def test_rope_scaling_reaches_the_figures_and_the_checks(tmp_path):
             assert "Traceback" not in result.output
     refused = _run("check", "alibi", "--scaling", '{"rope_type": "linear", "factor": 2}')
     assert refused.exit_code == 2 and "scheme 'alibi' has no 'scaling' (--scaling)" in refused.output
+
+
+def test_report_draws_the_shipped_records_by_default(tmp_path, monkeypatch):
+    """Run from a clone, ``report`` reads the experiments' records in docs/experiments unless told
+    otherwise: ``--results DIR`` reads DIR, ``--no-results`` none, and the two together are refused."""
+    import posenc.report
+    from posenc.report.atlas import shipped_records
+
+    given = []
+
+    def build(out, *, results_dir, schemes, progress):
+        given.append(results_dir)
+        return posenc.report.ReportSummary(out / "index.html", ["alibi"])
+
+    monkeypatch.setattr(posenc.report, "build_report", build)
+    default = _run("report", "--out", str(tmp_path / "a"), "--scheme", "alibi")
+    assert default.exit_code == 0 and "from " in default.output and "--no-results" in default.output
+    assert _run("report", "--out", str(tmp_path / "b"), "--scheme", "alibi", "--no-results").exit_code == 0
+    assert _run("report", "--out", str(tmp_path / "c"), "--results", str(tmp_path)).exit_code == 0
+    assert given == [shipped_records(), None, tmp_path]
+    both = _run("report", "--out", str(tmp_path / "d"), "--results", str(tmp_path), "--no-results")
+    assert both.exit_code == 2 and "contradict" in both.output
 
 
 def test_report_out_that_cannot_be_written_fails_before_drawing(tmp_path, monkeypatch):
@@ -541,7 +582,10 @@ def test_check_prints_json_and_strict_fails_on_a_failed_criterion():
     result = _run("check", "index", "--json")
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
-    assert document["scheme"] == "index" and document["family"] == "reference"
+    assert document["scheme"] == "index" and document["family"] == "reference" and document["scaling"] is None
+    linear = {"rope_type": "linear", "factor": 8}
+    scaled = json.loads(_run("check", "rope", "--json", "--scaling", json.dumps(linear)).output)
+    assert scaled["scheme"] == "rope" and scaled["scaling"] == linear  # the name, and the scaling beside it
     bounded = document["criteria"]["bounded"]
     assert bounded["verdict"] == "fail" and bounded["comparison"] == "<=" and bounded["value"] > bounded["threshold"]
     assert document["criteria"]["unique"]["verdict"] == "pass"

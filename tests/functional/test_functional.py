@@ -149,7 +149,7 @@ def test_apply_rope_batched_tables() -> None:
         torch.testing.assert_close(got[i : i + 1], F.apply_rope(x[i : i + 1], c, s))
 
 
-# -- precision policy (DESIGN.md "Precision") ---------------------------------------------------
+# -- precision policy (docs/design.md) ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])

@@ -1,9 +1,9 @@
-"""Properties the literature states about the encodings (tier 2 of DESIGN.md's tests).
+"""Properties the literature states about the encodings (tier 2 of docs/design.md's tests).
 
 Sinusoid: Vaswani et al. 2017 section 3.5 ("PE(p+k) is a linear function of PE(p)"); the dot product
-and boundedness arguments are seed article 000's. RoPE: Su et al. 2021 section 3.4 (scores depend on
+and boundedness arguments are Kazemnejad 2019's ("Transformer Architecture: The Positional Encoding"). RoPE: Su et al. 2021 section 3.4 (scores depend on
 m - n only; rotations are orthogonal). Attention without position information is a bag of words
-(seed articles 000/002; Haviv et al. 2022), and every encoding must break that symmetry.
+(Kazemnejad 2019; "A Brief Summary on Positional Encoding Methods"; Haviv et al. 2022), and every encoding must break that symmetry.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Parity of the core with the installed reference implementations (tier 1 of DESIGN.md's tests).
+"""Parity of the core with the installed reference implementations (tier 1 of docs/design.md's tests).
 
 Peers: Hugging Face transformers (Llama, GPT-J, T5, Bloom), positional-encodings, rotary-embedding-torch
 and x-transformers. Each test states its tolerance and why: the peers form angles in float32

@@ -1,18 +1,18 @@
 """The atlas as a person sees it: ``index.html`` opened in headless Chromium.
 
 One report (every scheme, the naive references, and a small runs folder with results and a plot)
-is built once for the module. Chromium takes a screenshot (the page is not blank) and dumps the
+is built once for the session (``conftest.py``). Chromium takes a screenshot (the page is not blank) and dumps the
 DOM after the load event (every section is there; the page's own script counts the images whose
 ``naturalWidth > 0``). Skipped only when Chromium is not installed.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
 import subprocess
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -37,38 +37,14 @@ def _chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProce
                           capture_output=True, timeout=120, check=False)
 
 
-def _runs_folder(root: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    runs = root / "runs" / "length"
-    runs.mkdir(parents=True)
-    record = {"experiment": "length", "task": "copy", "scheme": "rope", "variant": "default", "seed": 1,
-              "train_length": 16, "metrics": {}, "in_distribution": 1.0, "out_of_distribution": 0.17,
-              "summary_metric": "exact_match", "wall_time_s": 80.5, "config": {}}
-    (runs / "results.json").write_text(json.dumps({"schema": 1, "records": [record]}))
-    figure = Figure(figsize=(3, 2))
-    figure.add_subplot().plot([0, 1, 2], [1.0, 0.5, 0.2])
-    figure.savefig(runs / "accuracy.png")
-    return root / "runs"
-
-
 @pytest.fixture(scope="module")
-def atlas(tmp_path_factory):
-    from posenc.report import build_report
-
-    root = tmp_path_factory.mktemp("atlas")
-    start = time.perf_counter()
-    summary = build_report(root / "site", results_dir=_runs_folder(root))
-    seconds = time.perf_counter() - start
+def atlas(built_atlas):
+    root = built_atlas["root"]
     url = (root / "site" / "index.html").as_uri()
     dom = _chromium(url, root / "profile-dom", "--virtual-time-budget=10000", "--dump-dom")
     shot = root / "shot.png"
     _chromium(url, root / "profile-shot", f"--screenshot={shot}", "--window-size=1280,2400")
-    return {"summary": summary, "seconds": seconds, "dom": dom.stdout.decode("utf-8", "replace"), "shot": shot,
-            "html": summary.path.read_text(encoding="utf-8")}
+    return {**built_atlas, "dom": dom.stdout.decode("utf-8", "replace"), "shot": shot}
 
 
 class _Collect(HTMLParser):
@@ -126,7 +102,6 @@ def test_page_is_self_contained(atlas):
 
 
 def test_screenshot_is_not_blank(atlas):
-    import numpy as np
     from matplotlib.image import imread
 
     assert atlas["shot"].exists(), "chromium wrote no screenshot"
@@ -135,3 +110,24 @@ def test_screenshot_is_not_blank(atlas):
     assert pixels.std() > 0.05  # text, tables and figures, not a flat page
     dark = (pixels.mean(axis=-1) < 0.5).mean()
     assert 0.01 < dark < 0.5  # some ink, but not a black page
+
+
+def test_figures_are_shown_as_wide_as_the_atlas_drew_them(atlas, tmp_path):
+    """In a 1400 px window every figure is as many CSS pixels wide as the atlas assumed when it sized
+    it (``DISPLAY_PX``): the text sizes the layout test checks are the ones a reader sees."""
+    from posenc.report.html import DISPLAY_PX
+
+    hook = (
+        '<script>window.addEventListener("load", function () {'
+        'document.body.setAttribute("data-widths", JSON.stringify(Array.prototype.map.call(document.images,'
+        " function (img) { return [img.alt, img.clientWidth]; })));});</script></body>"
+    )
+    page = tmp_path / "index.html"
+    page.write_text(atlas["html"].replace("</body>", hook), encoding="utf-8")
+    dom = _chromium(page.as_uri(), tmp_path / "profile", "--window-size=1400,1000", "--virtual-time-budget=10000",
+                    "--dump-dom").stdout.decode("utf-8", "replace")
+    shown = json.loads(html.unescape(re.search(r'data-widths="([^"]+)"', dom)[1]))  # [[caption, width], ...]
+    layout = atlas["summary"].layout
+    assert len(shown) == len(layout) + 1  # the atlas's figures and the runs folder's plot
+    assert sorted((f.caption, f.display_px) for f in layout) == sorted(map(tuple, shown[:-1]))
+    assert {f.display_px for f in layout} == set(DISPLAY_PX.values())

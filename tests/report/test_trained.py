@@ -52,6 +52,38 @@ def test_find_encodings_reads_the_runner_names(tmp_path: Path) -> None:
     assert find_encodings(tmp_path / "nowhere") == ({}, [])
 
 
+def test_find_encodings_reads_a_folder_of_records(tmp_path: Path) -> None:
+    """A folder holding one runs folder per experiment (as docs/experiments does): every runs
+    folder's encodings are found, each group named with its folder, so that two reruns of one
+    experiment stay apart."""
+    records = tmp_path / "records"
+    for name in ("length-2026-11-26", "length-2026-11-28"):
+        _runs(records / name)  # each writes records/NAME/runs/encodings: one level too deep
+        (records / name / "runs").rename(records / name / "moved")
+        (records / name / "moved" / "encodings").rename(records / name / "encodings")
+    found, problems = find_encodings(records)
+    assert problems == []
+    groups = [(r.group, r.seed) for r in found["kerple"]]
+    assert groups == [
+        ("length-2026-11-26: length/copy", 0),
+        ("length-2026-11-26: length/copy", 1),
+        ("length-2026-11-28: length/copy", 0),
+        ("length-2026-11-28: length/copy", 1),
+    ]
+    assert found["kerple"][0].file == "length-2026-11-26/encodings/length__copy__kerple__seed0.pt"
+
+
+def test_the_shipped_records_are_found() -> None:
+    """Run from a clone, the atlas finds the repository's records: trained biases of the length
+    experiment, the learned table and Shaw's embeddings among them."""
+    from posenc.report.atlas import shipped_records
+
+    records = shipped_records()
+    assert records is not None and records.name == "experiments" and records.parent.name == "docs"
+    found, problems = find_encodings(records)
+    assert problems == [] and {"alibi", "t5", "kerple", "learned", "shaw", "fire", "cope"} <= set(found)
+
+
 def test_trained_figure_draws_the_loaded_encodings_bias(tmp_path: Path) -> None:
     runs = _runs(tmp_path)
     found, _ = find_encodings(runs)

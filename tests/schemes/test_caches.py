@@ -1,4 +1,4 @@
-"""Caches are an optimisation only (DESIGN.md "Precision" and "Caches"), and forwards compile.
+"""Caches are an optimisation only (docs/design.md, "Precision policy" and "Caches"), and forwards compile.
 
 Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``hd`` head width.
 

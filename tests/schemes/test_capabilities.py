@@ -1,4 +1,4 @@
-"""Schemes declare what they can do with hooks in their own file (DESIGN.md "Capabilities, not
+"""Schemes declare what they can do with hooks in their own file (docs/design.md, "Capabilities and
 names"); a bias scheme defined here, with nothing but its own hooks, gets Attention's layer check,
 the Toeplitz-built bias cache and the FlexAttention path.
 

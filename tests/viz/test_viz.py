@@ -1,6 +1,6 @@
 """posenc.viz: each figure draws the numbers posenc.analysis computes, with labels a reader needs.
 
-Pinned numbers: the sinusoid's cosine distances from position 1 at d = 1024 are the ones seed 004
+Pinned numbers: the sinusoid's cosine distances from position 1 at d = 1024 are the ones Pim 2023
 ("Understanding positional embeddings in transformer models") prints with
 ``scipy.spatial.distance.cosine``; the heatmap's cells are ``sin(p · base^(-2i/d))`` (Vaswani et
 al. 2017, §3.5); ALiBi's slopes are ``2^(-8h/H)`` (Press et al. 2022, §3).
@@ -402,3 +402,11 @@ def test_bias_figure_draws_kerple_formula_and_applies_to_data_dependent_schemes(
     assert forgetting.axes[0].collections  # the 10-90 % bands
     fire = plot("fire", "bias", PlotOptions(positions=200))
     assert [ax.get_title() for ax in fire.axes[:3]] == ["query at i = 199", "query at i = 799", "query at i = 3199"]
+
+
+@pytest.mark.parametrize(("scheme", "learned"), [("alibi", False), ("sandwich", False), ("kerple", True), ("t5", True)])
+def test_bias_title_says_at_initialisation_only_for_learned_biases(scheme: str, learned: bool) -> None:
+    """A bias without parameters is not "at initialisation": it never changes (ALiBi, Sandwich)."""
+    title = plot(scheme, "bias", PlotOptions(positions=16))._suptitle.get_text()
+    assert ("at initialisation" in title) == learned
+    assert ("no learned parameters" in title) == (not learned)

@@ -1,8 +1,8 @@
 """posenc.analysis: the measurements behind the atlas (torch only; no plotting, no I/O).
 
 Encoding matrices for every scheme and the articles' naive references (:func:`encoding_matrix`),
-similarity and distance matrices between positions, the seed articles' criteria as property
-checks returning :class:`CheckResult` (:func:`run_checks`, :func:`verdict_table`), the attention
+similarity and distance matrices between positions, the criteria of the articles posenc was founded
+on (listed in docs/design.md) as property checks returning :class:`CheckResult` (:func:`run_checks`, :func:`verdict_table`), the attention
 logit against relative distance (:func:`logits_vs_distance`), and the data behind the atlas's
 2-D pictures. Everything returns tensors, dicts or dataclasses; :mod:`posenc.viz` draws them.
 

@@ -2,12 +2,12 @@
 
 Shape legend: ``p`` positions, ``w`` wave samples, ``d`` widths.
 
-* Reading two cosine waves at nearby and distant positions (seed 004, "Understanding positional
+* Reading two cosine waves at nearby and distant positions (Pim 2023, "Understanding positional
   embeddings in transformer models", 2023): a slow wave gives nearby positions nearly the same value,
   a fast one tells them apart, and together they place a distant position far from both.
-* Shaw et al.'s clipped relative index ``clip(n - m, -K, K)`` (seed 002, "A Brief Summary on
+* Shaw et al.'s clipped relative index ``clip(n - m, -K, K)`` ("A Brief Summary on
   Positional Encoding Methods", eq. 5; Shaw et al. 2018, section 3.2).
-* Adding a position code to a word embedding versus concatenating it (seed 003, "Transformer's
+* Adding a position code to a word embedding versus concatenating it (Shibuya 2021, "Transformer's
   Positional Encoding"), with the sinusoid of Vaswani et al. 2017, section 3.5.
 """
 

@@ -1,4 +1,4 @@
-"""The seed articles' criteria for a position code, made into measurements.
+"""The criteria for a position code of the articles posenc was founded on, made into measurements.
 
 Shape legend: ``n`` positions, ``d`` code width.
 
@@ -6,11 +6,11 @@ Every check takes a scheme (registered name, built :class:`~posenc.PositionalEnc
 reference name such as ``"index"``) plus config keys, builds the encoding matrix of
 :func:`~posenc.analysis.encoding_matrix` (rows = positions ``0..n-1``) and returns a
 :class:`CheckResult` with a number, its threshold and a sentence saying what was found. The
-criteria: seed 004 ("Understanding positional embeddings in transformer models", 2023: unique,
-distance-reflecting, bounded, length-invariant, deterministic); seed 000 (Kazemnejad 2019: the
+criteria: Pim 2023 ("Understanding positional embeddings in transformer models": unique,
+distance-reflecting, bounded, length-invariant, deterministic); Kazemnejad 2019 ("Transformer Architecture: The Positional Encoding": the
 linear map ``PE(p) -> PE(p+k)`` and the offset-only dot product); Vaswani et al. 2017, section 3.5
 (the hypothesis that a fixed linear map serves every offset); decay with distance (Su et al. 2021,
-section 3.4.3; Press et al. 2022) and extrapolation (seed 002: a learned table has nothing past its
+section 3.4.3; Press et al. 2022) and extrapolation ("A Brief Summary on Positional Encoding Methods": a learned table has nothing past its
 maximum length).
 """
 
@@ -165,7 +165,7 @@ def _rebuild(scheme: str | PositionalEncoding, seed: int) -> str | PositionalEnc
 
 
 def check_deterministic(scheme: str | PositionalEncoding, *, n: int = 256, seed: int = 0, **config: Any) -> CheckResult:
-    """The codes at ``0..n-1`` do not change from one initialisation to another (seed 004: a code
+    """The codes at ``0..n-1`` do not change from one initialisation to another (Pim 2023: a code
     "shouldn't change from one initialisation of a network to another"): builds with ``seed`` and
     ``seed + 1`` agree exactly, and so do two builds with the same seed (a built module is rebuilt
     from its config). ``value`` is the largest difference between any two (threshold 0).
@@ -258,7 +258,7 @@ def check_linear_offset_map(
     ones (``p < n - max(offsets)``); ``value`` is the largest relative test residual ``|PE M - PE'| / |PE'|`` over the offsets.
 
     For the sinusoid ``M`` is the block rotation by ``k·ω_i`` (Vaswani et al. 2017, section 3.5;
-    Kazemnejad 2019, "Relative Positioning": seed 000), so the residual is rounding (~1e-14).
+    Kazemnejad 2019, "Relative Positioning"), so the residual is rounding (~1e-14).
     ``data``: ``residuals`` (offset -> residual), ``n``.
     """
     E = _matrix(scheme, n, seed, config)  # [n, d]
@@ -333,7 +333,7 @@ def check_offset_similarity(
 
     Rotary schemes use the actual logit between a query at ``p + k`` and a key at ``p``, two
     different random unit vectors (for xPos the two sides carry opposite decays), relative to
-    ``|q||k|``. Kazemnejad 2019 (seed 000, "Other details"): the sinusoid's dot product is
+    ``|q||k|``. Kazemnejad 2019 ("Other details"): the sinusoid's dot product is
     ``Σ_i cos(k·ω_i)``. Bias schemes use the bias itself, ``b(p + k, p)`` for each head, over
     ``p = 0 .. 8n - 1`` (2048 at the default: past FIRE's threshold ``L = 512``, where its
     normaliser ``ψ(max(L, i))`` starts to follow the query), relative to the mean ``|b|``: a bias
@@ -442,7 +442,7 @@ def check_distance_monotone(
     ``n - 1 - start``; passes at ``threshold`` or above. A rank trend over all offsets, not the first
     dip: the fastest pairs' ripple (amplitude ~4/d) does not decide it.
 
-    Seed 004 ("Examining distances between positional embeddings") plots this from position 1 for
+    Pim 2023 ("Examining distances between positional embeddings") plots this from position 1 for
     the sinusoid at d = 1024 and finds it roughly monotone up to 250 (there ``value`` is 1.0; at
     d = 128, 0.88; learned rows about 0, binary digits 0.44). ``data``: ``distances`` (from ``start``
     to ``start..n-1``, ``[n - start]``), ``start``.
@@ -509,7 +509,7 @@ def check_decays_with_distance(
     ``threshold`` or below. The score: ALiBi's and T5's bias (Press et al. 2022: a penalty linear in
     the distance; T5's learned buckets are random until trained); RoPE's and xPos's logit for the
     same content as query and key (Su et al. 2021, section 3.4.3, long-term decay; Sun et al. 2022);
-    an added code's dot product ``PE(1)·PE(1+t)`` (Σ cos(t·ω_i) for the sinusoid: seed 000).
+    an added code's dot product ``PE(1)·PE(1+t)`` (Σ cos(t·ω_i) for the sinusoid: Kazemnejad 2019).
     A scheme whose values are random draws (learned tables, T5's buckets, the MLPs of FIRE and DPB)
     is measured at eight seeds and ``value`` is the weakest trend: by chance one draw can fall (T5's
     last bucket holds every distance past ``max_distance``; a random MLP falls at about half the
@@ -548,7 +548,7 @@ def check_extrapolates(
     scheme: str | PositionalEncoding, *, n: int = 1024, factor: int = 4, seed: int = 0, **config: Any
 ) -> CheckResult:
     """Is there a code (or a bias) for positions past ``n``, up to ``factor * n``, and is it finite?
-    Seed 002: a learned table has "no position embeddings beyond the maximum length", so a longer
+    "A Brief Summary on Positional Encoding Methods": a learned table has "no position embeddings beyond the maximum length", so a longer
     input has no code; a formula extends to any position (whether a model trained on short inputs
     then does well is the ``length`` experiment's question). ``value`` is the furthest position
     coded (threshold ``factor * n - 1``). ``data``: ``furthest``, ``n``.

@@ -3,7 +3,7 @@
 Shape legend: ``n`` positions (rows of an encoding matrix ``E [n, d]``), ``d`` code width.
 
 Everything is computed in float64. Cosine distance is ``1 - cos(angle)`` (scipy's
-``scipy.spatial.distance.cosine``, as used by seed 004); it is undefined for a zero vector and is
+``scipy.spatial.distance.cosine``, as used by Pim 2023); it is undefined for a zero vector and is
 NaN there (the raw index and sine-only codes are zero at position 0, ``none`` everywhere).
 """
 

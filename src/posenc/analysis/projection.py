@@ -42,7 +42,7 @@ def project_2d(E: Tensor, method: str = "pca", *, metric: str = "cosine", seed: 
 
     ``pca``: the centred codes on their two principal axes (``torch.linalg.svd``; each axis oriented
     so that its largest loading is positive, so the picture is reproducible). ``umap``: UMAP with
-    ``metric`` (cosine, as seed 004 does) and ``random_state=seed``; needs the ``umap`` extra
+    ``metric`` (cosine, as Pim 2023 does) and ``random_state=seed``; needs the ``umap`` extra
     (``pip install 'posenc[umap]'``).
     """
     E = _as_matrix(E)
@@ -64,7 +64,7 @@ def word_plus_position(
     words: Tensor | None = None,
     base: float = 10000.0,
 ) -> dict[str, Tensor]:
-    """A 2-D word embedding plus the 2-D sinusoidal code of each position (seed 003's picture).
+    """A 2-D word embedding plus the 2-D sinusoidal code of each position (Shibuya 2021's picture).
 
     With ``d = 2`` the sinusoid is ``(sin p, cos p)``: a unit vector turning one radian per
     position, so the same word at different positions lands on the unit circle around it.

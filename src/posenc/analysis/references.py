@@ -1,4 +1,5 @@
-"""The seed articles' naive position codes, kept for the atlas only (not registered as schemes).
+"""The naive position codes of the articles posenc was founded on (listed in docs/design.md), kept
+for the atlas only (not registered as schemes).
 
 Shape legend: ``n`` positions, ``d`` code width, ``k`` bits.
 
@@ -6,15 +7,15 @@ Each one fails a criterion that the sinusoid meets, which is why the articles sh
 
 * ``index``: position ``p`` in every dimension — unbounded (grows with ``p``) and, under the cosine
   distance, every code points the same way ("Understanding positional embeddings in transformer
-  models", 2023, "Some initial ideas": seed 004; Kazemnejad 2019: seed 000).
+  models", 2023, "Some initial ideas": Pim 2023; and Kazemnejad 2019).
 * ``fraction``: ``p / L`` in every dimension — bounded, but the code of a position depends on the
-  sequence length ``L`` (seed 004, same section).
+  sequence length ``L`` (Pim 2023, same section).
 * ``binary``: the binary digits of ``p`` (least significant first), the discrete counter that the
-  sinusoid smooths (Kazemnejad 2019, "Transformer Architecture: The Positional Encoding", "The intuition": seed 000). Collides past ``2^d``.
+  sinusoid smooths (Kazemnejad 2019, "Transformer Architecture: The Positional Encoding", "The intuition"). Collides past ``2^d``.
 * ``sine_only``: ``sin(p · base^(-j/d))`` for every dimension ``j`` — the paper's frequency range,
   sines alone. ``PE(0)`` is the zero vector and ``sin(ω(p + k))`` needs ``cos(ωp)``, so no linear
   map takes ``PE(p)`` to ``PE(p + k)``: the articles' answer to "why both sine and cosine?"
-  (seed 000, "Why are both sine and cosine used?"; seed 003, section 6).
+  (Kazemnejad 2019, "Why are both sine and cosine used?"; Shibuya 2021, section 6).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def binary_bits(positions: int | Tensor, n_bits: int) -> Tensor:
     """The binary digits of each position: float64 ``[n, n_bits]`` of 0/1, least significant bit first.
 
     Column ``j`` flips every ``2^j`` positions, the discrete version of the sinusoid's bands
-    (the fastest band sits in the first column in both; Kazemnejad 2019, seed 000). Positions must be
+    (the fastest band sits in the first column in both; Kazemnejad 2019). Positions must be
     non-negative integers; bits above ``n_bits`` are dropped (so ``2^n_bits`` collides with 0).
     """
     n_bits = check_positive_int("n_bits", n_bits)

@@ -48,21 +48,22 @@ CRITERIA = tuple(CHECKS)
 #: Each criterion in one line, with the article it comes from: what the atlas shows above its tables.
 DEFINITIONS: dict[str, str] = {
     "unique": "no two positions share a code (smallest distance between two codes > 0). "
-    "Seed 004, “Understanding positional embeddings” (2023).",
+    "Pim 2023, “Understanding positional embeddings in transformer models”.",
     "bounded": "every value stays within a fixed bound however far the positions go, so the code cannot swamp "
-    "the token embedding. Seed 004.",
+    "the token embedding. Pim 2023.",
     "deterministic": "the same positions get the same code for every initialisation (a learned table does not). "
-    "Seed 004.",
-    "length_invariant": "a position's code does not depend on how long the sequence is (p / L does). Seed 004.",
+    "Pim 2023.",
+    "length_invariant": "a position's code does not depend on how long the sequence is (p / L does). Pim 2023.",
     "linear_offset_map": "one fixed matrix M_k maps PE(p) to PE(p + k) for every p (Vaswani et al. 2017, §3.5's "
-    "hypothesis; proved for the sinusoid in Kazemnejad 2019, seed 000).",
+    "hypothesis; proved for the sinusoid in Kazemnejad 2019, “Transformer Architecture: "
+    "The Positional Encoding”).",
     "offset_similarity": "the score between two positions depends on their offset alone, not on where they are. "
-    "Kazemnejad 2019 (seed 000), “Other details”.",
-    "distance_monotone": "codes further apart in position are further apart in cosine distance. Seed 004.",
+    "Kazemnejad 2019, “Other details”.",
+    "distance_monotone": "codes further apart in position are further apart in cosine distance. Pim 2023.",
     "decays_with_distance": "the score of the same content falls as query and key move apart (Su et al. 2021, "
     "RoFormer §3.4.3; Press et al. 2022, ALiBi).",
-    "extrapolates": "there is a finite code (or bias) for positions past the ones it was built for (seed 002: a "
-    "learned table has no row past its maximum length).",
+    "extrapolates": "there is a finite code (or bias) for positions past the ones it was built for (“A Brief Summary "
+    "on Positional Encoding Methods”: a learned table has no row past its maximum length).",
 }
 
 _APPLICABLE = {

@@ -170,6 +170,43 @@ def _check_scheme(scheme: str) -> None:
         _fail(f"unknown scheme {scheme!r}; choose one of: {', '.join(names)}")
 
 
+def _print_check(row: dict[str, Any], label: str) -> None:
+    """The property table of ``posenc check``: criterion, verdict, value and threshold (80 columns
+    wide at most), then what was found for each criterion, wrapped between words at the console's
+    width (80 columns when the output is not a terminal)."""
+    import textwrap
+
+    from rich import box
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"{escape(label)} ({row['family']}): the property criteria", box=box.SIMPLE_HEAD)
+    for column in ("criterion", "verdict", "value", "threshold"):
+        table.add_column(column, no_wrap=True)
+    for criterion, result in row["results"].items():
+        verdict = row["verdict"][criterion]
+        style = {"pass": "green", "fail": "bold red"}.get(verdict, "dim")
+        mark = verdict if result is not None else "depends on input" if verdict == "input" else "n/a"
+        value = "" if result is None else f"{result.value:.6g}"
+        threshold = "" if result is None else f"{result.comparison} {result.threshold:.6g}"
+        table.add_row(criterion, f"[{style}]{mark}[/]", value, threshold)
+    console.print(table)
+    console.print("What was found:", highlight=False)
+    width = max(40, min(console.width, 100))
+    for criterion in row["results"]:
+        lines = textwrap.wrap(
+            f"{criterion}: {row['reasons'][criterion]}",
+            width=width,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        console.print(escape("\n".join(lines)), highlight=False, soft_wrap=True)
+
+
 def register(app: Any) -> None:
     """Add ``plot``, ``check`` and ``report`` to the root Typer ``app``."""
     import typer
@@ -267,12 +304,8 @@ def register(app: Any) -> None:
         ),
         strict: bool = typer.Option(False, "--strict", help="Exit with status 1 when a criterion fails."),
     ) -> None:
-        """Measure the seed articles' criteria for one scheme and print the property table (exit
-        status 0, or 1 with --strict when a criterion fails)."""
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.table import Table
-
+        """Measure one scheme against the atlas's property criteria and print the table and what was
+        found (exit status 0, or 1 with --strict when a criterion fails)."""
         from ..analysis.verdict import verdict_table
         from ..viz.kinds import PlotOptions, _randomly_initialised
 
@@ -310,30 +343,12 @@ def register(app: Any) -> None:
                     "threshold": None if result is None else _finite(result.threshold),
                     "reason": row["reasons"][criterion],
                 }
-            document = {"scheme": options.label(scheme), "family": row["family"], "criteria": criteria}
+            document = {"scheme": scheme, "scaling": rope_scaling, "family": row["family"], "criteria": criteria}
             typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
             if strict and failed:
                 raise typer.Exit(1)
             return
-        title = escape(options.label(scheme))  # "rope, linear ×8" when a scaling is drawn
-        table = Table(title=f"{title} ({row['family']}): the seed articles' criteria", show_lines=False)
-        for column in ("criterion", "verdict", "value", "threshold", "what was found"):
-            table.add_column(column, overflow="fold")
-        for criterion, result in row["results"].items():
-            verdict = row["verdict"][criterion]
-            style = {"pass": "green", "fail": "bold red"}.get(verdict, "dim")
-            if result is None:
-                mark = "depends on input" if verdict == "input" else "n/a"
-                table.add_row(criterion, f"[{style}]{mark}[/]", "", "", escape(row["reasons"][criterion]))
-            else:
-                table.add_row(
-                    criterion,
-                    f"[{style}]{verdict}[/]",
-                    f"{result.value:.6g}",
-                    f"{result.comparison} {result.threshold:.6g}",
-                    escape(row["reasons"][criterion]),
-                )
-        Console().print(table)
+        _print_check(row, options.label(scheme))
         if strict and failed:
             typer.echo(f"failed: {', '.join(failed)}", err=True)
             raise typer.Exit(1)
@@ -342,7 +357,15 @@ def register(app: Any) -> None:
     def report_command(
         out: Path = typer.Option(Path("atlas"), "--out", "-o", metavar="DIR", help="Folder to write index.html into."),
         results: Path | None = typer.Option(
-            None, "--results", metavar="DIR", help="Runs folder of `posenc experiment`: adds its results."
+            None,
+            "--results",
+            metavar="DIR",
+            help="Runs folder of `posenc experiment` (or a folder of them): adds its results and draws the "
+            "encodings it trained. Default: the records a clone of posenc ships in docs/experiments, "
+            "when posenc runs from one.",
+        ),
+        no_results: bool = typer.Option(
+            False, "--no-results", help="Leave the experiments out: the figures at initialisation only."
         ),
         scheme: list[str] | None = typer.Option(
             None,
@@ -356,8 +379,12 @@ def register(app: Any) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from ..report import build_report
+        from ..report.atlas import shipped_records
 
         usable_path("--out", out)
+        if no_results and results is not None:
+            _fail("--results and --no-results contradict each other; give one")
+        shipped = None if no_results or results is not None else shipped_records()
         if results is not None:
             usable_path("--results", results)
         if results is not None and not results.is_dir():
@@ -390,15 +417,19 @@ def register(app: Any) -> None:
 
             try:
                 with stoppable(f"{page} not written" + (" (the earlier one is unchanged)" if page.exists() else "")):
-                    summary = build_report(out, results_dir=results, schemes=scheme or None, progress=progress)
+                    summary = build_report(
+                        out, results_dir=results or shipped, schemes=scheme or None, progress=progress
+                    )
             except OSError as err:
                 _fail(f"--out: cannot write {str(err.filename or out)!r} ({err.strerror or err})", code=1)
         sections = len(summary.schemes)
         typer.echo(
             f"wrote {summary.path}: {sections} section{'s' * (sections != 1)}, {summary.figures} figures"
-            + (f", {summary.results} result{'s' * (summary.results != 1)}" if results is not None else "")
+            + (f", {summary.results} result{'s' * (summary.results != 1)}" if results or shipped else "")
             + f" in {summary.seconds:.1f} s"
         )
+        if shipped is not None:
+            typer.echo(f"the experiments' results and trained encodings: from {shipped} (--no-results leaves them out)")
         typer.echo(f"wrote {summary.path.with_name('explorer.html')}: the interactive explorer, linked from the atlas")
         for note in summary.notes:
             typer.echo(f"note: {note}", err=True)

@@ -6,7 +6,7 @@ A :class:`Job` is one training run (task, scheme, seed) and the records its eval
 per variant: ``extend`` scores one model under several RoPE scalings). :mod:`.runner` executes
 jobs, skipping those whose records are already in ``results.json``.
 
-Sizes follow the planning measurements (../shared/MEASURED.md, beside the repository): a 2-layer,
+Sizes follow measurements made while the experiments were planned: a 2-layer,
 width-64, 4-head model learns copy at n <= 16 in ~1000 steps (lr 3e-3), which already separates
 the schemes; language models see 64-byte windows.
 """

@@ -18,13 +18,37 @@ from pathlib import Path
 from typing import Any
 
 from .._files import replaced_whole
-from .html import figure_html, page, pair_up, slug, table_html
+from .html import DISPLAY_PX, PX_PER_INCH, figure_html, page, pair_up, slug, table_html
 from .plan import REFERENCE_SOURCES, figures_for
 
-__all__ = ["build_report", "ReportSummary", "Progress"]
+__all__ = ["build_report", "ReportSummary", "Progress", "FigureLayout", "shipped_records", "RECORDS"]
 
 #: Called after each step: ``(description of the next step, steps done, steps in all)``.
 Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class FigureLayout:
+    """How one figure of the page is drawn and shown: its size in inches, the dpi of its PNG, the
+    CSS pixels it is shown across in a 1400 px window, and its smallest text in points."""
+
+    caption: str
+    width_in: float
+    height_in: float
+    dpi: int
+    display_px: int
+    smallest_pt: float
+    cut_off: tuple[str, ...] = ()  # texts that run past the figure's edge
+
+    @property
+    def px_per_pt(self) -> float:
+        """Screen pixels per point of text: the figure's font scale on the page."""
+        return self.display_px / (72 * self.width_in)
+
+    @property
+    def smallest_px(self) -> float:
+        """The height of the figure's smallest text on the screen, in CSS pixels."""
+        return self.smallest_pt * self.px_per_pt
 
 
 @dataclass
@@ -38,6 +62,7 @@ class ReportSummary:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # what the reader should know that is no error
+    layout: list[FigureLayout] = field(default_factory=list)  # every figure drawn, as shown
 
 
 @dataclass
@@ -85,8 +110,8 @@ def _properties_table(row: dict[str, Any]) -> str:
             [
                 criterion,
                 (verdict, verdict),
-                f"{result.value:.6g}",
-                f"{result.comparison} {result.threshold:.6g}",
+                (f"{result.value:.6g}", "num"),
+                (f"{result.comparison} {result.threshold:.6g}", "num"),
                 row["reasons"][criterion],
             ]
         )
@@ -192,6 +217,20 @@ def _notes(name: str, family: str) -> list[str]:
     return notes
 
 
+#: Where a clone of the repository keeps the records of the experiments it reports (one runs
+#: folder per experiment, with the encodings they trained).
+RECORDS = Path("docs") / "experiments"
+
+
+def shipped_records() -> Path | None:
+    """The repository's folder of experiment records (``docs/experiments`` beside ``src/``) when
+    posenc runs from a clone that has it (an editable install), else None (an installed wheel)."""
+    from .trained import find_encodings
+
+    folder = Path(__file__).resolve().parents[3] / RECORDS
+    return folder if folder.is_dir() and find_encodings(folder)[0] else None
+
+
 def _untrained_note(name: str) -> str | None:
     """For a scheme with learned parameters, when the atlas has no results: how to see it trained."""
     from ..analysis import build_scheme
@@ -199,9 +238,10 @@ def _untrained_note(name: str) -> str | None:
     if not any(p.requires_grad for p in build_scheme(name).parameters()):
         return None
     return (
-        f"Drawn at initialisation. To see {name} as trained: posenc experiment length --schemes {name} "
-        f"--out runs/{name}, then posenc report --results runs/{name} (the trained tables and biases are "
-        "drawn beside these)."
+        f"Drawn at initialisation. In a clone of posenc, posenc report --results {RECORDS.as_posix()} draws "
+        f"{name} as the experiments trained it, beside these (the repository ships their records); to train "
+        f"your own: posenc experiment length --schemes {name} --out runs/{name}, then posenc report "
+        f"--results runs/{name}."
     )
 
 
@@ -212,40 +252,95 @@ def _run_checks(section: _Section) -> None:
 
 
 def _wide(figure: Any) -> bool:
-    """Whether a figure is shown across the page (and drawn sharper): a strip, or one of several
-    panels (11 inches wide or more) whose labels half a column would shrink past reading."""
+    """Whether a figure is shown across the page: a strip, or one of several panels (11 inches
+    wide or more as drawn) whose labels half a column would shrink past reading."""
     width, height = figure.get_size_inches()
     return width / height > 2.2 or width >= 10.5
 
 
-def _draw(section: _Section, spec: Any, dpi: int, errors: list[str]) -> None:
+def _texts(figure: Any) -> list[Any]:
+    """Every text ``figure`` draws: titles, labels, ticks, legends, annotations."""
+    from matplotlib.text import Text
+
+    return [t for t in figure.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def _smallest_text(figure: Any) -> float:
+    """The size in points of the smallest text ``figure`` draws."""
+    return min((t.get_fontsize() for t in _texts(figure)), default=float("inf"))
+
+
+def _cut_off(figure: Any) -> tuple[str, ...]:
+    """The texts (not tick labels) of a drawn ``figure`` that run past its edge by a pixel or more,
+    and the panel titles that run into another panel's title."""
+    from matplotlib.axis import Tick
+
+    ticks = {id(t) for tick in figure.findobj(Tick) for t in (tick.label1, tick.label2)}
+    renderer = figure.canvas.get_renderer()
+    box = figure.bbox
+    out = []
+    for text in _texts(figure):
+        extent = text.get_window_extent(renderer)
+        inside = (
+            box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1 and box.y0 - 1 <= extent.y0 and extent.y1 <= box.y1 + 1
+        )
+        if id(text) not in ticks and not inside:
+            out.append(text.get_text())
+    titles = [(ax.title.get_text(), ax.title.get_window_extent(renderer)) for ax in figure.axes if ax.title.get_text()]
+    for i, (text, extent) in enumerate(titles):
+        if any(extent.overlaps(other) for _, other in titles[:i] + titles[i + 1 :]):
+            out.append(text)
+    return tuple(out)
+
+
+def _embed(figure: Any, caption: str, dpi: int, layout: list[FigureLayout]) -> str:
+    """``figure`` as a ``<figure>`` of the page: resized to the width it is shown at
+    (:data:`~posenc.report.html.DISPLAY_PX` at :data:`~posenc.report.html.PX_PER_INCH`, keeping
+    its shape), so that a point of text is the same size on the screen in every figure; encoded
+    as a palette PNG at ``dpi``; its layout appended to ``layout``."""
+    from ..viz import figure_bytes
+
+    wide = _wide(figure)
+    display = DISPLAY_PX["wide" if wide else "half"]
+    width, height = figure.get_size_inches()
+    size = (display / PX_PER_INCH, height * display / PX_PER_INCH / width)
+    figure.set_size_inches(*size)
+    png = figure_bytes(figure, "png", dpi=dpi, colours=256)
+    layout.append(FigureLayout(caption, *size, dpi, display, _smallest_text(figure), _cut_off(figure)))
+    return figure_html(png, "png", caption, wide=wide)
+
+
+def _draw(section: _Section, spec: Any, dpi: int, errors: list[str], layout: list[FigureLayout]) -> None:
     """Draw one figure into ``section``; a failure becomes a note and an entry in ``errors``."""
-    from ..viz import figure_bytes, plot
+    from ..viz import plot
 
     try:
         figure = plot(section.name, spec.kind, spec.options)
-        wide = _wide(figure)
-        png = figure_bytes(figure, "png", dpi=round(dpi * 1.3) if wide else dpi)
-        section.figures.append(figure_html(png, "png", spec.caption, wide=wide))
+        section.figures.append(_embed(figure, spec.caption, dpi, layout))
     except Exception as err:  # a figure that fails must not sink the atlas; it is reported
         errors.append(f"{section.name} / {spec.kind}: {type(err).__name__}: {err}")
         section.notes.append(f"Figure '{spec.kind}' could not be drawn: {err}")
 
 
-def _draw_trained(section: _Section, runs: list[Any] | None, results_dir: Path, dpi: int, errors: list[str]) -> None:
-    """The figures of ``section``'s trained encodings (from ``results_dir/encodings``): the bias
+def _draw_trained(
+    section: _Section,
+    runs: list[Any] | None,
+    results_dir: Path,
+    dpi: int,
+    errors: list[str],
+    layout: list[FigureLayout],
+) -> None:
+    """The figures of ``section``'s trained encodings (found by :func:`~.trained.find_encodings`): the bias
     against distance, or the learned table beside a fresh one (learned, Shaw), placed after the
     figure at initialisation; without any, a note says the figures show initialisation only."""
-    from ..viz import figure_bytes
     from .trained import ENCODINGS, TRAINED_AFTER, trained_bias_figures, trained_table_figures
 
     if not runs:
         where = results_dir / ENCODINGS
-        why = (
-            "no such folder (runs from before encodings were saved?)" if not where.is_dir() else "none for this scheme"
-        )
+        saved = where.is_dir() or any(results_dir.glob(f"*/{ENCODINGS}"))
+        why = "none for this scheme" if saved else f"no {ENCODINGS} folder: runs from before encodings were saved?"
         section.notes.append(
-            f"--results: no trained {section.name} encodings in {where} ({why}): the figures "
+            f"--results: no trained {section.name} encodings under {results_dir} ({why}): the figures "
             f"are drawn at initialisation only (train one with posenc experiment length "
             f"--schemes {section.name} --out DIR)."
         )
@@ -259,28 +354,23 @@ def _draw_trained(section: _Section, runs: list[Any] | None, results_dir: Path, 
         errors.append(f"{section.name} / trained: {problem}")
         section.notes.append(f"Trained encodings: {problem}")
     for figure, caption in figures:
-        wide = _wide(figure)
-        png = figure_bytes(figure, "png", dpi=round(dpi * 1.3) if wide else dpi)
-        section.figures.append(figure_html(png, "png", caption, wide=wide))
+        section.figures.append(_embed(figure, caption, dpi, layout))
 
 
-def _layer_schedules_html(dpi: int) -> tuple[str, int]:
+def _layer_schedules_html(dpi: int, layout: list[FigureLayout]) -> tuple[str, int]:
     """Which layers of a few shipped model shapes rotate, with which RoPE, and which have none: the
     section's HTML and the number of figures in it."""
-    from ..viz import figure_bytes
     from ..viz.layers import layer_strip_figure
     from .plan import LAYER_SCHEDULES
 
     figures = []
     for name, (config, caption) in LAYER_SCHEDULES.items():
         try:
-            png = figure_bytes(layer_strip_figure(config, title=name), "png", dpi=dpi)
+            figures.append(_embed(layer_strip_figure(config, title=name), caption, dpi, layout))
         except Exception as err:  # a figure that fails must not sink the atlas
             figures.append(
                 f'<p class="note">{escape(name)}: the layer strip could not be drawn: {escape(str(err))}</p>'
             )
-            continue
-        figures.append(figure_html(png, "png", caption, wide=True))
     drawn = sum(f.startswith("<figure") for f in figures)
     return (
         '<section id="layer-schedules"><h2>Layer schedules: RoPE is not in every layer</h2>'
@@ -293,7 +383,7 @@ def _layer_schedules_html(dpi: int) -> tuple[str, int]:
 
 
 def _assemble(
-    sections: list[_Section], compared: set[str], results_html: str | None, dpi: int = 160
+    sections: list[_Section], compared: set[str], results_html: str | None, dpi: int, layout: list[FigureLayout]
 ) -> tuple[str, int]:
     """The whole page from the finished sections, and the number of figures drawn for it alone."""
     from ..analysis.verdict import DEFINITIONS
@@ -324,7 +414,7 @@ def _assemble(
     nav = [("comparison", "Comparison table")] + [(f"scheme-{slug(s.name)}", s.name) for s in sections]
     if results_html is not None:
         nav.append(("experiments", "Experiments"))
-    schedules, n_strips = _layer_schedules_html(dpi) if any(s.family == "rotary" for s in sections) else ("", 0)
+    schedules, n_strips = _layer_schedules_html(dpi, layout) if any(s.family == "rotary" for s in sections) else ("", 0)
     if schedules:
         nav.insert(1, ("layer-schedules", "Layer schedules"))
     body = [comparison, schedules] + [_section_html(s) for s in sections] + ([results_html] if results_html else [])
@@ -337,14 +427,17 @@ def build_report(
     results_dir: str | Path | None = None,
     schemes: list[str] | None = None,
     progress: Progress | None = None,
-    dpi: int = 160,
+    dpi: int = 168,
 ) -> ReportSummary:
     """Write ``out_dir/index.html`` and return a :class:`ReportSummary`.
 
     ``schemes`` defaults to every registered scheme followed by the reference codes; schemes on
     grids (``n_axes > 1``) get a section measured along axis 0 but no row in the comparison table.
     ``results_dir`` adds the experiments found there. A figure that fails becomes a note on the
-    page and an entry in ``summary.errors``; nothing is fetched from the network.
+    page and an entry in ``summary.errors``; nothing is fetched from the network. Each figure is
+    drawn at the size it is shown (see :class:`FigureLayout`, listed in ``summary.layout``) and
+    ``dpi`` sets its resolution: by default 1.75 image pixels per pixel of the screen (168 dpi), sharp on
+    high-density screens too.
     """
     import torch
 
@@ -360,29 +453,30 @@ def build_report(
             section.notes += [note] if note else []
     errors: list[str] = []
     notes: list[str] = []
+    layout: list[FigureLayout] = []
     trained: dict[str, list[Any]] = {}
     if results_dir is not None:
-        from .trained import ENCODINGS, find_encodings
+        from .trained import find_encodings
 
         trained, problems = find_encodings(results_dir)
         errors += [f"results: {problem}" for problem in problems]
         if not trained:
-            notes.append(
-                f"no trained encodings in {Path(results_dir) / ENCODINGS}: the bias figures are drawn at "
-                "initialisation only"
-            )
+            notes.append(f"no trained encodings under {results_dir}: the bias figures are drawn at initialisation only")
     from .trained import TRAINED_AFTER
 
     steps: list[tuple[str, Callable[[], None]]] = []
     for section in sections:
         steps.append((f"checks: {section.name}", partial(_run_checks, section)))
         for spec in figures_for(section.name, section.family):
-            steps.append((f"{spec.kind}: {section.name}", partial(_draw, section, spec, dpi, errors)))
+            steps.append((f"{spec.kind}: {section.name}", partial(_draw, section, spec, dpi, errors, layout)))
             after = spec.kind == "bias" or TRAINED_AFTER.get(section.name) == spec.kind
             if after and results_dir is not None:  # after training, beside the figure at init
                 runs = trained.get(section.name)
                 steps.append(
-                    (f"trained: {section.name}", partial(_draw_trained, section, runs, Path(results_dir), dpi, errors))
+                    (
+                        f"trained: {section.name}",
+                        partial(_draw_trained, section, runs, Path(results_dir), dpi, errors, layout),
+                    )
                 )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small tensors: extra threads only contend on a shared machine
@@ -404,7 +498,7 @@ def build_report(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.html"
-    html, n_strips = _assemble(sections, set(default_schemes()), results_html, dpi)
+    html, n_strips = _assemble(sections, set(default_schemes()), results_html, dpi, layout)
     with replaced_whole(path) as tmp:  # an earlier index.html stays whole until the new one is
         tmp.write_text(html, encoding="utf-8")
     from .explorer import write_explorer
@@ -413,7 +507,8 @@ def build_report(
     if progress is not None:
         progress("done", len(steps), len(steps))
     n_figures = sum(len(s.figures) for s in sections) + n_strips
-    return ReportSummary(path, names, n_figures, n_results, errors, time.perf_counter() - start, notes)
+    seconds = time.perf_counter() - start
+    return ReportSummary(path, names, n_figures, n_results, errors, seconds, notes, layout)
 
 
 def _version() -> str:

@@ -12,7 +12,17 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-__all__ = ["page", "figure_html", "table_html", "slug", "pair_up"]
+__all__ = ["page", "figure_html", "table_html", "slug", "pair_up", "DISPLAY_PX", "PX_PER_INCH"]
+
+#: How many CSS pixels wide an image is shown in a 1400 px window: across the page ("wide") or in
+#: half of it ("half"; a half-width figure without a partner is centred at the same width). The
+#: column is 1180 px at most, less the body's 28 px padding each side, a section's 1 px border
+#: and 20 px padding each side: 1082 px; two half-width figures have 14 px between them; every
+#: image has a 1 px border. Narrower windows show every figure smaller, all alike.
+DISPLAY_PX = {"wide": 1080, "half": 532}
+#: The atlas draws each figure at the size it is shown, 96 CSS pixels per inch (CSS's own inch):
+#: a 9-point label is 12 px on the screen in every figure, half width or full.
+PX_PER_INCH = 96
 
 _CSS = """
 :root { --fg: #1d2330; --muted: #5b6475; --line: #d9dde5; --pass: #17803d; --fail: #b42318; --bg: #fbfbfd; }
@@ -33,8 +43,8 @@ section { background: #fff; border: 1px solid var(--line); border-radius: 8px; p
 .figures { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 18px 14px; align-items: start; }
 figure { margin: 0; }
 figure.wide { grid-column: 1 / -1; }
-/* a half-width figure without a partner (atlas.py's _pair_up marks it): centred, not beside a gap */
-.figures figure.alone { grid-column: 1 / -1; width: 66%; justify-self: center; }
+/* a half-width figure without a partner (pair_up marks it): centred, as wide as the others */
+.figures figure.alone { grid-column: 1 / -1; width: calc((100% - 14px) / 2); justify-self: center; }
 @media (max-width: 900px) { .figures { grid-template-columns: minmax(0, 1fr); }
   .figures figure.alone { width: 100%; } }
 ul.criteria { font-size: 14px; padding-left: 20px; } ul.criteria li { margin: 2px 0; }
@@ -50,6 +60,7 @@ th { background: #f3f5f9; }
 td.pass { color: var(--pass); font-weight: 600; }
 td.fail { color: var(--fail); font-weight: 600; }
 td.na { color: var(--muted); }
+td.num { white-space: nowrap; }
 td.lengths { min-width: 220px; font-size: 12px; color: var(--muted); }
 .table-wrap { overflow-x: auto; }
 ul.why { font-size: 13px; padding-left: 20px; }

@@ -1,7 +1,8 @@
 """Which figures the atlas draws for each scheme, with which settings and captions.
 
-Schemes named here get the seed articles' figures; a scheme registered later gets a generic set
-for its family, so every name in :func:`posenc.available` has a section.
+Schemes named here get the figures of the articles and papers that introduced or explained them
+(docs/design.md lists the articles posenc was founded on); a scheme registered later gets a
+generic set for its family, so every name in :func:`posenc.available` has a section.
 """
 
 from __future__ import annotations
@@ -37,30 +38,30 @@ _PLAN: dict[str, list[FigureSpec]] = {
         ),
         _spec(
             "clock",
-            "Each (sin, cos) pair is a clock hand turning at its own speed (“Transformer’s Positional Encoding”).",
+            "Each (sin, cos) pair is a clock hand turning at its own speed (Shibuya 2021, “Transformer’s Positional Encoding”).",
             dim=128,
             positions=31,
         ),
         _spec(
             "bits",
-            "Binary digits of p beside the sinusoid's bands: the continuous counter (Kazemnejad 2019).",
+            "Binary digits of p beside the sinusoid's bands: the continuous counter (Kazemnejad 2019, “Transformer Architecture: The Positional Encoding”).",
             positions=64,
         ),
         _spec(
             "dot",
-            "PE(i)·PE(j): constant along each diagonal, i.e. a function of j − i alone (Kazemnejad 2019).",
+            "PE(i)·PE(j): constant along each diagonal, i.e. a function of j − i alone (Kazemnejad 2019, “Transformer Architecture: The Positional Encoding”).",
             dim=128,
             positions=100,
         ),
         _spec(
             "cosine",
-            "Cosine distance from position 1, d = 1024, positions up to 250 (“Understanding positional embeddings”, 2023).",
+            "Cosine distance from position 1, d = 1024, positions up to 250 (Pim 2023, “Understanding positional embeddings in transformer models”).",
             dim=1024,
             positions=251,
         ),
         _spec(
             "distance",
-            "Cosine distance between all pairs of the first 250 positions, d = 1024 (“Understanding positional embeddings”, 2023).",
+            "Cosine distance between all pairs of the first 250 positions, d = 1024 (Pim 2023, “Understanding positional embeddings in transformer models”).",
             dim=1024,
             positions=250,
         ),
@@ -72,7 +73,7 @@ _PLAN: dict[str, list[FigureSpec]] = {
         ),
         _spec(
             "word",
-            "Adding a 2-wide code puts a word's copies on a circle around it (“Transformer’s Positional Encoding”).",
+            "Adding a 2-wide code puts a word's copies on a circle around it (Shibuya 2021, “Transformer’s Positional Encoding”).",
             positions=8,
         ),
         _spec(
@@ -80,13 +81,13 @@ _PLAN: dict[str, list[FigureSpec]] = {
             "Why the waves work, step by step: a slow wave gives nearby positions (10, 12) nearly the same "
             "value, a fast one tells them apart, and together they put a distant position (50) far from both; "
             "more waves of more frequencies make a space where the distance between codes follows the distance "
-            "between positions (“Understanding positional embeddings”, 2023).",
+            "between positions (Pim 2023, “Understanding positional embeddings in transformer models”).",
             positions=64,
         ),
         _spec(
             "concat",
             "The paper adds the code to the word embedding (same width d); concatenating keeps the two "
-            "apart but doubles the width the layers see (“Transformer’s Positional Encoding”).",
+            "apart but doubles the width the layers see (Shibuya 2021, “Transformer’s Positional Encoding”).",
             dim=8,
         ),
     ],
@@ -105,7 +106,7 @@ _PLAN: dict[str, list[FigureSpec]] = {
             "rotation",
             "RoPE rotates each pair of query and key features by its position times the pair's "
             "frequency θ_i; the angle between q at m and k at n is (m − n)·θ_i, so every score depends on the "
-            "offset alone (Su et al. 2021, §3.4.2, eq. 16; article 002's picture).",
+            "offset alone (Su et al. 2021, §3.4.2, eq. 16; the picture of “A Brief Summary on Positional Encoding Methods”).",
             positions=32,
         ),
         _spec(
@@ -373,10 +374,10 @@ _GENERIC = {
 
 #: Where the naive reference codes come from (they are not schemes, so have no class attributes).
 REFERENCE_SOURCES = {
-    "index": '"Understanding positional embeddings in transformer models" (2023), its naive ideas; Kazemnejad 2019',
-    "fraction": '"Understanding positional embeddings in transformer models" (2023), its naive ideas',
+    "index": 'Pim 2023, "Understanding positional embeddings in transformer models", its naive ideas; Kazemnejad 2019',
+    "fraction": 'Pim 2023, "Understanding positional embeddings in transformer models", its naive ideas',
     "binary": 'Kazemnejad 2019, "Transformer Architecture: The Positional Encoding", the binary-counter intuition',
-    "sine_only": "Kazemnejad 2019 and “Transformer’s Positional Encoding”: why both sine and cosine",
+    "sine_only": "Kazemnejad 2019 and Shibuya 2021, “Transformer’s Positional Encoding”: why both sine and cosine",
 }
 
 

@@ -2,8 +2,10 @@
 
 The runner saves each run's encoding as ``RUNS/encodings/<experiment>__<task>__<scheme>__seed<N>.pt``
 (``__<variant>`` appended for a job that trains a model per variant; ``+randomized`` written
-``_randomized``), read back by :func:`posenc.experiments.runner.load_encoding`. A file that cannot
-be read becomes a problem in words, never an error: the atlas still gets built.
+``_randomized``), read back by :func:`posenc.experiments.runner.load_encoding`. A folder of
+records, such as the repository's ``docs/experiments``, holds one runs folder per experiment:
+their encodings are found too, each group named with its folder. A file that cannot be read
+becomes a problem in words, never an error: the atlas still gets built.
 """
 
 from __future__ import annotations
@@ -46,12 +48,20 @@ class TrainedRun:
     spec: str  # the scheme as the file names it ("alibi", "alibi_randomized")
     seed: int
     variant: str = ""
+    folder: str = ""  # the runs folder's name inside a folder of records ("" for a runs folder itself)
 
     @property
     def group(self) -> str:
-        """``experiment/task`` (with the randomized positions and the variant when there are any)."""
+        """``experiment/task`` (with the randomized positions and the variant when there are any),
+        after ``folder:`` for a run found in a folder of records."""
         extra = "".join(f" +{part}" for part in re.findall(r"_(randomized|nope\d+)", self.spec))
-        return f"{self.experiment}/{self.task}{extra}" + (f" [{self.variant}]" if self.variant else "")
+        where = f"{self.folder}: " if self.folder else ""
+        return f"{where}{self.experiment}/{self.task}{extra}" + (f" [{self.variant}]" if self.variant else "")
+
+    @property
+    def file(self) -> str:
+        """The file's name from the folder given: ``encodings/NAME.pt`` or ``FOLDER/encodings/NAME.pt``."""
+        return f"{self.folder}/{ENCODINGS}/{self.path.name}" if self.folder else f"{ENCODINGS}/{self.path.name}"
 
 
 def _scheme_of(spec: str, names: set[str]) -> str | None:
@@ -64,26 +74,31 @@ def _scheme_of(spec: str, names: set[str]) -> str | None:
 
 
 def find_encodings(runs_dir: str | Path) -> tuple[dict[str, list[TrainedRun]], list[str]]:
-    """``({scheme: [TrainedRun, ...]}, problems)`` for every ``*.pt`` in ``runs_dir/encodings``
-    (sorted by group, then seed); names that do not parse or name no registered scheme are problems."""
+    """``({scheme: [TrainedRun, ...]}, problems)`` for every ``*.pt`` in ``runs_dir/encodings`` and
+    in ``runs_dir/*/encodings`` (a folder of records: one runs folder per experiment), sorted by
+    group, then seed; names that do not parse or name no registered scheme are problems."""
     from ..schemes import available
 
-    folder = Path(runs_dir) / ENCODINGS
-    if not folder.is_dir():
-        return {}, []
+    runs_dir = Path(runs_dir)
+    folders = [(runs_dir / ENCODINGS, "")]
+    if runs_dir.is_dir():
+        folders += [(sub / ENCODINGS, sub.name) for sub in sorted(runs_dir.iterdir()) if (sub / ENCODINGS).is_dir()]
     names = set(available())
     found: dict[str, list[TrainedRun]] = {}
     problems = []
-    for path in sorted(folder.glob("*.pt")):
-        match = _NAME.match(path.stem)
-        scheme = _scheme_of(match["spec"], names) if match else None
-        if match is None or scheme is None:
-            problems.append(f"{ENCODINGS}/{path.name}: not named <experiment>__<task>__<scheme>__seed<N>.pt; skipped")
+    for folder, name in folders:
+        if not folder.is_dir():
             continue
-        run = TrainedRun(
-            path, match["experiment"], match["task"], match["spec"], int(match["seed"]), match["variant"] or ""
-        )
-        found.setdefault(scheme, []).append(run)
+        where = f"{name}/{ENCODINGS}" if name else ENCODINGS
+        for path in sorted(folder.glob("*.pt")):
+            match = _NAME.match(path.stem)
+            scheme = _scheme_of(match["spec"], names) if match else None
+            if match is None or scheme is None:
+                problems.append(f"{where}/{path.name}: not named <experiment>__<task>__<scheme>__seed<N>.pt; skipped")
+                continue
+            seed, variant = int(match["seed"]), match["variant"] or ""
+            run = TrainedRun(path, match["experiment"], match["task"], match["spec"], seed, variant, name)
+            found.setdefault(scheme, []).append(run)
     for runs in found.values():
         runs.sort(key=lambda r: (r.group, r.seed))
     return found, problems
@@ -113,7 +128,7 @@ def trained_bias_figures(
                 seeds.append(run.seed)
                 learned = learned or any(p.numel() for p in module.parameters())
             except Exception as err:  # a broken file must not sink the atlas; it is reported
-                problems.append(f"{ENCODINGS}/{run.path.name}: cannot be drawn ({type(err).__name__}: {err})")
+                problems.append(f"{run.file}: cannot be drawn ({type(err).__name__}: {err})")
         if not data:
             continue
         heads = data[0]["heads"]
@@ -126,11 +141,12 @@ def trained_bias_figures(
         caption = (
             f"After training on {group}, {seed_words}: the same figure for the encoding the experiment trained."
             + ("" if learned else " It has no learned parameters: training leaves it as it was.")
-            + f" (The experiment's model: {heads_words}; loaded from {', '.join(f'{ENCODINGS}/{r.path.name}' for r in members[:3])}"
+            + f" (The experiment's model: {heads_words}; loaded from {', '.join(r.file for r in members[:3])}"
             + (", …" if len(members) > 3 else "")
             + ")."
         )
-        figures.append((bias_figure(data, title=title, label=group), caption))
+        label = members[0].group.removeprefix(f"{members[0].folder}: ")  # panel titles: the folder is in the caption
+        figures.append((bias_figure(data, title=title, label=label), caption))
     return figures, problems + _undrawn(scheme, groups)
 
 
@@ -184,12 +200,12 @@ def trained_table_figures(
             fresh = create(scheme, **{f: getattr(module.config, f) for f in module.config.__dataclass_fields__})
             init = _table(fresh)[0]
         except Exception as err:  # a broken file must not sink the atlas; it is reported
-            problems.append(f"{ENCODINGS}/{run.path.name}: cannot be drawn ({type(err).__name__}: {err})")
+            problems.append(f"{run.file}: cannot be drawn ({type(err).__name__}: {err})")
             continue
         what = "position table" if scheme == "learned" else "key embeddings a^K"
         title = f"{scheme}: the {what} after training on {group} (seed {run.seed}) beside a fresh one"
         caption = (
-            f"After training on {group}, seed {run.seed} (loaded from {ENCODINGS}/{run.path.name}): the trained "
+            f"After training on {group}, seed {run.seed} (loaded from {run.file}): the trained "
             f"{what} beside a table at the scheme's own initialisation, on one colour scale; below, the cosine "
             "similarity of every pair of rows. "
             + (

@@ -3,8 +3,8 @@
 Shape legend: ``b`` batch, ``h`` heads, ``s`` sequence, ``sq``/``sk`` query/key positions,
 ``d`` embedding width, ``hd`` head width.
 
-Position can enter attention in three places (the unifying view of the seed articles), and every
-:class:`PositionalEncoding` offers all three, the unused ones doing nothing:
+Position can enter attention in three places (docs/design.md), and every :class:`PositionalEncoding`
+offers all three, the unused ones doing nothing:
 
 * :meth:`~PositionalEncoding.embed` — added to (or concatenated with) the token embeddings;
 * :meth:`~PositionalEncoding.rotate` — applied to queries and keys (RoPE, xPos);
@@ -342,7 +342,7 @@ class PositionalEncoding(nn.Module):
         """Module-wide casts move float64 buffers to the new device but keep them float64, and
         empty the row caches (rebuilt on use).
 
-        Frequencies, slopes and decay rates are float64 by the precision policy (DESIGN.md): a
+        Frequencies, slopes and decay rates are float64 by the precision policy (docs/design.md): a
         ``model.to(torch.bfloat16)`` must not round the numbers positions are multiplied by
         (bf16 holds ~3 significant digits). Parameters and other buffers follow the cast as usual.
         """

@@ -209,12 +209,37 @@ def save_figure(figure: Any, path: str | Path, *, dpi: int = 120) -> Path:
     return path
 
 
-def figure_bytes(figure: Any, fmt: str = "png", *, dpi: int = 90) -> bytes:
-    """The figure encoded as ``fmt`` (png or svg) in memory, for embedding in the report."""
+def figure_bytes(figure: Any, fmt: str = "png", *, dpi: int = 90, colours: int | None = None) -> bytes:
+    """The figure encoded as ``fmt`` (png or svg) in memory, for embedding in the report.
+
+    ``colours`` (PNG only, 2 to 256) writes a palette PNG of at most that many colours: the figure
+    is rendered by Agg, and Pillow's median cut picks the palette without dithering (lines, text
+    and a colour map's 256 steps keep their colours; a smooth gradient of more colours gets
+    steps), which makes the file about three times smaller.
+    """
     if fmt not in ("png", "svg"):
         raise ValueError(f"figure_bytes encodes 'png' or 'svg', got {fmt!r}")
+    if colours is not None:
+        if fmt != "png" or isinstance(colours, bool) or not isinstance(colours, int) or not 2 <= colours <= 256:
+            raise ValueError(f"colours must be a whole number from 2 to 256, for png only; got {colours!r} ({fmt})")
+        return _palette_png(figure, dpi, colours)
     buffer = io.BytesIO()
     figure.savefig(buffer, format=fmt, dpi=dpi, metadata=_metadata(fmt))
+    return buffer.getvalue()
+
+
+def _palette_png(figure: Any, dpi: int, colours: int) -> bytes:
+    """``figure`` at ``dpi`` as a PNG of at most ``colours`` colours (see :func:`figure_bytes`)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image  # a dependency of matplotlib
+
+    canvas = FigureCanvasAgg(figure)
+    figure.set_dpi(dpi)
+    rgba, size = canvas.print_to_buffer()
+    image = Image.frombuffer("RGBA", size, rgba, "raw", "RGBA", 0, 1).convert("RGB")  # figures are opaque
+    palette = image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    buffer = io.BytesIO()
+    palette.save(buffer, format="PNG", compress_level=6)
     return buffer.getvalue()
 
 

@@ -1,6 +1,7 @@
 """Three pictures from the founding articles, drawn from :mod:`posenc.analysis.articles`: two
-cosine waves read at nearby and distant positions (seed 004), Shaw et al.'s clipped relative index
-(seed 002) and a word embedding plus or concatenated with its position code (seed 003).
+cosine waves read at nearby and distant positions (Pim 2023), Shaw et al.'s clipped relative index
+(“A Brief Summary on Positional Encoding Methods”) and a word embedding plus or concatenated with
+its position code (Shibuya 2021).
 
 Shape legend: ``w`` wave samples, ``p`` marked positions, ``d`` widths.
 """
@@ -80,7 +81,7 @@ def clipped_index_figure(index: Any, *, max_relative_position: int, title: str) 
     figure.colorbar(image, ax=ax, label="embedding index r = clip(n − m, −K, K)", ticks=range(-k, k + 1))
     ax.set_xlabel("key position n")
     ax.set_ylabel("query position m")
-    ax.set_title(f"K = {k}: 2K + 1 = {2 * k + 1} embeddings; bold cells are clipped", fontsize=10)
+    ax.set_title(f"K = {k}: {2 * k + 1} embeddings; bold cells clipped", fontsize=10)
     figure.suptitle(title)
     return figure
 

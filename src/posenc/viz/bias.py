@@ -87,7 +87,7 @@ def bias_panels(
         handles.append(Line2D([], [], color="0.4", lw=0.7, alpha=0.6, label=thin_label))
     if band_label:
         handles.append(Patch(color="0.4", alpha=0.15, label=band_label))
-    axes[-1].legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    axes[-1].legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     figure.suptitle(title, fontsize=11)
     return figure
 

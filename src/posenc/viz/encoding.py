@@ -33,7 +33,7 @@ def encoding_heatmap(
 ) -> Any:
     """Heatmap of a code ``[p, d]``: one row per position, one column per feature.
 
-    The classic picture of Vaswani et al. (2017, section 3.5) as drawn in the seed articles: fast
+    The classic picture of Vaswani et al. (2017, section 3.5) as Kazemnejad 2019 and Shibuya 2021 draw it: fast
     waves on the left, slow ones on the right. Zero is white: the colour scale is symmetric about
     it (red positive, blue negative), or one-sided for a code of one sign (ALiBi's biases are all
     at most 0: white to blue, not half a scale left unused). ``columns`` names what the columns are
@@ -81,7 +81,7 @@ def clock_view(
 
     ``sin``/``cos`` are ``[p, k]``: the pair values at ``positions`` for the pairs ``pairs``. With
     x = sin and y = cos every hand starts at twelve o'clock at position 0 and turns clockwise as the
-    position grows, fast hands first (the seed article 003's clock interpretation of section 3.5).
+    position grows, fast hands first (Shibuya 2021's clock interpretation of section 3.5).
     """
     import numpy as np
 
@@ -128,7 +128,7 @@ def _pair_colours(n: int) -> list[Any]:
 def bits_vs_bands(bits: Any, code: Any, *, title: str = "Binary counter vs sinusoid") -> Any:
     """Binary digits of each position ``[p, b]`` beside a sinusoidal code ``[p, d]``.
 
-    The seed article 000's intuition: the lowest bit flips every position, the next every two, …;
+    Kazemnejad 2019's intuition: the lowest bit flips every position, the next every two, …;
     the sinusoid's fast-to-slow bands are the continuous analogue. Both panels put the fastest
     column on the left.
     """
@@ -176,7 +176,7 @@ def word_plus_position(
     """Word vectors ``[w, 2]`` and each word plus its position code at ``positions``: ``points [w, p, 2]``.
 
     With a 2-wide sinusoid the code is a point on the unit circle, so each word's copies sit on a
-    circle around it (seed article 003's picture of adding the code to the embedding).
+    circle around it (Shibuya 2021's picture of adding the code to the embedding).
     """
     import numpy as np
 
@@ -197,7 +197,7 @@ def word_plus_position(
         )
         for (x, y), position in list(zip(points[i], positions))[:_WORD_LABELS]:
             ax.plot([words[i, 0], x], [words[i, 1], y], color="0.85", lw=0.8, zorder=1)
-            ax.annotate(f"{position}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+            ax.annotate(f"{position}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=8)
         # the last position drawn first, so that the labelled first ones stay on top
         scatter = ax.scatter(
             points[i, ::-1, 0],

@@ -2,8 +2,9 @@
 its data from :mod:`posenc.analysis` before drawing it.
 
 ``posenc plot SCHEME --kind KIND`` and the report both go through :func:`plot`. Defaults follow
-the seed articles: the classic heatmap is 128 dims × 50 positions; the cosine distances from
-position 1 use d = 1024 and positions up to 250 (seed 004); the projection shows 1000 positions.
+the articles posenc was founded on (docs/design.md): the classic heatmap is 128 dims × 50 positions;
+the cosine distances from position 1 use d = 1024 and positions up to 250 (Pim 2023); the projection
+shows 1000 positions.
 
 Shape legend: ``n`` positions, ``d`` code width, ``k`` clock hands, ``side`` grid side.
 """
@@ -35,8 +36,8 @@ _ROWS = {  # what a row of the encoding matrix is, per family (see posenc.analys
     "absolute": "position code",
     "reference": "naive reference code",
     "rotary": "rotated unit query",
-    "bias": "bias to the key at 0, per head",
-    "relative": "key embedding a^K to the key at 0",
+    "bias": "bias to the key at 0",
+    "relative": "a^K to the key at 0",
     "none": "no code (zeros)",
 }
 
@@ -147,7 +148,7 @@ def _multi_axis(name: str, family: str) -> bool:
 
 
 def _seed_004_dim(scheme: str) -> int | None:
-    """Seed 004 measures distances at d = 1024; binary digits keep their own width (more are zeros)."""
+    """Pim 2023 measures distances at d = 1024; binary digits keep their own width (more are zeros)."""
     return None if scheme == "binary" else 1024
 
 
@@ -207,7 +208,7 @@ def _word(scheme: str, options: PlotOptions) -> Any:
         data["words"],
         data["points"],
         positions,
-        title="Two words plus a 2-wide sinusoid: each word's copies lie on a circle",
+        title="Two words plus a 2-wide sinusoid: copies on a circle",
     )
 
 
@@ -233,7 +234,7 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
             data["mean"],
             data.get("std"),
             data.get("bound"),
-            title=f"{_label(scheme, options)}: the logit of the same content, on average, falls with distance",
+            title=f"{_label(scheme, options)}: the same content's logit falls with distance",
         )
     labels = list(data["labels"])
     if "slopes" in data:  # ALiBi: name each line by its slope
@@ -267,19 +268,21 @@ def _logits(scheme: str, options: PlotOptions) -> Any:
         ylabel="logit term  q · a^K",
         mark=clip,
         mark_label=label,
-        title=f"{scheme}: query term against distance (random queries), flat past K",
+        title=f"{scheme}: query term against distance, flat past K",
     )
 
 
 def _bias(scheme: str, options: PlotOptions) -> Any:
+    from ..analysis import build_scheme
     from ..analysis.bias import bias_against_distance
     from .bias import bias_figure
 
-    data = bias_against_distance(
-        scheme, length=options.positions or 256, seed=options.seed, **scheme_config(scheme, options)
-    )
+    module = build_scheme(scheme, seed=options.seed, **scheme_config(scheme, options))
+    data = bias_against_distance(module, length=options.positions or 256, seed=options.seed)
+    learned = any(p.requires_grad for p in module.parameters())
+    when = " at initialisation" if learned else " (no learned parameters)"
     what = ", random inputs" if data["data_dependent"] else ""
-    return bias_figure([data], title=f"{_label(scheme, options)}: bias per head at initialisation{what}")
+    return bias_figure([data], title=f"{_label(scheme, options)}: bias per head{when}{what}")
 
 
 def _buckets(scheme: str, options: PlotOptions) -> Any:
@@ -393,7 +396,7 @@ def _waves(scheme: str, options: PlotOptions) -> Any:
 
     return two_waves_figure(
         two_waves(length=options.positions or 64),
-        title="Reading two cosine waves at nearby and distant positions (“Understanding positional embeddings”)",
+        title="Reading two cosine waves at nearby and distant positions (Pim 2023)",
     )
 
 
@@ -405,7 +408,7 @@ def _clipped(scheme: str, options: PlotOptions) -> Any:
     return clipped_index_figure(
         clipped_relative_index(options.positions or 9, k),
         max_relative_position=k,
-        title="Shaw et al.'s relative index between query m and key n, clipped at ±K",
+        title="Shaw et al.: the relative index n − m, clipped at ±K",
     )
 
 

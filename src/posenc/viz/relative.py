@@ -65,7 +65,7 @@ def logits_vs_distance(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2 if n > 6 else 1, loc="best")
+    ax.legend(fontsize=8, ncol=2 if n > 6 else 1, loc="best")
     return figure
 
 
@@ -167,7 +167,7 @@ def alibi_slopes(slopes: Any, *, title: str = "ALiBi slope per head") -> Any:
         ax.set_xticks(range(h))  # else matplotlib's own sparse integer ticks
     ax.set_title(f"{title} ({h} heads)")
     if h <= 16:
-        ax.bar_label(bars, labels=[f"{s:.3g}" for s in slopes], fontsize=7, padding=2)
+        ax.bar_label(bars, labels=[f"{s:.3g}" for s in slopes], fontsize=8, padding=2)
         low, high = ax.get_ylim()
         ax.set_ylim(low, high * 1.8)  # room for the label of the tallest bar (log scale)
     ax.grid(axis="y", alpha=0.3)

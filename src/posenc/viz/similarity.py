@@ -3,8 +3,8 @@ cosine distances), distance from one position against position, and a 2D project
 
 Shape legend: ``p`` positions, ``n`` projected points.
 
-Each function draws data computed by :mod:`posenc.analysis` (the seed article 004's distance
-scatter, distance matrix and projection; article 000's dot-product matrix).
+Each function draws data computed by :mod:`posenc.analysis` (Pim 2023's distance
+scatter, distance matrix and projection; Kazemnejad 2019's dot-product matrix).
 """
 
 from __future__ import annotations

@@ -408,7 +408,8 @@ def _assemble(
         "and the criteria they argue in words, made into measurements. "
         f"posenc {escape(_version())}; scheme sections: {len(sections) - n_refs}, naive references: {n_refs}.</p>"
         '<p><a href="explorer.html">Interactive explorer</a>: pick sinusoidal, RoPE with any scaling, ALiBi or T5 '
-        "buckets and move the dimension, base, scaling and length; the matrices, clock and curves redraw.</p>"
+        "buckets, move or type the dimension, base, scaling and length, load a published model's RoPE or paste "
+        "a config.json's RoPE fields; the matrices, clock and curves redraw.</p>"
     )
     intro += _where_position_enters([s.name for s in sections if s.family != "reference"])
     nav = [("comparison", "Comparison table")] + [(f"scheme-{slug(s.name)}", s.name) for s in sections]

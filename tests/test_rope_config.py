@@ -824,7 +824,7 @@ def _bare_model_types() -> list[str]:
     transformers.logging.set_verbosity_error()  # default token ids outside tiny vocabularies: logged
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for model_type in sorted(posenc.rope_config.MODEL_LAYOUTS):
+        for model_type in sorted(posenc.config.MODEL_LAYOUTS):
             if model_type in _STRICT_SIZES:
                 continue
             config = CONFIG_MAPPING[model_type]()

@@ -505,5 +505,5 @@ def test_the_sweep_covers_the_model_types_posenc_knows():
     type in ``MODEL_LAYOUTS`` that the rule finds is among them."""
     covered = [t for t in rotary_model_types() if t not in NOT_READ]
     assert len(covered) == COVERED_COUNT, (len(covered), sorted(covered))
-    known = set(posenc.rope_config.MODEL_LAYOUTS)
+    known = set(posenc.config.MODEL_LAYOUTS)
     assert sorted(known & set(NOT_READ)) == []

@@ -72,9 +72,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..config import rope_from_config
 from ..functional.rope_scaling import ROPE_SCALINGS, parse_scaling
 from ..kernels import rope as rotate
-from ..rope_config import rope_from_config
 from ..schemes.mrope import MRope
 from ..schemes.rope import Rope
 

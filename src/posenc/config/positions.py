@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from .functional._checks import check_bool, check_positive_int
+from ..functional._checks import check_bool, check_positive_int
 
 __all__ = ["mrope_positions", "token_types", "decode_positions", "TEXT", "IMAGE", "VIDEO"]
 

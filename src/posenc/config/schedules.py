@@ -47,9 +47,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .functional.temperature import QueryTemperature
-from .rope_config import _load, rope_from_config
-from .schemes.base import PositionalEncoding, create
+from ..functional.temperature import QueryTemperature
+from ..schemes.base import PositionalEncoding, create
+from .fields import _load
+from .rope import rope_from_config
 
 __all__ = ["NOPE", "ROPE", "layer_schedule", "encodings_from_config", "query_scales_from_config"]
 

@@ -394,7 +394,7 @@ def test_bad_configs(tmp_path):
     )
     assert rope.config.layout == "interleaved"
     with pytest.raises(ValueError, match=r"config needs 'head_dim', or 'hidden_size' and 'num_attention_heads'"):
-        posenc.rope_from_config({"model_type": "llama"})
+        posenc.rope_from_config({"model_type": "mystery"}, layout="half")
     # a key the rope type does not take: transformers logs it and goes on, and posenc warns and goes on
     with pytest.warns(
         UserWarning, match=r"config rope scaling 'llama3' does not take \['beta_fast'\] \(it takes .*\); posenc rotates"

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from .positions import IMAGE, TEXT, VIDEO, decode_positions, mrope_positions, token_types
 from .rope import MODEL_LAYOUTS, rope_from_config
-from .schedules import NOPE, ROPE, encodings_from_config, layer_schedule, query_scales_from_config
+from .schedules import NO_ATTENTION, NOPE, ROPE, encodings_from_config, layer_schedule, query_scales_from_config
 
 __all__ = [
     "MODEL_LAYOUTS",
     "NOPE",
+    "NO_ATTENTION",
     "ROPE",
     "TEXT",
     "IMAGE",

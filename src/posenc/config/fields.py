@@ -11,6 +11,31 @@ from typing import Any
 
 
 def _load(config: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
+    """The config as a dict, its names (``model_type``, ``rope_type``) checked to be strings."""
+    loaded = _read(config)
+    _check_names(loaded)
+    return loaded
+
+
+#: Config fields that name something and so must be strings (a list there is a malformed file).
+_NAMES = ("model_type", "rope_type", "type")
+
+
+def _check_names(config: Mapping[str, Any], where: str = "") -> None:
+    for name in _NAMES:
+        value = config.get(name)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"config field '{where}{name}' must be a string (a name such as 'llama'), got {value!r}")
+    for name in ("text_config", "rope_scaling", "rope_parameters"):
+        nested = config.get(name)
+        if isinstance(nested, Mapping):
+            _check_names(nested, f"{where}{name}.")
+            for key, inner in nested.items():
+                if isinstance(inner, Mapping):
+                    _check_names(inner, f"{where}{name}.{key}.")
+
+
+def _read(config: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
     if isinstance(config, Mapping):
         return dict(config)
     if isinstance(config, (str, os.PathLike)):
@@ -85,22 +110,31 @@ def _head_dim(config: Mapping[str, Any]) -> tuple[int, str]:
     return width // heads, f"config fields {names[0]!r} // {names[1]!r} (head_dim = {width} // {heads})"
 
 
-#: Config classes that name the fields under other names (their ``attribute_map``): DBRX.
+#: Config classes that name the fields under other names (their ``attribute_map``): DBRX's sizes,
+#: JetMoE's ``head_dim`` (``JetMoeConfig.attribute_map = {"head_dim": "kv_channels"}``: its
+#: config.json says ``kv_channels``) and Zamba2's (``{"head_dim": "attention_head_dim"}``).
 _FIELD_ALIASES = {
-    "dbrx": {"d_model": "hidden_size", "n_heads": "num_attention_heads", "max_seq_len": "max_position_embeddings"}
+    "dbrx": {"d_model": "hidden_size", "n_heads": "num_attention_heads", "max_seq_len": "max_position_embeddings"},
+    "jetmoe": {"kv_channels": "head_dim"},
+    "zamba2": {"attention_head_dim": "head_dim"},
 }
+#: Config classes that set ``head_dim = hidden_size // num_attention_heads`` whatever the config.json
+#: says (``DeepseekOcr2TextConfig.__post_init__``).
+_HEAD_DIM_FROM_WIDTH = ("deepseek_ocr2", "deepseek_ocr2_text")
 
 
 def _own_field_names(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with the standard field names where its class uses others (``_FIELD_ALIASES``), and
-    Zamba2's head width, which its class sets to ``2 * hidden_size // num_attention_heads`` whatever
-    the config.json says (``Zamba2Config.__post_init__``: its attention reads the hidden state
-    concatenated with the input embeddings)."""
+    """``config`` with the standard field names where its class uses others (``_FIELD_ALIASES``);
+    Zamba2's head width is its ``attention_head_dim``, else ``2 * hidden_size // num_attention_heads``
+    (``Zamba2Config.__post_init__``: its attention reads the hidden state concatenated with the input
+    embeddings); DeepSeek-OCR 2's is ``hidden_size // num_attention_heads`` (``_HEAD_DIM_FROM_WIDTH``)."""
     model_type = config.get("model_type")
     for name, standard in _FIELD_ALIASES.get(model_type, {}).items():
         if config.get(standard) is None and config.get(name) is not None:
             config = {**config, standard: config[name]}
-    if model_type == "zamba2" and config.get("hidden_size") and config.get("num_attention_heads"):
+    if model_type in _HEAD_DIM_FROM_WIDTH:
+        config = {k: v for k, v in config.items() if k != "head_dim"}
+    if model_type == "zamba2" and config.get("head_dim") is None and config.get("num_attention_heads"):
         width = _whole("hidden_size", config["hidden_size"])
         config = {**config, "head_dim": 2 * width // _whole("num_attention_heads", config["num_attention_heads"])}
     return config

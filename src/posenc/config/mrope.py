@@ -32,15 +32,46 @@ _MROPE_TYPES: dict[str, tuple[bool | str, str, float | None]] = {
 }
 #: MRoPE model types whose ``mrope_section`` lists ``[h, w, t]`` (Ernie 4.5 VL), not ``[t, h, w]``.
 _MROPE_HWT_ORDER = ("ernie4_5_vl_moe", "ernie4_5_vl_moe_text")
-#: MRoPE model types whose frequencies posenc's sections cannot express, with what they do instead.
+#: MRoPE model types whose frequencies posenc's sections cannot express, with what they do instead
+#: (transformers 5.24: each family's text rotary module and ``get_rope_index``).
 _MROPE_REFUSED = {
-    "hunyuan_vl": "HunYuan-VL reads a variable number of MRoPE axes (len(mrope_section))",
-    "hy_v4_vl": "HY-V4-VL rotates a multi-head-latent slice with its own table layout",
-    "cohere_compass": "Cohere Compass keeps one MRoPE per layer type",
+    **dict.fromkeys(
+        ("hunyuan_vl", "hunyuan_vl_text"),
+        "HunYuan-VL reads a variable number of MRoPE axes (len(mrope_section), HunYuanVLRotaryEmbedding)",
+    ),
+    **dict.fromkeys(
+        ("hy_v4_vl", "hy_v4_vl_text"), "HY-V4-VL rotates a multi-head-latent slice with its own table layout"
+    ),
+    **dict.fromkeys(("cohere_compass", "cohere_compass_text"), "Cohere Compass keeps one MRoPE per layer type"),
     "neomme": "NeoMME has two axes with per-layer-type spectra",
-    "qwen2_5_omni": "Qwen2.5-Omni's thinker is nested under thinker_config",
-    "qwen3_omni_moe": "Qwen3-Omni's thinker is nested under thinker_config",
+    **dict.fromkeys(
+        ("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text", "qwen2_5_omni_talker"),
+        "Qwen2.5-Omni's thinker and talker position audio, image and video tokens by time "
+        "(Qwen2_5OmniThinkerForConditionalGeneration.get_rope_index)",
+    ),
+    **dict.fromkeys(
+        (
+            "qwen3_omni_moe",
+            "qwen3_omni_moe_thinker",
+            "qwen3_omni_moe_text",
+            "qwen3_omni_moe_talker_text",
+            "qwen3_omni_moe_talker_code_predictor",
+        ),
+        "Qwen3-Omni's thinker and talker position audio, image and video tokens by time "
+        "(Qwen3OmniMoeThinkerForConditionalGeneration.get_rope_index)",
+    ),
 }
+
+
+def _refuse_mrope_family(model_type: object) -> None:
+    """A ValueError naming an MRoPE family posenc does not express, and why (``_MROPE_REFUSED``)."""
+    if model_type in _MROPE_REFUSED:
+        raise ValueError(
+            f"model_type {model_type!r}: {_MROPE_REFUSED[model_type]}, which posenc's MRoPE (three sections, "
+            f"contiguous or interleaved) does not express; supported MRoPE model types: {', '.join(sorted(_MROPE_TYPES))}"
+        )
+
+
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved", "interleaved")
 
 
@@ -56,11 +87,7 @@ def _mrope(config: Mapping[str, Any], params: dict[str, Any]) -> tuple[tuple[int
     sections = found.get("mrope_section")
     if sections is None:
         return None
-    if model_type in _MROPE_REFUSED:
-        raise ValueError(
-            f"model_type {model_type!r}: {_MROPE_REFUSED[model_type]}, which posenc's MRoPE (three sections, "
-            f"contiguous or interleaved) does not express; supported MRoPE model types: {', '.join(sorted(_MROPE_TYPES))}"
-        )
+    _refuse_mrope_family(model_type)
     flag = found.get("mrope_interleaved", found.get("interleaved"))
     if model_type in _MROPE_TYPES:
         interleaved = _MROPE_TYPES[model_type][0]

@@ -4,7 +4,9 @@ Reads the fields that Hugging Face transformers reads for the model's rotary emb
 the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
 
 * fields a config.json leaves out take the value the model type's transformers config class gives
-  them (``_HF_DEFAULTS``: its ``default_theta`` such as Mixtral's 1e6 and Cohere's 5e5, a fixed
+  them: its sizes (``hidden_size``, head count, ``max_position_embeddings``, a fixed ``head_dim``;
+  :mod:`posenc.config.generated`, written by ``tools/gen_config_tables.py`` from the installed
+  transformers) and, written by hand in :mod:`posenc.config.tables` (``_HF_DEFAULTS``), its ``default_theta`` such as Mixtral's 1e6 and Cohere's 5e5, a fixed
   ``head_dim`` such as Qwen3's 128, ``max_position_embeddings``, Apertus' default Llama 3 scaling);
   a base or share that a class keeps only in its default rope dict (Ministral 3's 1e6, Higgs Audio
   v2's and Muse Spark's 5e5, Nemotron 3.5 Transcribe's 0.5) holds only when the config.json has no
@@ -127,7 +129,8 @@ from .families import (
     _layer_head_dim,
 )
 from .fields import _TRAILING_ROPE, _check_even_head, _field, _head_dim, _load, _nested, _number, _own_field_names
-from .mrope import _MROPE_TYPES, _mrope, _mrope_rotary_dim
+from .generated import CLASS_DEFAULTS
+from .mrope import _MROPE_TYPES, _mrope, _mrope_rotary_dim, _refuse_mrope_family
 from .scaling import _rotary_dim, _scaling
 from .tables import _HF_DEFAULTS, _NEOX, MODEL_LAYOUTS
 
@@ -150,6 +153,47 @@ def _layout(config: Mapping[str, Any], layout: str | None) -> str:
     return MODEL_LAYOUTS[model_type]
 
 
+def _layer_typed_table(config: Mapping[str, Any], scaling: Any, parameters: Any) -> dict[str, Any]:
+    """Gemma 3's and OLMo 3's flat form: ``rope_scaling`` updates the global RoPE only (``_LAYER_TYPED``)."""
+    full_theta, local_field, local_theta = _LAYER_TYPED[config["model_type"]]
+    nested = dict(parameters) if _nested(parameters) else {"full_attention": dict(parameters or {})}
+    full = {**nested.get("full_attention", {}), **(scaling or {})}
+    full.setdefault("rope_theta", _field(config, "rope_theta") or full_theta)
+    local = dict(nested.get("sliding_attention") or {"rope_type": "default"})
+    local.setdefault("rope_theta", (_field(config, local_field) if local_field else None) or local_theta)
+    return {**nested, "full_attention": full, "sliding_attention": local}
+
+
+def _global_local_table(config: Mapping[str, Any], scaling: Any, parameters: Any) -> dict[str, Any]:
+    """ModernBERT's flat form: ``rope_scaling`` updates both RoPEs (``_GLOBAL_LOCAL``)."""
+    nested = dict(parameters) if _nested(parameters) else {}
+    table = dict(nested)
+    kinds = ("full_attention", "sliding_attention")
+    for kind, field, theta in zip(kinds, _GLOBAL_LOCAL_FIELDS, _GLOBAL_LOCAL[config["model_type"]], strict=True):
+        rope = {**(nested.get(kind) or {"rope_type": "default"}), **(scaling or {})}
+        rope.setdefault("rope_theta", _field(config, field) or theta)
+        table[kind] = rope
+    return table
+
+
+def _pick_layer_type(table: Mapping[str, Any], layer_type: str | None) -> dict[str, Any]:
+    if not _nested(table):
+        if layer_type is not None:
+            raise ValueError(
+                f"layer_type={layer_type!r} picks one of a config's per-layer-type RoPEs, "
+                "and this config has a single RoPE; leave layer_type out"
+            )
+        return dict(table)
+    kinds = sorted(k for k, v in table.items() if isinstance(v, Mapping))
+    if layer_type is None:
+        raise ValueError(f"this config has a RoPE per layer type ({', '.join(kinds)}); pass layer_type= one of {kinds}")
+    if not isinstance(layer_type, str):
+        raise TypeError(f"layer_type must be a string, one of {kinds}, got {layer_type!r}")
+    if layer_type not in kinds:
+        raise ValueError(f"unknown layer_type {layer_type!r}; this config's RoPEs are for: {', '.join(kinds)}")
+    return dict(table[layer_type])
+
+
 def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str, Any]:
     """The one ``rope_parameters`` dict that applies: ``rope_scaling`` wins over ``rope_parameters``
     when a config has both (HF ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``);
@@ -161,37 +205,68 @@ def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str,
             raise ValueError(
                 f'config field {name!r} must be an object like {{"rope_type": "linear", "factor": 4.0}}, got {value!r}'
             )
-    if config.get("model_type") in _LAYER_TYPED:  # rope_scaling updates the global RoPE only
-        full_theta, local_field, local_theta = _LAYER_TYPED[config["model_type"]]
-        nested = dict(parameters) if _nested(parameters) else {"full_attention": dict(parameters or {})}
-        full = {**nested.get("full_attention", {}), **(scaling or {})}
-        full.setdefault("rope_theta", _field(config, "rope_theta") or full_theta)
-        local = dict(nested.get("sliding_attention") or {"rope_type": "default"})
-        local.setdefault("rope_theta", (_field(config, local_field) if local_field else None) or local_theta)
-        table: Any = {**nested, "full_attention": full, "sliding_attention": local}
-    elif config.get("model_type") in _GLOBAL_LOCAL:  # rope_scaling updates both RoPEs
-        nested = dict(parameters) if _nested(parameters) else {}
-        table = dict(nested)
-        kinds = ("full_attention", "sliding_attention")
-        for kind, field, theta in zip(kinds, _GLOBAL_LOCAL_FIELDS, _GLOBAL_LOCAL[config["model_type"]], strict=True):
-            rope = {**(nested.get(kind) or {"rope_type": "default"}), **(scaling or {})}
-            rope.setdefault("rope_theta", _field(config, field) or theta)
-            table[kind] = rope
+    if config.get("model_type") in _LAYER_TYPED:
+        table: Mapping[str, Any] = _layer_typed_table(config, scaling, parameters)
+    elif config.get("model_type") in _GLOBAL_LOCAL:
+        table = _global_local_table(config, scaling, parameters)
     else:
         table = scaling or parameters or {}
-    if not _nested(table):
-        if layer_type is not None:
-            raise ValueError(
-                f"layer_type={layer_type!r} picks one of a config's per-layer-type RoPEs, "
-                "and this config has a single RoPE; leave layer_type out"
-            )
-        return dict(table)
-    kinds = sorted(k for k, v in table.items() if isinstance(v, Mapping))
-    if layer_type is None:
-        raise ValueError(f"this config has a RoPE per layer type ({', '.join(kinds)}); pass layer_type= one of {kinds}")
-    if layer_type not in kinds:
-        raise ValueError(f"unknown layer_type {layer_type!r}; this config's RoPEs are for: {', '.join(kinds)}")
-    return dict(table[layer_type])
+    return _pick_layer_type(table, layer_type)
+
+
+def _text_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """A multimodal config's text model fields (its ``text_config``), completed with the config
+    class's defaults (``_HF_DEFAULTS``) and read under the standard field names. Families whose
+    MRoPE posenc does not express are refused here, naming the family and why."""
+    text_config = config.get("text_config")
+    if text_config is not None and not isinstance(text_config, Mapping):
+        raise ValueError(
+            f"config field 'text_config' must be an object (a dict) of the text model's fields, as in a "
+            f"multimodal config.json, got {text_config!r}"
+        )
+    _refuse_mrope_family(config.get("model_type"))
+    if text_config is not None and "num_attention_heads" not in config:
+        config = {"model_type": config.get("model_type"), **text_config}
+        _refuse_mrope_family(config.get("model_type"))
+    model_type = config.get("model_type")
+    config = {**CLASS_DEFAULTS.get(model_type, {}), **_HF_DEFAULTS.get(model_type, {}), **config}
+    config = _own_field_names(config)
+    if config.get("model_type") in _CLASS_BUILT_ROPE:
+        config = _CLASS_BUILT_ROPE[config["model_type"]](config)
+    return config
+
+
+def _base(config: Mapping[str, Any], params: Mapping[str, Any]) -> float:
+    base = _field(params, "rope_theta")
+    if base is None:
+        neox = config.get("model_type") in _NEOX
+        base = _field(config, *(("rotary_emb_base",) if neox else ("rope_theta", "rotary_emb_base")))
+    if base is None:
+        return _DEFAULT_BASE
+    base = _number("rope_theta", base)
+    if not base > 1:
+        raise ValueError(f"config field 'rope_theta' (the RoPE base) must be greater than 1, got {base!r}")
+    return base
+
+
+def _mrope_module(
+    config: Mapping[str, Any], params: dict[str, Any], mrope: tuple, head_dim: int, base: float, layout: str | None
+) -> MRope:
+    model_type = config.get("model_type")
+    rotary_dim = _mrope_rotary_dim(config, params, head_dim)
+    if layout is None and model_type in _MROPE_TYPES:
+        layout = _MROPE_TYPES[model_type][1]
+    return MRope(
+        MRopeConfig(
+            dim=head_dim,
+            base=base,
+            sections=mrope[0],
+            interleaved=mrope[1],
+            layout=_layout(config, layout),
+            scaling=_scaling(config, {k: v for k, v in params.items() if k != "partial_rotary_factor"}, False),
+            rotary_dim=None if rotary_dim == head_dim else rotary_dim,
+        )
+    )
 
 
 def rope_from_config(
@@ -218,47 +293,13 @@ def rope_from_config(
     >>> rope.config.dim, rope.config.base, rope.config.layout
     (128, 500000.0, 'half')
     """
-    config = _load(config)
-    text_config = config.get("text_config")
-    if text_config is not None and not isinstance(text_config, Mapping):
-        raise ValueError(
-            f"config field 'text_config' must be an object (a dict) of the text model's fields, as in a "
-            f"multimodal config.json, got {text_config!r}"
-        )
-    if text_config is not None and "num_attention_heads" not in config:
-        config = {"model_type": config.get("model_type"), **text_config}
-    config = {**_HF_DEFAULTS.get(config.get("model_type"), {}), **config}
-    config = _own_field_names(config)
-    if config.get("model_type") in _CLASS_BUILT_ROPE:
-        config = _CLASS_BUILT_ROPE[config["model_type"]](config)
+    config = _text_fields(_load(config))
     params = _rope_params(config, layer_type)
-    base = _field(params, "rope_theta")
-    if base is None:
-        base = _field(
-            config, *(("rotary_emb_base",) if config.get("model_type") in _NEOX else ("rope_theta", "rotary_emb_base"))
-        )
-    if base is not None:
-        base = _number("rope_theta", base)
-        if not base > 1:
-            raise ValueError(f"config field 'rope_theta' (the RoPE base) must be greater than 1, got {base!r}")
+    base = _base(config, params)
     head_dim = _check_even_head(*_layer_head_dim(config, layer_type, _head_dim(config)))
     mrope = _mrope(config, params)  # takes the MRoPE keys out of params
     if mrope is not None:
-        model_type = config.get("model_type")
-        rotary_dim = _mrope_rotary_dim(config, params, head_dim)
-        if layout is None and model_type in _MROPE_TYPES:
-            layout = _MROPE_TYPES[model_type][1]
-        return MRope(
-            MRopeConfig(
-                dim=head_dim,
-                base=base if base is not None else _DEFAULT_BASE,
-                sections=mrope[0],
-                interleaved=mrope[1],
-                layout=_layout(config, layout),
-                scaling=_scaling(config, {k: v for k, v in params.items() if k != "partial_rotary_factor"}, False),
-                rotary_dim=None if rotary_dim == head_dim else rotary_dim,
-            )
-        )
+        return _mrope_module(config, params, mrope, head_dim, base, layout)
     rotary_dim = _rotary_dim(config, params, head_dim)
     nested = config.get("model_type") in {**_LAYER_TYPED, **_GLOBAL_LOCAL} or _nested(
         config.get("rope_scaling") or config.get("rope_parameters")
@@ -266,7 +307,7 @@ def rope_from_config(
     return Rope(
         RopeConfig(
             dim=head_dim,
-            base=base if base is not None else _DEFAULT_BASE,
+            base=base,
             layout=_layout(config, layout),
             scaling=_scaling(config, params, nested),
             rotary_dim=None if rotary_dim == head_dim else rotary_dim,

@@ -36,10 +36,22 @@ def _partial_factor(config: Mapping[str, Any], params: Mapping[str, Any]) -> flo
     return float(factor)
 
 
+def _share_of(head_dim: int, factor: float) -> int:
+    """``int(head_dim * partial_rotary_factor)`` as transformers computes it; at least one feature."""
+    rotary_dim = int(head_dim * factor)
+    if rotary_dim < 1:
+        raise ValueError(
+            f"config field 'partial_rotary_factor' = {factor!r} of head_dim {head_dim} rotates "
+            f"int({head_dim} * {factor!r}) = {rotary_dim} features; it must leave at least one pair "
+            f"(partial_rotary_factor >= {2 / head_dim:.4g})"
+        )
+    return rotary_dim
+
+
 def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: int) -> int:
     model_type = config.get("model_type")
     if model_type in _TRAILING_ROPE:  # the width of its tables, which its attention rotates
-        return int(head_dim * _partial_factor(config, params))
+        return _share_of(head_dim, _partial_factor(config, params))
     if "qk_rope_head_dim" in config:
         return head_dim
     if params.get("rope_type", params.get("type")) == "proportional":
@@ -54,7 +66,7 @@ def _rotary_dim(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: 
     if model_type in _LAYER_PARTIAL_ONLY and params.get("partial_rotary_factor") is None:
         return head_dim  # reads the factor of each layer type's dict only
     # may be odd (GPT-NeoX with rotary_pct 0.3 of 64): RopeConfig reads it as transformers does
-    return int(head_dim * _partial_factor(config, params))
+    return _share_of(head_dim, _partial_factor(config, params))
 
 
 #: Model types whose rotary module reads a ``dynamic`` scaling with an ``alpha`` as static NTK-alpha
@@ -76,10 +88,36 @@ def _ntk_alpha(scaling: dict[str, Any]) -> dict[str, Any]:
     return {"rope_type": "ntk", "factor": float(alpha)}
 
 
-def _scaling(config: Mapping[str, Any], params: dict[str, Any], nested: bool) -> dict[str, Any] | None:
+def _kind(config: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     kind = params.get("rope_type", params.get("type", "default"))
     if kind == "su" or (kind == "yarn" and config.get("model_type") in _YARN_IS_LONGROPE):
-        kind = "longrope"
+        return "longrope"
+    return kind
+
+
+def _lengths(config: Mapping[str, Any], scaling: dict[str, Any], kind: str, nested: bool) -> None:
+    """The original length and the factor that ``llama3``, ``yarn``, ``longrope`` and ``dynamic`` take
+    from the config's top level when their dict lacks them (HF ``standardize_rope_params``)."""
+    max_len = config.get("max_position_embeddings")
+    if max_len is not None:
+        max_len = _whole("max_position_embeddings", max_len)
+    if kind in _NEEDS_ORIGINAL:
+        # a top-level original length wins in a single RoPE dict (Phi-3); per-layer-type dicts take
+        # theirs, else max_position_embeddings (HF ``standardize_rope_params``, cases 1 and 2)
+        top = None if nested else config.get("original_max_position_embeddings")
+        original = top or scaling.get("original_max_position_embeddings")
+        if original is not None:
+            original = _whole("original_max_position_embeddings", original)
+        scaling["original_max_position_embeddings"] = original or max_len
+    if kind == "dynamic":
+        scaling["original_max_position_embeddings"] = max_len
+    original = scaling.get("original_max_position_embeddings")
+    if kind in ("longrope", "yarn") and scaling.get("factor") is None and max_len and original:
+        scaling["factor"] = max_len / original
+
+
+def _scaling(config: Mapping[str, Any], params: dict[str, Any], nested: bool) -> dict[str, Any] | None:
+    kind = _kind(config, params)
     if kind == "dynamic" and config.get("model_type") in _NTK_ALPHA_TYPES and params.get("alpha") is not None:
         return _ntk_alpha({k: v for k, v in params.items() if k not in ("rope_theta", "type")})
     scaling = {k: v for k, v in params.items() if k not in ("rope_theta", "partial_rotary_factor", "type")}
@@ -91,22 +129,7 @@ def _scaling(config: Mapping[str, Any], params: dict[str, Any], nested: bool) ->
         return None
     if config.get("model_type") in _MSCALE_TYPES:
         _mscale(kind, scaling)
-    max_len = config.get("max_position_embeddings")
-    if kind in _NEEDS_ORIGINAL:
-        # a top-level original length wins in a single RoPE dict (Phi-3); per-layer-type dicts take
-        # theirs, else max_position_embeddings (HF ``standardize_rope_params``, cases 1 and 2)
-        top = None if nested else config.get("original_max_position_embeddings")
-        original = top or scaling.get("original_max_position_embeddings")
-        scaling["original_max_position_embeddings"] = original or max_len
-    if kind == "dynamic":
-        scaling["original_max_position_embeddings"] = max_len
-    if (
-        kind in ("longrope", "yarn")
-        and scaling.get("factor") is None
-        and max_len
-        and scaling.get("original_max_position_embeddings")
-    ):
-        scaling["factor"] = max_len / scaling["original_max_position_embeddings"]
+    _lengths(config, scaling, kind, nested)
     return _known_keys(kind, scaling)
 
 

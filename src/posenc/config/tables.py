@@ -330,7 +330,7 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "granitemoeshared": {"max_position_embeddings": 2048},
     "hunyuan_v1_dense": {"max_position_embeddings": 2048},
     "hunyuan_v1_moe": {"max_position_embeddings": 2048},
-    "jetmoe": {"head_dim": 128, "max_position_embeddings": 4096},
+    "jetmoe": {"kv_channels": 128, "max_position_embeddings": 4096},
     "solar_open": {"rope_theta": 1_000_000.0, "head_dim": 128, "max_position_embeddings": 131072},
     "vaultgemma": {"head_dim": 256, "max_position_embeddings": 8192},
     "diffllama": {"max_position_embeddings": 2048},

@@ -60,6 +60,24 @@ _GLOBAL_LOCAL = {"modernbert": (160_000.0, 10_000.0), "modernbert-decoder": (160
 _GLOBAL_LOCAL_FIELDS = ("global_rope_theta", "local_rope_theta")
 
 
+def _keyed(rope: Mapping[str, Any], kinds: Any, theta: Any, factor: Any) -> dict[str, Any]:
+    """Dicts written per kind, given the class's base and top-level share where they have none."""
+    table = {}
+    for kind in kinds:
+        params = {"rope_theta": theta, **rope[kind]}
+        if factor is not None:
+            params.setdefault("partial_rotary_factor", factor)
+        table[kind] = params
+    return table
+
+
+def _deepseek_v4_share(config: Mapping[str, Any]) -> float:
+    legacy = config.get("qk_rope_head_dim")
+    if legacy is None:
+        return 64 / 512
+    return _whole("qk_rope_head_dim", legacy) / _whole("head_dim", config["head_dim"])
+
+
 def _deepseek_v4_rope(config: dict[str, Any]) -> dict[str, Any]:
     """DeepSeek-V4's two RoPEs as ``DeepseekV4Config.__post_init__`` builds them from a config.json
     whose rope dict is not already keyed ``main`` / ``compress``: the rotated share is the top-level
@@ -76,17 +94,10 @@ def _deepseek_v4_rope(config: dict[str, Any]) -> dict[str, Any]:
     theta = _field(config, "rope_theta")
     factor = _field(config, "partial_rotary_factor")
     if isinstance(rope.get("main"), Mapping) and isinstance(rope.get("compress"), Mapping):
-        table = {}
-        for kind in ("main", "compress"):
-            params = {"rope_theta": 10_000.0 if theta is None else theta, **rope[kind]}
-            if factor is not None:
-                params.setdefault("partial_rotary_factor", factor)
-            table[kind] = params
-        return {**config, "rope_parameters": table}
+        kinds = ("main", "compress")
+        return {**config, "rope_parameters": _keyed(rope, kinds, 10_000.0 if theta is None else theta, factor)}
     if factor is None:
-        legacy = config.get("qk_rope_head_dim")
-        head_dim = _whole("head_dim", config["head_dim"])
-        factor = _whole("qk_rope_head_dim", legacy) / head_dim if legacy is not None else 64 / 512
+        factor = _deepseek_v4_share(config)
     kind = rope.get("rope_type", rope.get("type", "default"))
     compress = {
         **{k: v for k, v in rope.items() if k not in ("main", "compress")},
@@ -100,6 +111,33 @@ def _deepseek_v4_rope(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "rope_parameters": {"main": main, "compress": compress}}
 
 
+def _step3p5_layer(config: Mapping[str, Any], kind: str, index: int) -> dict[str, Any]:
+    """The default RoPE of layer ``index`` (the first of its type): its base and share."""
+    theta, factors = config.get("rope_theta", 10_000.0), config.get("partial_rotary_factors")
+    try:
+        params = {"rope_type": "default", "rope_theta": theta[index] if isinstance(theta, list) else theta}
+        if factors:
+            params["partial_rotary_factor"] = factors[index]
+    except (IndexError, KeyError, TypeError):
+        raise ValueError(
+            f"config fields 'rope_theta' ({theta!r}) and 'partial_rotary_factors' ({factors!r}) must be a "
+            f"number or a list with one entry per layer (layer {index} is the first {kind!r} layer)"
+        ) from None
+    return params
+
+
+def _step3p5_layer_types(config: Mapping[str, Any]) -> list[str]:
+    """Step 3.5's ``layer_types`` (all ``full_attention`` when absent), without the pad of its
+    multi-token-prediction layers."""
+    layer_types = config.get("layer_types") or ["full_attention"]
+    extra, layers = config.get("num_nextn_predict_layers"), config.get("num_hidden_layers")
+    if not isinstance(layer_types, (list, tuple)) or not all(isinstance(t, str) for t in layer_types):
+        raise ValueError(f"config field 'layer_types' must be a list of layer type names, got {layer_types!r}")
+    if extra and layers and len(layer_types) == layers + extra:
+        return list(layer_types[:layers])
+    return list(layer_types)
+
+
 def _step3p5_rope(config: dict[str, Any]) -> dict[str, Any]:
     """Step 3.5's RoPE per layer type as ``Step3p7TextConfig.__post_init__`` builds them from a
     config.json without one dict for each of its ``layer_types`` (all ``full_attention`` when
@@ -109,42 +147,18 @@ def _step3p5_rope(config: dict[str, Any]) -> dict[str, Any]:
     every layer type are kept as written (the class gives them its default base, 10000, and the
     top-level ``partial_rotary_factor`` where they have none); a ``rope_scaling`` beside them is
     dropped there."""
-    layer_types = config.get("layer_types") or ["full_attention"]
-    extra, layers = config.get("num_nextn_predict_layers"), config.get("num_hidden_layers")
-    if not isinstance(layer_types, (list, tuple)) or not all(isinstance(t, str) for t in layer_types):
-        raise ValueError(f"config field 'layer_types' must be a list of layer type names, got {layer_types!r}")
-    if extra and layers and len(layer_types) == layers + extra:  # the multi-token-prediction layers' pad
-        layer_types = layer_types[:layers]
+    layer_types = _step3p5_layer_types(config)
     kinds = sorted(set(layer_types))
     rope = config.get("rope_parameters")
     scaling = config.get("rope_scaling")
     config = {k: v for k, v in config.items() if k != "rope_scaling"}
     if isinstance(rope, Mapping) and all(isinstance(rope.get(kind), Mapping) for kind in kinds):
-        table = {}
-        for kind in kinds:
-            params = {"rope_theta": 10_000.0, **rope[kind]}
-            if config.get("partial_rotary_factor") is not None:
-                params.setdefault("partial_rotary_factor", config["partial_rotary_factor"])
-            table[kind] = params
-        return {**config, "rope_parameters": table}
+        return {**config, "rope_parameters": _keyed(rope, kinds, 10_000.0, config.get("partial_rotary_factor"))}
     if scaling is not None and not isinstance(scaling, Mapping):
         raise ValueError(
             f'config field \'rope_scaling\' must be an object like {{"rope_type": "linear", "factor": 4.0}}, got {scaling!r}'
         )
-    theta, factors = config.get("rope_theta", 10_000.0), config.get("partial_rotary_factors")
-    table = {}
-    for kind in kinds:
-        index = layer_types.index(kind)
-        try:
-            params = {"rope_type": "default", "rope_theta": theta[index] if isinstance(theta, list) else theta}
-            if factors:
-                params["partial_rotary_factor"] = factors[index]
-        except (IndexError, KeyError, TypeError):
-            raise ValueError(
-                f"config fields 'rope_theta' ({theta!r}) and 'partial_rotary_factors' ({factors!r}) must be a "
-                f"number or a list with one entry per layer (layer {index} is the first {kind!r} layer)"
-            ) from None
-        table[kind] = params
+    table = {kind: _step3p5_layer(config, kind, layer_types.index(kind)) for kind in kinds}
     if scaling and "full_attention" in table:
         table["full_attention"].update(scaling)
     return {**config, "rope_parameters": table}

@@ -473,19 +473,24 @@ def use_posenc_rope(model: nn.Module, *, kernel: bool = True) -> PosencRope:
         return _apply(model, plan, kernel)
 
 
+def _dispatchable(plan: list[_Swap]) -> dict[str, tuple[Any, Callable]]:
+    """The modelling modules whose rotation function a dispatcher may wrap: ``name -> (module, function)``."""
+    checks: dict[str, tuple[Any, Callable]] = {}
+    for new in (swap.new for swap in plan):
+        name = type(new.stock).__module__
+        module = sys.modules.get(name)
+        function = getattr(module, _ROTATION, None)
+        if name in _DISPATCHERS or name in checks or function is None or new.form != "cos_sin":
+            continue
+        ropes = list(new.ropes.values())
+        if all(_rotation_matches(function, rope, _device(new.stock)) for rope in ropes):
+            checks[name] = (module, function)
+    return checks
+
+
 def _apply(model: nn.Module, plan: list[_Swap], kernel: bool) -> PosencRope:
     """Put ``plan`` in place (holding ``_LOCK``): the rotary modules, the dispatchers, the handle."""
-    checks: dict[str, tuple[Any, Callable]] = {}
-    if kernel:
-        for new in (swap.new for swap in plan):
-            name = type(new.stock).__module__
-            module = sys.modules.get(name)
-            function = getattr(module, _ROTATION, None)
-            if name in _DISPATCHERS or name in checks or function is None or new.form != "cos_sin":
-                continue
-            ropes = list(new.ropes.values())
-            if all(_rotation_matches(function, rope, _device(new.stock)) for rope in ropes):
-                checks[name] = (module, function)
+    checks = _dispatchable(plan) if kernel else {}
     for swap in plan:  # nothing fails from here on
         setattr(swap.parent(), swap.name, swap.new)
     for name, (module, function) in checks.items():

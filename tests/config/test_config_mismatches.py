@@ -4,6 +4,7 @@ internal errors."""
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import pytest
@@ -94,13 +95,18 @@ def test_qwen3_next_linear_attention_layers_have_no_rope():
     assert [type(e).__name__ for e in encodings].count("Rope") == want.count("rope")
 
 
-def test_zamba2_hybrid_layers_keep_rope_and_mamba_layers_say_no_attention():
+@pytest.mark.parametrize("use_mem_rope", [True, False])
+def test_zamba2_hybrid_layers_are_attention_and_mamba_layers_say_no_attention(use_mem_rope):
+    from transformers.models.zamba2.modeling_zamba2 import Zamba2Attention
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        config = CONFIG_MAPPING["zamba2"](hidden_size=64, num_attention_heads=4)
+        config = CONFIG_MAPPING["zamba2"](hidden_size=64, num_attention_heads=4, use_mem_rope=use_mem_rope)
     kinds = config.to_dict()["layers_block_type"]
     assert "hybrid" in kinds and "linear_attention" in kinds
-    assert layer_schedule(config.to_dict()) == ["rope" if k == "hybrid" else NO_ATTENTION for k in kinds]
+    assert "if self.config.use_mem_rope:" in inspect.getsource(Zamba2Attention.forward)  # rotates only then
+    attention_entry = "rope" if use_mem_rope else "none"
+    assert layer_schedule(config.to_dict()) == [attention_entry if k == "hybrid" else NO_ATTENTION for k in kinds]
 
 
 @pytest.mark.parametrize(

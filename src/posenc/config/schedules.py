@@ -41,7 +41,8 @@ What each family does, with the transformers 5.24 code that decides it:
   ``linear_attention`` layers, OLMo-Hybrid's, Zamba2's and Nemotron-H's Mamba layers, ``mlp`` and
   ``moe`` blocks; ``layer_types`` or ``layers_block_type``, where transformers 5.24 names them so):
   ``"no_attention"`` on those layers, which apply no RoPE (their decoder layers have no
-  ``self_attn``); Zamba2's ``hybrid`` layers run its shared attention block, with RoPE.
+  ``self_attn``); Zamba2's ``hybrid`` layers run its shared attention block, with RoPE only when
+  ``use_mem_rope`` is true (default false: NoPE; ``Zamba2Attention.forward``).
 * Any other model type: its single RoPE on every layer.
 
 The config is read as data, as :func:`~posenc.rope_from_config` reads it (a dict, a path to the
@@ -186,6 +187,8 @@ def _per_layer_type(config: Mapping[str, Any], types: set[str]) -> bool:
 
 
 def _attention_schedule(config: Mapping[str, Any], types: set[str], depth: int) -> list[str]:
+    if types & {"zamba2"} and not config.get("use_mem_rope", False):
+        return [NOPE] * depth  # Zamba2Attention rotates only with use_mem_rope (default false)
     if types & set(_NO_ROPE_LAYERS):
         return [ROPE if rope else NOPE for rope in _uses_rope(config, types, depth)]
     if _attention_layers(config, depth) is not None and not _per_layer_type(config, types):

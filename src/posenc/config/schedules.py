@@ -186,6 +186,14 @@ def _per_layer_type(config: Mapping[str, Any], types: set[str]) -> bool:
     return nested or bool(types & (set(_PATTERNS) - set(_ROPE_ON_SLIDING)))
 
 
+def _rope_on_sliding(config: Mapping[str, Any], types: set[str], layer_types: list[str]) -> list[str]:
+    """Cohere2 and EXAONE 4: RoPE on the sliding-window layers, NoPE on the global ones."""
+    window = config.get("sliding_window", 4096)  # both classes' default
+    if window is None and types & {"exaone4"}:
+        return [ROPE] * len(layer_types)  # Exaone4Attention: RoPE everywhere without a window
+    return [ROPE if kind == "sliding_attention" and window is not None else NOPE for kind in layer_types]
+
+
 def _attention_schedule(config: Mapping[str, Any], types: set[str], depth: int) -> list[str]:
     if types & {"zamba2"} and not config.get("use_mem_rope", False):
         return [NOPE] * depth  # Zamba2Attention rotates only with use_mem_rope (default false)
@@ -195,10 +203,7 @@ def _attention_schedule(config: Mapping[str, Any], types: set[str], depth: int) 
         return [ROPE] * depth  # single RoPE; the layers that are not attention are marked after
     layer_types = _layer_types(config, types, depth)
     if types & set(_ROPE_ON_SLIDING):
-        window = config.get("sliding_window", 4096)  # both classes' default
-        if window is None and types & {"exaone4"}:
-            return [ROPE] * depth  # Exaone4Attention: RoPE everywhere without a window
-        return [ROPE if kind == "sliding_attention" and window is not None else NOPE for kind in layer_types]
+        return _rope_on_sliding(config, types, layer_types)
     if _per_layer_type(config, types):
         if layer_types is None:
             raise ValueError(

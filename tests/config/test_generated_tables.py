@@ -26,7 +26,7 @@ def _tool():
 
 def test_the_generated_table_names_the_installed_transformers_and_agrees_with_it():
     tool = _tool()
-    diff = tool.differences(generated.CLASS_DEFAULTS, tool.build())
+    diff = tool.all_differences(vars(generated), tool.build())
     assert not diff, (
         f"posenc/config/generated.py (transformers {generated.TRANSFORMERS_VERSION}) disagrees with the "
         f"installed transformers {transformers.__version__}; run python tools/gen_config_tables.py:\n" + "\n".join(diff)
@@ -42,4 +42,7 @@ def test_differences_name_new_changed_and_gone_types():
         "new: c {'hidden_size': 8}",
         "gone: b",
         "changed: a {'hidden_size': 8} -> {'hidden_size': 16}",
+    ]
+    assert tool.all_differences({"MROPE_SECTIONS": {}}, {"MROPE_SECTIONS": {"x": [1, 2, 3]}}) == [
+        "MROPE_SECTIONS new: x [1, 2, 3]"
     ]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .fields import _field
+from .generated import MROPE_SECTIONS
 
 #: MRoPE model types (transformers 5.24 rotary modules that read ``mrope_section``): whether their
 #: ``recomposition_frequencies`` interleaves the axes (Qwen3-VL's ``t h w t h w ...``) or takes
@@ -75,7 +76,38 @@ def _refuse_mrope_family(model_type: object) -> None:
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved", "interleaved")
 
 
-def _mrope(config: Mapping[str, Any], params: dict[str, Any]) -> tuple[tuple[int, ...], bool | str] | None:
+def _interleaved(model_type: object, flag: object) -> bool | str:
+    """The axis assignment: the model code's for known types (a differing config flag warned
+    about), else the config's ``mrope_interleaved``."""
+    if model_type in _MROPE_TYPES:
+        interleaved = _MROPE_TYPES[model_type][0]
+        if flag is not None and bool(flag) != bool(interleaved):
+            warnings.warn(
+                f"config rope parameters say mrope_interleaved={flag!r}, but transformers' {model_type!r} rotary "
+                f"module is {'interleaved' if interleaved else 'contiguous'} whatever the config says; "
+                f"posenc follows the model code (interleaved={interleaved})",
+                stacklevel=4,
+            )
+        return interleaved
+    if flag is not None and not isinstance(flag, bool):
+        raise ValueError(f"config field 'mrope_interleaved' must be true or false, got {flag!r}")
+    return bool(flag)
+
+
+def _default_sections(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: int) -> list[int] | None:
+    """The sections the type's rotary module falls back to without ``mrope_section`` (Qwen3.5:
+    [11, 11, 10]; :data:`~posenc.config.generated.MROPE_SECTIONS`), where they span its rotated
+    width; else None: the plain RoPE, which is what that module computes at text positions, where
+    its sections leave the pairs past them on the temporal axis (``apply_interleaved_mrope``)."""
+    sections = MROPE_SECTIONS.get(config.get("model_type"))
+    if sections is None or 2 * sum(sections) != _mrope_rotary_dim(config, params, head_dim):
+        return None
+    return sections
+
+
+def _mrope(
+    config: Mapping[str, Any], params: dict[str, Any], head_dim: int
+) -> tuple[tuple[int, ...], bool | str] | None:
     """``(sections, interleaved)`` of a config whose RoPE reads ``mrope_section``, else None. The
     MRoPE keys are taken out of ``params`` (they are not scaling keys); a legacy ``"type": "mrope"``
     is the default RoPE (HF ``Qwen2VLTextConfig.convert_rope_params_to_dict``)."""
@@ -85,23 +117,12 @@ def _mrope(config: Mapping[str, Any], params: dict[str, Any]) -> tuple[tuple[int
     model_type = config.get("model_type")
     found = {k: params.pop(k) for k in _MROPE_KEYS if k in params}
     sections = found.get("mrope_section")
+    if sections is None and model_type in _MROPE_TYPES:
+        sections = _default_sections(config, params, head_dim)
     if sections is None:
         return None
     _refuse_mrope_family(model_type)
-    flag = found.get("mrope_interleaved", found.get("interleaved"))
-    if model_type in _MROPE_TYPES:
-        interleaved = _MROPE_TYPES[model_type][0]
-        if flag is not None and bool(flag) != bool(interleaved):
-            warnings.warn(
-                f"config rope parameters say mrope_interleaved={flag!r}, but transformers' {model_type!r} rotary "
-                f"module is {'interleaved' if interleaved else 'contiguous'} whatever the config says; "
-                f"posenc follows the model code (interleaved={interleaved})",
-                stacklevel=3,
-            )
-    else:
-        if flag is not None and not isinstance(flag, bool):
-            raise ValueError(f"config field 'mrope_interleaved' must be true or false, got {flag!r}")
-        interleaved = bool(flag)
+    interleaved = _interleaved(model_type, found.get("mrope_interleaved", found.get("interleaved")))
     if isinstance(sections, (str, bytes)) or not isinstance(sections, (list, tuple)):
         raise ValueError(
             f"config field 'mrope_section' must be a list of three numbers of rotary pairs (t, h, w), "

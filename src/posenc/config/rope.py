@@ -297,7 +297,7 @@ def rope_from_config(
     params = _rope_params(config, layer_type)
     base = _base(config, params)
     head_dim = _check_even_head(*_layer_head_dim(config, layer_type, _head_dim(config)))
-    mrope = _mrope(config, params)  # takes the MRoPE keys out of params
+    mrope = _mrope(config, params, head_dim)  # takes the MRoPE keys out of params
     if mrope is not None:
         return _mrope_module(config, params, mrope, head_dim, base, layout)
     rotary_dim = _rotary_dim(config, params, head_dim)

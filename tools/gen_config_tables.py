@@ -47,8 +47,26 @@ def sources() -> dict[str, str]:
     found = {}
     for model_type in sorted(CONFIG_MAPPING.keys()):
         folder = models / model_type_to_module_name(model_type)
+        if not any(folder.glob("modeling_*.py")):  # a config of its own over another type's model (EXAONE: Llama's)
+            folder = _borrowed_model_folder(model_type) or folder
         found[model_type] = "\n".join(p.read_text(encoding="utf-8") for p in sorted(folder.glob("modeling_*.py")))
     return found
+
+
+def _borrowed_model_folder(model_type: str) -> Path | None:
+    """The folder of the model class that ``AutoModel`` builds for a type without modelling code."""
+    import importlib
+
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    name = MODEL_MAPPING_NAMES.get(model_type)
+    name = name[0] if isinstance(name, (tuple, list)) else name
+    if not name:
+        return None
+    cls = getattr(transformers, name, None)
+    module = importlib.import_module(cls.__module__) if cls is not None else None
+    return Path(module.__file__).parent if module is not None else None
 
 
 def rotary_model_types() -> list[str]:

@@ -35,6 +35,18 @@ def test_jetmoe_reads_kv_channels_as_its_head_width():
     assert width == 64 and posenc.rope_from_config(config).config.dim == 64
 
 
+def test_exaone_is_llamas_rotary_with_its_own_default_base():
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = CONFIG_MAPPING["exaone"](hidden_size=256, num_attention_heads=4)
+        stock = LlamaRotaryEmbedding(config)  # AutoModel builds Llama's model for EXAONE
+    rope = posenc.rope_from_config({"model_type": "exaone", "hidden_size": 256, "num_attention_heads": 4})
+    assert rope.config.layout == "half" and rope.config.base == 500_000.0
+    torch.testing.assert_close(rope.inv_freq.float(), stock.inv_freq.float(), rtol=1e-6, atol=0)
+
+
 @pytest.mark.parametrize("attention_head_dim", [8, None])
 def test_zamba2_reads_attention_head_dim(attention_head_dim):
     fields = {"hidden_size": 64, "num_attention_heads": 4}

@@ -96,13 +96,22 @@ def _interleaved(model_type: object, flag: object) -> bool | str:
 
 def _default_sections(config: Mapping[str, Any], params: Mapping[str, Any], head_dim: int) -> list[int] | None:
     """The sections the type's rotary module falls back to without ``mrope_section`` (Qwen3.5:
-    [11, 11, 10]; :data:`~posenc.config.generated.MROPE_SECTIONS`), where they span its rotated
-    width; else None: the plain RoPE, which is what that module computes at text positions, where
-    its sections leave the pairs past them on the temporal axis (``apply_interleaved_mrope``)."""
+    [11, 11, 10]; :data:`~posenc.config.generated.MROPE_SECTIONS`). Where they do not span the
+    rotated width, an interleaved module (``apply_interleaved_mrope``) reads ``h`` on pairs
+    ``i % 3 == 1`` below ``3 * sections[1]`` and within the width, ``w`` likewise, ``t`` on the rest:
+    the same sets as posenc's interleaved sections counted over the width. Contiguous ones: None
+    (the plain RoPE, what they compute at text positions)."""
     sections = MROPE_SECTIONS.get(config.get("model_type"))
-    if sections is None or 2 * sum(sections) != _mrope_rotary_dim(config, params, head_dim):
+    if sections is None:
         return None
-    return sections
+    pairs = _mrope_rotary_dim(config, params, head_dim) // 2
+    if sum(sections) == pairs:
+        return sections
+    if _MROPE_TYPES[config["model_type"]][0] is not True:
+        return None
+    h = len(range(1, min(3 * sections[1], pairs), 3))
+    w = len(range(2, min(3 * sections[2], pairs), 3))
+    return [pairs - h - w, h, w]
 
 
 def _mrope(

@@ -38,6 +38,7 @@ MODEL_LAYOUTS: dict[str, str] = {
             "granitemoe",
             "stablelm",
             "falcon",
+            "exaone",
             "exaone4",
             "smollm3",
             "seed_oss",
@@ -279,6 +280,7 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v2": {"qk_rope_head_dim": 64, "max_position_embeddings": 2048},
     "deepseek_v3": {"qk_rope_head_dim": 64, "max_position_embeddings": 4096},
     "ernie4_5": {"rope_theta": 500_000.0, "head_dim": 128, "max_position_embeddings": 131072},
+    "exaone": {"rope_theta": 500_000.0},  # ExaoneConfig.default_theta
     "exaone4": {"max_position_embeddings": 2048},
     "falcon": {"max_position_embeddings": 2048},
     "gemma": {"head_dim": 256, "max_position_embeddings": 8192},

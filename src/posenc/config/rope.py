@@ -301,6 +301,8 @@ def rope_from_config(
     if mrope is not None:
         return _mrope_module(config, params, mrope, head_dim, base, layout)
     rotary_dim = _rotary_dim(config, params, head_dim)
+    if layout is None and config.get("model_type") in _MROPE_TYPES:  # MRoPE code at text positions
+        layout = _MROPE_TYPES[config["model_type"]][1]
     nested = config.get("model_type") in {**_LAYER_TYPED, **_GLOBAL_LOCAL} or _nested(
         config.get("rope_scaling") or config.get("rope_parameters")
     )

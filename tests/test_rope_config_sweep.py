@@ -515,7 +515,6 @@ def test_every_rotary_model_type_is_closer_than_transformers_to_its_formula_in_f
 SWEEP_SEED = int(os.environ.get("POSENC_SWEEP_SEED", random.SystemRandom().randrange(2**31)))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("model_type", [t for t in rotary_model_types() if t not in NOT_READ])
 def test_every_rotary_model_type_rotates_a_random_config_as_transformers_does(model_type):
     with warnings.catch_warnings():  # as above

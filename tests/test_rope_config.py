@@ -737,8 +737,9 @@ _OWN_APPLY = (
 #: attention; PocketTTS, Gradium and Dots3-Note's audio encoder tie other sizes to ``hidden_size``):
 #: their default configs are read in tests/test_rope_config_sweep.py.
 _STRICT_SIZES = ("dots3_note_text", "dots3_note_audio_encoder", "esmc", "gradium_phonon_tts", "pocket_tts")
-#: Types without a modelling module of their own (EXAONE runs Llama's): tests/config/test_config_mismatches.py.
-_BORROWED_MODEL = ("exaone",)
+#: Types without a modelling module of their own (EXAONE, InternLM3 and IQuest-Coder run Llama's, Sarvam
+#: DeepSeek-V3's and GLM-4-MoE's): tests/integrations/test_transformers_every_type.py patches them.
+_BORROWED_MODEL = ("exaone", "internlm3", "iquestcoder", "sarvam_mla", "sarvam_moe")
 
 
 #: Model types whose rotary module transformers 5.24 cannot build with a flat dynamic

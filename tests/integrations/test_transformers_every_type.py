@@ -60,7 +60,10 @@ TINY_EXTRA = {
 #: Larger than this at the sizes above is not tiny (a family whose own size fields stay large).
 MAX_PARAMETERS = 3_000_000
 #: Types whose patch is refused, and why (as docs/stack.md says).
-REFUSED: dict[str, str] = {}
+REFUSED: dict[str, str] = {
+    "nanochat": "rotates by minus the angle (its rotate_half returns (x2, -x1)): unknown pair layout",
+    "nemotron_h": "no rotary module (its apply_rotary_pos_emb is never called): nothing to switch",
+}
 
 
 def _tool():
@@ -116,6 +119,9 @@ def build(model_type: str):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings(
+    "ignore:config rope scaling:UserWarning"
+)  # Ministral 3's query temperature: pinned elsewhere
 @pytest.mark.parametrize("model_type", decoder_types())
 def test_every_rotary_decoder_type_patches_and_restores(model_type):
     if model_type in REFUSED:

@@ -26,7 +26,7 @@ _LAYER_TYPED: dict[str, tuple[float, str | None, float]] = {
 
 #: Model types whose attention applies ``apply_rotary_pos_emb_interleave`` unless the config's
 #: ``rope_interleave`` is false (HF ``DeepseekV3Attention.forward`` and its copies).
-_ROPE_INTERLEAVE_FLAG = ("deepseek_v3", "axk1", "glm4_moe_lite", "mistral4", "youtu")
+_ROPE_INTERLEAVE_FLAG = ("deepseek_v3", "axk1", "glm4_moe_lite", "mistral4", "youtu", "sarvam_mla")
 
 
 def _layer_head_dim(config: Mapping[str, Any], layer_type: str | None, head: tuple[int, str]) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""``posenc.mrope_positions`` against transformers' ``get_rope_index`` (issue 25, item 3).
+"""``posenc.config.mrope_positions`` against transformers' ``get_rope_index`` (issue 25, item 3).
 
 Reference: ``Qwen2VLModel.get_rope_index``, ``Qwen2_5_VLModel.get_rope_index`` and
 ``Qwen3VLModel.get_rope_index`` (and Qwen3.5's and GLM-4V's, the same code) of the installed transformers, called unbound on a stand-in that
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from posenc.mrope_positions import decode_positions, mrope_positions, token_types
+from posenc.config import decode_positions, mrope_positions, token_types
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.glm4v.modeling_glm4v import Glm4vModel  # noqa: E402

@@ -40,8 +40,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import os
+import random
 import re
 import warnings
+import zlib
 from pathlib import Path
 
 import pytest
@@ -302,8 +305,37 @@ def rotary_model_types() -> tuple[str, ...]:
     return tuple(t for t in sorted(CONFIG_MAPPING.keys()) if _RULE.search(_source(t)))
 
 
-def _hf(model_type: str):
-    """``(config, text config, modelling module, rotary module)`` of ``model_type``'s defaults."""
+#: Bases and linear factors the random draws pick from.
+_THETAS = (5_000.0, 10_000.0, 150_000.0, 500_000.0, 1_000_000.0, 25_000_000.0)
+_FACTORS = (2.0, 4.0, 8.0)
+
+
+#: Types whose classes refuse a linear scaling: PhiMoE's validator requires short/long mscales for
+#: any scaled RoPE; RecurrentGemma's rotary module computes the default frequencies only.
+_NO_RANDOM_LINEAR = ("phimoe", "recurrent_gemma")
+
+
+def _randomize(text, model_type: str, seed: int) -> None:
+    """Draw the RoPE of ``text`` at random (seeded per type): each rope dict's base from
+    :data:`_THETAS`, and an unscaled one made ``linear`` with a factor from :data:`_FACTORS` half
+    the time. The dicts are changed in place, so transformers' rotary module and ``to_dict()`` (what
+    posenc reads) see the same draw."""
+    rng = random.Random(zlib.crc32(f"{model_type}:{seed}".encode()))
+    params = getattr(text, "rope_parameters", None)
+    if not isinstance(params, dict):
+        return
+    dicts = [v for v in params.values() if isinstance(v, dict)] or [params]
+    for rope in dicts:
+        if "rope_theta" in rope:
+            rope["rope_theta"] = rng.choice(_THETAS)
+        linear = model_type not in _NO_RANDOM_LINEAR and rng.random() < 0.5
+        if rope.get("rope_type", "default") == "default" and linear:
+            rope["rope_type"], rope["factor"] = "linear", rng.choice(_FACTORS)
+
+
+def _hf(model_type: str, seed: int | None = None):
+    """``(config, text config, modelling module, rotary module)`` of ``model_type``'s defaults, or
+    of a random draw of its RoPE (:func:`_randomize`) when ``seed`` is given."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = CONFIG_MAPPING[model_type]()
@@ -311,6 +343,8 @@ def _hf(model_type: str):
             text = config.get_text_config(decoder=True)
         except (AttributeError, ValueError):
             text = config
+        if seed is not None:
+            _randomize(text, model_type, seed)
     name = model_type_to_module_name(model_type)
     module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
     classes = [n for n, c in vars(module).items() if n.endswith("RotaryEmbedding") and isinstance(c, type)]
@@ -375,13 +409,15 @@ def _posenc_rotate(model_type, rope, q, k, positions):
     return got_q, got_k
 
 
-def check_parity(model_type: str) -> list[str | None]:
-    """Rotate q and k with posenc and with transformers for each layer type; returns the layer types."""
-    config, _, module, rotary = _hf(model_type)
+def check_parity(model_type: str, seed: int | None = None) -> list[str | None]:
+    """Rotate q and k with posenc and with transformers for each layer type (the type's defaults, or
+    the random draw ``seed``); returns the layer types."""
+    config, text, module, rotary = _hf(model_type, seed)
     layer_types = _layer_types(config, rotary)
+    read = config.to_dict() if seed is None else text.to_dict()  # the draw is on the text config the module read
     positions = POSITIONS[POSITIONS < 2048] if model_type in _SIN_COS else POSITIONS
     for layer_type in layer_types:
-        rope = posenc.rope_from_config(config.to_dict(), layer_type=layer_type)
+        rope = posenc.rope_from_config(read, layer_type=layer_type)
         head_dim = rope.config.dim
         q, k = torch.randn(2, 1, 2, positions.numel(), head_dim, generator=torch.Generator().manual_seed(0)).unbind(0)
         want_q, want_k = _hf_rotate(model_type, module, rotary, q, k, positions, layer_type)
@@ -475,6 +511,20 @@ def test_every_rotary_model_type_is_closer_than_transformers_to_its_formula_in_f
         assert check_float64_referee(model_type)
 
 
+#: The draw of the random sweep: ``POSENC_SWEEP_SEED``, else a new one per run (printed on failure).
+SWEEP_SEED = int(os.environ.get("POSENC_SWEEP_SEED", random.SystemRandom().randrange(2**31)))
+
+
+@pytest.mark.parametrize("model_type", [t for t in rotary_model_types() if t not in NOT_READ])
+def test_every_rotary_model_type_rotates_a_random_config_as_transformers_does(model_type):
+    with warnings.catch_warnings():  # as above
+        warnings.filterwarnings("ignore", message=r"config rope scaling 'yarn' does not take \['llama_4_scaling_beta'")
+        try:
+            check_parity(model_type, SWEEP_SEED)
+        except Exception as err:
+            raise AssertionError(f"{model_type} with POSENC_SWEEP_SEED={SWEEP_SEED}: {err}") from err
+
+
 def test_not_read_has_no_stale_entry():
     """Every type listed as not read is a rotary type of the installed transformers that posenc
     indeed does not read (its parity check raises), or, for MRoPE, a type whose modelling code reads
@@ -505,5 +555,5 @@ def test_the_sweep_covers_the_model_types_posenc_knows():
     type in ``MODEL_LAYOUTS`` that the rule finds is among them."""
     covered = [t for t in rotary_model_types() if t not in NOT_READ]
     assert len(covered) == COVERED_COUNT, (len(covered), sorted(covered))
-    known = set(posenc.rope_config.MODEL_LAYOUTS)
+    known = set(posenc.config.MODEL_LAYOUTS)
     assert sorted(known & set(NOT_READ)) == []

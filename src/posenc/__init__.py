@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from . import functional
     from .attention import Attention, KVCache
-    from .layers import encodings_from_config, layer_schedule, query_scales_from_config
-    from .rope_config import rope_from_config
+    from .config import encodings_from_config, layer_schedule, query_scales_from_config, rope_from_config
     from .schemes import PositionalEncoding, available, create, register, scheme_class
 
 __version__ = "0.1.0"
@@ -46,18 +45,18 @@ _HOMES = {
     "PositionalEncoding": "schemes",
     "available": "schemes",
     "create": "schemes",
-    "encodings_from_config": "layers",
-    "layer_schedule": "layers",
-    "query_scales_from_config": "layers",
+    "encodings_from_config": "config",
+    "layer_schedule": "config",
+    "query_scales_from_config": "config",
     "functional": None,  # the submodule itself
     "register": "schemes",
-    "rope_from_config": "rope_config",
+    "rope_from_config": "config",
     "scheme_class": "schemes",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """A public name, or a submodule (``posenc.rope_config``), imported on first use."""
+    """A public name, or a submodule (``posenc.config``), imported on first use."""
     import importlib
     import importlib.util
 

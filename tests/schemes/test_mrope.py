@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.rope_config import rope_from_config
+from posenc.config import rope_from_config
 from posenc.schemes.mrope import MRope, MRopeConfig
 
 
@@ -162,7 +162,7 @@ def test_prompt_with_an_image_then_decoding_with_a_cache_equals_the_full_forward
     """Positions from :func:`mrope_positions` for the prompt, then ``decode_positions`` (cache index
     plus ``rope_deltas``) for generated tokens: token by token through a ``KVCache`` equals one
     forward over all coordinates."""
-    from posenc.mrope_positions import decode_positions, mrope_positions
+    from posenc.config import decode_positions, mrope_positions
 
     torch.manual_seed(0)
     attn = posenc.Attention(32, 2, encoding=posenc.create("mrope", dim=16, sections=[2, 3, 3]), causal=True).double()

@@ -414,6 +414,16 @@ def _check_values(kind: str, params: Mapping[str, Any]) -> None:
         )
 
 
+def _check_passthrough(params: Mapping[str, Any]) -> None:
+    """The base RoPE's keys that may stand beside the scaling keys (``_PASSTHROUGH_KEYS``)."""
+    for key, ok, what in (
+        ("partial_rotary_factor", _fraction, "a number in (0, 1]"),
+        ("rope_theta", lambda v: _is_number(v) and v > 1, "a finite number greater than 1"),
+    ):
+        if params.get(key) is not None and not ok(params[key]):
+            raise ValueError(f"rope scaling's {key} must be {what}, got {params[key]!r}")
+
+
 def parse_scaling(scaling: Mapping[str, Any] | str | None) -> tuple[str, dict[str, Any]]:
     """Validate a ``rope_scaling`` dictionary and return ``(rope_type, params)``.
 
@@ -430,17 +440,14 @@ def parse_scaling(scaling: Mapping[str, Any] | str | None) -> tuple[str, dict[st
         raise TypeError(f"scaling must be None, a rope_type name or a rope_scaling dict, got {type(scaling).__name__}")
     params = dict(scaling)
     kind = params.get("rope_type", params.get("type", "default"))
-    kind = _ALIASES.get(kind, kind) if isinstance(kind, str) else kind
+    if not isinstance(kind, str):
+        raise TypeError(f"rope scaling's rope_type must be a name such as 'yarn', got {kind!r}")
+    kind = _ALIASES.get(kind, kind)
     if kind not in ROPE_SCALINGS:
         raise ValueError(f"unknown rope scaling type {kind!r}; choose one of: {', '.join(map(repr, ROPE_SCALINGS))}")
     required, optional = SCALING_KEYS[kind]
     accepted = required | optional
-    for key, ok, what in (
-        ("partial_rotary_factor", _fraction, "a number in (0, 1]"),
-        ("rope_theta", lambda v: _is_number(v) and v > 1, "a finite number greater than 1"),
-    ):
-        if params.get(key) is not None and not ok(params[key]):
-            raise ValueError(f"rope scaling's {key} must be {what}, got {params[key]!r}")
+    _check_passthrough(params)
     unknown = sorted(set(params) - accepted - _PASSTHROUGH_KEYS)
     if unknown:
         whole = {"rope_scaling", "rope_parameters", "model_type", "hidden_size"} & set(unknown)

@@ -72,9 +72,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..config import rope_from_config
 from ..functional.rope_scaling import ROPE_SCALINGS, parse_scaling
 from ..kernels import rope as rotate
-from ..rope_config import rope_from_config
 from ..schemes.mrope import MRope
 from ..schemes.rope import Rope
 
@@ -95,7 +95,8 @@ _OTHER_LAYOUT = {"half": "interleaved", "interleaved": "half"}
 _ROTATION = "apply_rotary_pos_emb"
 #: What a rotary module returns: ``(cos, sin) [b, s, r]`` (Llama and most); one value per pair,
 #: ``[b, s, r/2]``: GPT-OSS's ``(cos, sin)``, GPT-J's and CodeGen's ``(sin, cos)``.
-FORMS = ("cos_sin", "cos_sin_half", "sin_cos_half")
+#: ``complex``: Llama 4's and DeepSeek-V2's ``freqs_cis = cos + i sin`` ``[b, s, r/2]``, one tensor.
+FORMS = ("cos_sin", "cos_sin_half", "sin_cos_half", "complex")
 
 
 def _in_form(cos: Tensor, sin: Tensor, layout: str, form: str) -> tuple[Tensor, Tensor]:
@@ -104,7 +105,7 @@ def _in_form(cos: Tensor, sin: Tensor, layout: str, form: str) -> tuple[Tensor, 
         return cos, sin
     half = cos.shape[-1] // 2  # one value per pair: every other feature (interleaved), the first half (half)
     pick = (lambda t: t[..., ::2]) if layout == "interleaved" else (lambda t: t[..., :half])
-    return (pick(cos), pick(sin)) if form == "cos_sin_half" else (pick(sin), pick(cos))  # [*p, r/2] each
+    return (pick(sin), pick(cos)) if form == "sin_cos_half" else (pick(cos), pick(sin))  # [*p, r/2] each
 
 
 # -- tables made by posenc, recognised by identity in the rotation dispatcher -------------------------
@@ -151,6 +152,16 @@ class PosencRotaryEmbedding(nn.Module):
         #: the rotation function is dispatched); False: transformers' own rotation on posenc's tables
         self.kernel = False
 
+    def __getattr__(self, name: str) -> Any:
+        """Attributes the stock module has and this one lacks (Lfm3Model reads ``rotary_emb.layer_types``)."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            stock = self.__dict__.get("_modules", {}).get("stock")
+            if stock is None or name.startswith("__"):
+                raise
+            return getattr(stock, name)
+
     def forward(self, x: Tensor, position_ids: Tensor, layer_type: str | None = None) -> tuple[Tensor, Tensor]:
         key = _SINGLE if layer_type is None else layer_type
         if key not in self.ropes:
@@ -161,6 +172,8 @@ class PosencRotaryEmbedding(nn.Module):
         # float64 angles; cos/sin rounded to float32 (cached rows) and then to x's dtype
         exact = torch.float64 if x.dtype == torch.float64 else torch.float32
         cos, sin = rope.cos_sin(position_ids, dtype=exact)  # [b, s, r] each
+        if self.form == "complex":  # freqs_cis, complex64 as the stock module's (complex128 for float64)
+            return torch.complex(*_in_form(cos, sin, rope.config.layout, self.form))
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         if self.form != "cos_sin":
             return _in_form(cos, sin, rope.config.layout, self.form)
@@ -278,9 +291,20 @@ def _stock_tables(stock: nn.Module, layer_type: str | None, positions: Tensor) -
     x = torch.zeros(1, device=positions.device)
     with torch.no_grad():
         out = probe(x, positions) if layer_type is None else probe(x, positions, layer_type)
+    if isinstance(out, Tensor) and out.is_complex():  # freqs_cis (Llama 4, DeepSeek-V2)
+        return out.real, out.imag
     if not (isinstance(out, tuple) and len(out) == 2 and all(isinstance(t, Tensor) for t in out)):
         raise ValueError(f"its {type(stock).__name__} returns {type(out).__name__}, not the (cos, sin) tables")
     return out
+
+
+def _returns_complex(stock: nn.Module, layer_type: str | None) -> bool:
+    probe = copy.deepcopy(stock)
+    positions = torch.zeros(1, 1, dtype=torch.long, device=_device(stock))
+    with torch.no_grad():
+        x = torch.zeros(1, device=positions.device)
+        out = probe(x, positions) if layer_type is None else probe(x, positions, layer_type)
+    return isinstance(out, Tensor) and out.is_complex()
 
 
 def _tolerance(stock: nn.Module, rope: Rope) -> float:
@@ -312,6 +336,8 @@ def _table_error(stock: nn.Module, layer_type: str | None, rope: Rope, form: str
     error = 0.0
     for stock_positions, positions in _check_positions(rope, _device(stock)):
         want = _stock_tables(stock, layer_type, stock_positions)
+        if (form == "complex") != _returns_complex(stock, layer_type):
+            return None
         got = _in_form(*rope.cos_sin(positions), rope.config.layout, form)
         if any(g.shape != w.shape for g, w in zip(got, want)):
             return None
@@ -410,8 +436,9 @@ class PosencRope:
         )
 
 
-def _plan(model: nn.Module) -> list[_Swap]:
-    found = [(path, m) for path, m in model.named_modules() if _is_rotary(m)]
+def _refuse_unpatchable(model: nn.Module, found: list[tuple[str, nn.Module]]) -> None:
+    """A ValueError naming the model type where there is nothing to patch, posenc's RoPE is there
+    already (a patched part or copy), or the rotary buffers are on the meta device."""
     model_type = _model_type(model)
     if not found:
         raise ValueError(
@@ -419,11 +446,25 @@ def _plan(model: nn.Module) -> list[_Swap]:
             "posenc knows (a '*RotaryEmbedding' submodule built from the model's config, as in Llama, Qwen, "
             "Mistral, Gemma, Phi-3, GPT-NeoX, OLMo, DeepSeek); its RoPE cannot be switched to posenc's"
         )
+    patched = [path for path, m in model.named_modules() if isinstance(m, PosencRotaryEmbedding)]
+    if patched:
+        raise ValueError(
+            f"model type {model_type!r}: it already holds posenc's RoPE at {patched} (patched itself, as part of "
+            "a patched model, or copied from one); remove that handle or call "
+            "posenc.integrations.transformers.restore() on the model that was patched (or on the copy) first. "
+            "The model is unchanged."
+        )
     if any(b.is_meta for _, stock in found for b in stock.buffers()):
         raise ValueError(
             f"model type {model_type!r}: its rotary buffers are on the meta device (a model built before its "
             "weights were loaded); switch it to posenc's RoPE after loading. The model is unchanged."
         )
+
+
+def _plan(model: nn.Module) -> list[_Swap]:
+    found = [(path, m) for path, m in model.named_modules() if _is_rotary(m)]
+    _refuse_unpatchable(model, found)
+    model_type = _model_type(model)
     plan = []
     for path, stock in found:
         ropes, forms = {}, set()
@@ -473,19 +514,24 @@ def use_posenc_rope(model: nn.Module, *, kernel: bool = True) -> PosencRope:
         return _apply(model, plan, kernel)
 
 
+def _dispatchable(plan: list[_Swap]) -> dict[str, tuple[Any, Callable]]:
+    """The modelling modules whose rotation function a dispatcher may wrap: ``name -> (module, function)``."""
+    checks: dict[str, tuple[Any, Callable]] = {}
+    for new in (swap.new for swap in plan):
+        name = type(new.stock).__module__
+        module = sys.modules.get(name)
+        function = getattr(module, _ROTATION, None)
+        if name in _DISPATCHERS or name in checks or function is None or new.form != "cos_sin":
+            continue
+        ropes = list(new.ropes.values())
+        if all(_rotation_matches(function, rope, _device(new.stock)) for rope in ropes):
+            checks[name] = (module, function)
+    return checks
+
+
 def _apply(model: nn.Module, plan: list[_Swap], kernel: bool) -> PosencRope:
     """Put ``plan`` in place (holding ``_LOCK``): the rotary modules, the dispatchers, the handle."""
-    checks: dict[str, tuple[Any, Callable]] = {}
-    if kernel:
-        for new in (swap.new for swap in plan):
-            name = type(new.stock).__module__
-            module = sys.modules.get(name)
-            function = getattr(module, _ROTATION, None)
-            if name in _DISPATCHERS or name in checks or function is None or new.form != "cos_sin":
-                continue
-            ropes = list(new.ropes.values())
-            if all(_rotation_matches(function, rope, _device(new.stock)) for rope in ropes):
-                checks[name] = (module, function)
+    checks = _dispatchable(plan) if kernel else {}
     for swap in plan:  # nothing fails from here on
         setattr(swap.parent(), swap.name, swap.new)
     for name, (module, function) in checks.items():

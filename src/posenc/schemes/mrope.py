@@ -8,7 +8,7 @@ Each rotary pair keeps its RoPE frequency (any Hugging Face scaling, YaRN includ
 Qwen-VL rotary modules take theirs from ``ROPE_INIT_FUNCTIONS``) and turns by one coordinate, picked
 by ``sections`` (HF ``mrope_section``) contiguously or interleaved
 (:func:`posenc.functional.mrope_axes`). Positions are coordinates ``[s, 3]`` / ``[b, s, 3]``
-(:func:`posenc.mrope_positions.mrope_positions` builds them for text, image and video tokens as
+(:func:`posenc.config.mrope_positions` builds them for text, image and video tokens as
 transformers' ``get_rope_index`` does); text positions ``[s]`` / ``[b, s]`` mean ``t = h = w``, where
 MRoPE equals plain RoPE.
 

@@ -4,7 +4,7 @@ RoPE, which have none (NoPE), which scale their queries by position.
 Shape legend: ``L`` layers.
 
 The data is :func:`posenc.layer_schedule` / :func:`posenc.query_scales_from_config` (the rules of
-each family and their sources are cited in :mod:`posenc.layers`), and for each RoPE its base, its
+each family and their sources are cited in :mod:`posenc.config.schedules`), and for each RoPE its base, its
 rotated width and its scaling as :func:`posenc.rope_from_config` reads them.
 """
 
@@ -31,8 +31,9 @@ def layer_strip_data(
     RoPE described as ``base 1e+06, 128 of 128 dims, yarn`` (its base, rotated and head width,
     scaling type). ``layout`` as for :func:`posenc.rope_from_config`; the description does not
     depend on it, so model types it cannot place are described with ``"half"``."""
-    from ..layers import NOPE, encodings_from_config, layer_schedule, query_scales_from_config
-    from ..rope_config import MODEL_LAYOUTS, _load
+    from ..config import MODEL_LAYOUTS
+    from ..config.fields import _load
+    from ..config.schedules import NOPE, encodings_from_config, layer_schedule, query_scales_from_config
 
     config = _load(config)
     schedule = layer_schedule(config)
@@ -93,6 +94,6 @@ def layer_strip_figure(
 
 
 def _model_type(config: Mapping[str, Any] | str | os.PathLike[str]) -> str:
-    from ..rope_config import _load
+    from ..config.fields import _load
 
     return str(_load(config).get("model_type", "config"))

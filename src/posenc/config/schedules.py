@@ -6,6 +6,8 @@ modules; :func:`query_scales_from_config` gives the position-dependent query tem
 layer (:mod:`posenc.functional.temperature`). A schedule entry is:
 
 * ``"none"``: a NoPE layer (no positional encoding; causal masking alone carries order);
+* ``"no_attention"``: a layer that is not attention (a Mamba or linear-attention layer of a
+  hybrid model), where no positional encoding applies;
 * ``"rope"``: the config's single RoPE (:func:`~posenc.rope_from_config` without ``layer_type``);
 * any other string: a layer type whose own RoPE :func:`~posenc.rope_from_config` reads with
   ``layer_type=`` (``"sliding_attention"``, ``"full_attention"``).
@@ -35,6 +37,12 @@ What each family does, with the transformers 5.24 code that decides it:
 * Mistral's ``llama_4_scaling_beta`` (``ministral3``, ``mistral4``, and ``mistral3`` wrapping
   them): RoPE on every layer and the query temperature on every layer, ``floor_scale`` the
   ``original_max_position_embeddings`` of its RoPE (``get_llama_4_attn_scale``).
+* Hybrid models with layers that are not attention (Qwen3-Next's and Qwen3.5's Gated DeltaNet
+  ``linear_attention`` layers, OLMo-Hybrid's, Zamba2's and Nemotron-H's Mamba layers, ``mlp`` and
+  ``moe`` blocks; ``layer_types`` or ``layers_block_type``, where transformers 5.24 names them so):
+  ``"no_attention"`` on those layers, which apply no RoPE (their decoder layers have no
+  ``self_attn``); Zamba2's ``hybrid`` layers run its shared attention block, with RoPE only when
+  ``use_mem_rope`` is true (default false: NoPE; ``Zamba2Attention.forward``).
 * Any other model type: its single RoPE on every layer.
 
 The config is read as data, as :func:`~posenc.rope_from_config` reads it (a dict, a path to the
@@ -47,13 +55,15 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .functional.temperature import QueryTemperature
-from .rope_config import _load, rope_from_config
-from .schemes.base import PositionalEncoding, create
+from ..functional.temperature import QueryTemperature
+from ..schemes.base import PositionalEncoding, create
+from .fields import _load
+from .rope import rope_from_config
 
-__all__ = ["NOPE", "ROPE", "layer_schedule", "encodings_from_config", "query_scales_from_config"]
+__all__ = ["NOPE", "NO_ATTENTION", "ROPE", "layer_schedule", "encodings_from_config", "query_scales_from_config"]
 
 NOPE = "none"  #: schedule entry of a layer without positional encoding
+NO_ATTENTION = "no_attention"  #: schedule entry of a layer that is not attention (Mamba, linear attention)
 ROPE = "rope"  #: schedule entry of a layer with the config's single RoPE
 
 _NO_ROPE_LAYERS = ("llama4", "llama4_text", "smollm3")
@@ -74,6 +84,9 @@ _PATTERNS: dict[str, tuple[str | None, int, int]] = {
     "exaone4": ("sliding_window_pattern", 4, 1),
 }
 _GEMMA4 = ("gemma4", "gemma4_text")
+#: Layer kinds of hybrid models that are not attention (transformers 5.24 remaps Mamba layers to
+#: ``linear_attention``: ``remap_legacy_layer_types``).
+_NOT_ATTENTION = frozenset({"linear_attention", "mamba", "mamba2", "mlp", "moe", "conv", "recurrent"})
 
 
 def _text_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> tuple[dict[str, Any], set[str]]:
@@ -107,20 +120,22 @@ def _depth(config: Mapping[str, Any]) -> int:
     raise ValueError("config field 'num_hidden_layers' is missing: the schedule needs the number of layers")
 
 
+def _given_layer_types(given: object, depth: int, name: str = "layer_types") -> list[str]:
+    if isinstance(given, str) or not isinstance(given, Sequence) or not all(isinstance(t, str) for t in given):
+        raise ValueError(
+            f"config field {name!r} must be a list of layer-type names such as "
+            f'["sliding_attention", "full_attention"], got {given!r}'
+        )
+    if len(given) != depth:
+        raise ValueError(f"config field {name!r} names {len(given)} layers; the model has num_hidden_layers={depth}")
+    return list(given)
+
+
 def _layer_types(config: Mapping[str, Any], types: set[str], depth: int) -> list[str] | None:
     """``layer_types`` as given (checked against the depth), else the family's default pattern."""
     given = config.get("layer_types")
     if given is not None:
-        if isinstance(given, str) or not isinstance(given, Sequence) or not all(isinstance(t, str) for t in given):
-            raise ValueError(
-                f"config field 'layer_types' must be a list of layer-type names such as "
-                f'["sliding_attention", "full_attention"], got {given!r}'
-            )
-        if len(given) != depth:
-            raise ValueError(
-                f"config field 'layer_types' names {len(given)} layers; the model has num_hidden_layers={depth}"
-            )
-        layer_types = list(given)
+        layer_types = _given_layer_types(given, depth)
     else:
         family = next((t for t in sorted(types) if t in _PATTERNS), None)
         if family is None:
@@ -132,6 +147,17 @@ def _layer_types(config: Mapping[str, Any], types: set[str], depth: int) -> list
     if types & set(_GEMMA4) and layer_types:
         layer_types[-1] = "full_attention"  # Gemma4TextConfig forces its last layer global
     return layer_types
+
+
+def _attention_layers(config: Mapping[str, Any], depth: int) -> list[bool] | None:
+    """Which layers are attention, where ``layer_types`` or ``layers_block_type`` names other kinds."""
+    for name in ("layer_types", "layers_block_type"):
+        given = config.get(name)
+        if given is not None:
+            kinds = _given_layer_types(given, depth, name)
+            if _NOT_ATTENTION & set(kinds):
+                return [kind not in _NOT_ATTENTION for kind in kinds]
+    return None
 
 
 def _uses_rope(config: Mapping[str, Any], types: set[str], depth: int) -> list[bool]:
@@ -160,23 +186,24 @@ def _per_layer_type(config: Mapping[str, Any], types: set[str]) -> bool:
     return nested or bool(types & (set(_PATTERNS) - set(_ROPE_ON_SLIDING)))
 
 
-def layer_schedule(config: Mapping[str, Any] | str | os.PathLike[str]) -> list[str]:
-    """One entry per layer: ``"none"`` (NoPE), ``"rope"`` (the config's RoPE) or the layer type whose
-    RoPE the layer uses. See the module docstring for the rules of each family and their sources.
+def _rope_on_sliding(config: Mapping[str, Any], types: set[str], layer_types: list[str]) -> list[str]:
+    """Cohere2 and EXAONE 4: RoPE on the sliding-window layers, NoPE on the global ones."""
+    window = config.get("sliding_window", 4096)  # both classes' default
+    if window is None and types & {"exaone4"}:
+        return [ROPE] * len(layer_types)  # Exaone4Attention: RoPE everywhere without a window
+    return [ROPE if kind == "sliding_attention" and window is not None else NOPE for kind in layer_types]
 
-    >>> layer_schedule({"model_type": "smollm3", "num_hidden_layers": 8})
-    ['rope', 'rope', 'rope', 'none', 'rope', 'rope', 'rope', 'none']
-    """
-    config, types = _text_config(config)
-    depth = _depth(config)
+
+def _attention_schedule(config: Mapping[str, Any], types: set[str], depth: int) -> list[str]:
+    if types & {"zamba2"} and not config.get("use_mem_rope", False):
+        return [NOPE] * depth  # Zamba2Attention rotates only with use_mem_rope (default false)
     if types & set(_NO_ROPE_LAYERS):
         return [ROPE if rope else NOPE for rope in _uses_rope(config, types, depth)]
+    if _attention_layers(config, depth) is not None and not _per_layer_type(config, types):
+        return [ROPE] * depth  # single RoPE; the layers that are not attention are marked after
     layer_types = _layer_types(config, types, depth)
     if types & set(_ROPE_ON_SLIDING):
-        window = config.get("sliding_window", 4096)  # both classes' default
-        if window is None and types & {"exaone4"}:
-            return [ROPE] * depth  # Exaone4Attention: RoPE everywhere without a window
-        return [ROPE if kind == "sliding_attention" and window is not None else NOPE for kind in layer_types]
+        return _rope_on_sliding(config, types, layer_types)
     if _per_layer_type(config, types):
         if layer_types is None:
             raise ValueError(
@@ -185,6 +212,23 @@ def layer_schedule(config: Mapping[str, Any] | str | os.PathLike[str]) -> list[s
             )
         return layer_types
     return [ROPE] * depth
+
+
+def layer_schedule(config: Mapping[str, Any] | str | os.PathLike[str]) -> list[str]:
+    """One entry per layer: ``"none"`` (NoPE), ``"rope"`` (the config's RoPE), the layer type whose
+    RoPE the layer uses, or ``"no_attention"`` (a layer that is not attention). See the module
+    docstring for the rules of each family and their sources.
+
+    >>> layer_schedule({"model_type": "smollm3", "num_hidden_layers": 8})
+    ['rope', 'rope', 'rope', 'none', 'rope', 'rope', 'rope', 'none']
+    """
+    config, types = _text_config(config)
+    depth = _depth(config)
+    schedule = _attention_schedule(config, types, depth)
+    attention = _attention_layers(config, depth)
+    if attention is None:
+        return schedule
+    return [entry if is_attention else NO_ATTENTION for entry, is_attention in zip(schedule, attention)]
 
 
 def encodings_from_config(
@@ -199,7 +243,7 @@ def encodings_from_config(
     out = []
     for entry in layer_schedule(config):
         if entry not in built:
-            if entry == NOPE:
+            if entry in (NOPE, NO_ATTENTION):
                 built[entry] = create("none")
             else:
                 built[entry] = rope_from_config(config, layout=layout, layer_type=None if entry == ROPE else entry)

@@ -1014,7 +1014,7 @@ def test_sliders_follow_the_numbers_and_return(session):
 
 def _check_config(config: dict, layer_type: str | None, shown: dict) -> None:
     """The page's reading of a config equals posenc.rope_from_config's, at float64 precision."""
-    from posenc.rope_config import MODEL_LAYOUTS
+    from posenc.config.tables import MODEL_LAYOUTS
 
     model_type = config.get("model_type")
     if isinstance(config.get("text_config"), dict) and "num_attention_heads" not in config:

@@ -21,7 +21,7 @@ in ``assets/plotly-LICENSE.txt``) and ``assets/explorer.js``, whose first part p
 formulas (:mod:`posenc.functional.sinusoidal`, :mod:`posenc.functional.rope_scaling`,
 :func:`posenc.functional.alibi_slopes`, :func:`posenc.functional.t5_relative_bucket`,
 :func:`posenc.rope_from_config`) and names the Python function each port mirrors; the model tables
-of :mod:`posenc.rope_config` are written into it (:func:`model_tables`).
+of :mod:`posenc.config` are written into it (:func:`model_tables`).
 ``tests/report/test_explorer.py`` types into every control, loads every preset and pasted configs
 in headless Chromium and checks the page's numbers against posenc at float64 precision. Nothing
 is fetched from the network.
@@ -55,23 +55,24 @@ def _inline_script(code: str) -> str:
 def _special_model_types() -> dict[str, str]:
     """Why the page leaves a model type to :func:`posenc.rope_from_config`: its reading rules beyond
     the common fields, which the page's port (``readConfig`` in ``assets/explorer.js``) lacks."""
-    from .. import rope_config as rc
+    from ..config import families, fields, mrope, scaling, tables
 
     reasons = (
-        (rc._MROPE_TYPES, "multimodal RoPE (MRoPE sections per axis)"),
-        (rc._MROPE_REFUSED, "a multimodal RoPE that posenc refuses"),
-        (rc._CLASS_BUILT_ROPE, "its config class builds the rope dicts from other fields"),
-        (rc._MSCALE_TYPES, "short_mscale and long_mscale scale cos and sin"),
-        (rc._NTK_ALPHA_TYPES, "a dynamic scaling with 'alpha' is NTK-alpha scaling"),
-        (rc._GLOBAL_LOCAL, "global_rope_theta and local_rope_theta give two RoPEs"),
-        (rc._TRAILING_ROPE, "the trailing features of each head rotate"),
-        (rc._FIELD_ALIASES, "its fields have other names (d_model, n_heads)"),
-        (("zamba2",), "its heads are 2 * hidden_size / num_attention_heads wide"),
-        (rc._LAYER_PARTIAL_ONLY, "partial_rotary_factor is read per layer type only"),
-        (rc._GEMMA4, "its full-attention heads are global_head_dim wide, with per-layer overrides"),
-        (rc._NEOX, "the base and share come only from rotary_emb_base and rotary_pct"),
-        (rc._ROTARY_DIM_TYPES, "rotary_dim features rotate"),
-        (rc._FIXED_PARTIAL, "its config class fixes partial_rotary_factor"),
+        (mrope._MROPE_TYPES, "multimodal RoPE (MRoPE sections per axis)"),
+        (mrope._MROPE_REFUSED, "a multimodal RoPE that posenc refuses"),
+        (families._CLASS_BUILT_ROPE, "its config class builds the rope dicts from other fields"),
+        (scaling._MSCALE_TYPES, "short_mscale and long_mscale scale cos and sin"),
+        (scaling._NTK_ALPHA_TYPES, "a dynamic scaling with 'alpha' is NTK-alpha scaling"),
+        (families._GLOBAL_LOCAL, "global_rope_theta and local_rope_theta give two RoPEs"),
+        (fields._TRAILING_ROPE, "the trailing features of each head rotate"),
+        (fields._FIELD_ALIASES, "its fields have other names (d_model, n_heads)"),
+        (("zamba2",), "its heads are attention_head_dim wide, else 2 * hidden_size / num_attention_heads"),
+        (fields._HEAD_DIM_FROM_WIDTH, "its heads are hidden_size / num_attention_heads wide whatever head_dim says"),
+        (tables._LAYER_PARTIAL_ONLY, "partial_rotary_factor is read per layer type only"),
+        (tables._GEMMA4, "its full-attention heads are global_head_dim wide, with per-layer overrides"),
+        (tables._NEOX, "the base and share come only from rotary_emb_base and rotary_pct"),
+        (tables._ROTARY_DIM_TYPES, "rotary_dim features rotate"),
+        (tables._FIXED_PARTIAL, "its config class fixes partial_rotary_factor"),
     )
     special: dict[str, str] = {}
     for types, reason in reasons:
@@ -81,18 +82,24 @@ def _special_model_types() -> dict[str, str]:
 
 
 def model_tables() -> dict:
-    """posenc.rope_config's tables that the page's config reader needs, as JSON-ready data."""
-    from .. import rope_config as rc
+    """posenc.config's tables that the page's config reader needs, as JSON-ready data."""
+    from ..config import families, tables
+    from ..config.generated import CLASS_DEFAULTS
     from ..functional.rope_scaling import SCALING_KEYS
 
     return {
-        "layouts": rc.MODEL_LAYOUTS,
-        "interleaveFlag": list(rc._ROPE_INTERLEAVE_FLAG),
-        "defaults": rc._HF_DEFAULTS,
-        "readsPartial": sorted(rc._READS_PARTIAL),
-        "defaultPartial": rc._DEFAULT_PARTIAL,
-        "layerTyped": rc._LAYER_TYPED,
-        "yarnIsLongrope": list(rc._YARN_IS_LONGROPE),
+        "layouts": tables.MODEL_LAYOUTS,
+        "interleaveFlag": list(families._ROPE_INTERLEAVE_FLAG),
+        # the class's sizes under the class's own field names, then the hand-written defaults: as
+        # posenc.config.rope merges them before reading a config
+        "defaults": {
+            model_type: {**CLASS_DEFAULTS.get(model_type, {}), **tables._HF_DEFAULTS.get(model_type, {})}
+            for model_type in sorted(set(CLASS_DEFAULTS) | set(tables._HF_DEFAULTS))
+        },
+        "readsPartial": sorted(tables._READS_PARTIAL),
+        "defaultPartial": tables._DEFAULT_PARTIAL,
+        "layerTyped": families._LAYER_TYPED,
+        "yarnIsLongrope": list(tables._YARN_IS_LONGROPE),
         "scalingKeys": {
             kind: [sorted(required), sorted(optional)] for kind, (required, optional) in SCALING_KEYS.items()
         },

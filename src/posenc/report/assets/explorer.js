@@ -532,7 +532,7 @@
   };
 
   // ------------------------------------------------------------------ Part 2b: a config.json's RoPE
-  /** posenc.rope_config's tables (model types' pair layouts, transformers 5.24 class defaults,
+  /** posenc.config's tables (model types' pair layouts, transformers 5.24 class defaults,
    *  which types read partial_rotary_factor, ...), written into the page by posenc.report.explorer. */
   const TABLES = /*@MODEL_TABLES@*/null;
 
@@ -543,7 +543,7 @@
   const isNumber = (v) => typeof v === "number" && Number.isFinite(v);
   const show = (v) => (v === undefined ? "nothing" : JSON.stringify(v));
 
-  /** The first of `names` whose value is not null: rope_config._field. */
+  /** The first of `names` whose value is not null: posenc.config: _field. */
   function field(config, ...names) {
     for (const name of names) if (config[name] !== undefined && config[name] !== null) return config[name];
     return null;
@@ -556,7 +556,7 @@
     return value;
   }
 
-  /** The head width and where it comes from: rope_config._head_dim and _layer_head_dim. */
+  /** The head width and where it comes from: posenc.config: _head_dim and _layer_head_dim. */
   function headDim(config, layerType) {
     if (layerType === "full_attention" && truthy(config.global_head_dim)) {
       return [whole("global_head_dim", config.global_head_dim), "global_head_dim"];
@@ -575,7 +575,7 @@
     return [Math.floor(w / h), `${width} / ${heads} = ${w} / ${h}`];
   }
 
-  /** The one rope dict that applies, and the layer types when there is one per type: rope_config._rope_params. */
+  /** The one rope dict that applies, and the layer types when there is one per type: posenc.config: _rope_params. */
   function ropeParams(config, layerType) {
     const scaling = config.rope_scaling;
     const parameters = config.rope_parameters;
@@ -608,7 +608,7 @@
     return isObject(params) && Object.values(params).some(isObject);
   }
 
-  /** partial_rotary_factor: the rope dict's, else the config's, else the family's default: rope_config._partial_factor. */
+  /** partial_rotary_factor: the rope dict's, else the config's, else the family's default: posenc.config: _partial_factor. */
   function partialFactor(config, params) {
     let factor = field(params, "partial_rotary_factor");
     if (factor === null) factor = field(config, "partial_rotary_factor", "rotary_pct");
@@ -619,7 +619,7 @@
     return factor;
   }
 
-  /** The rotated width: rope_config._rotary_dim. */
+  /** The rotated width: posenc.config: _rotary_dim. */
   function rotatedWidth(config, params, head) {
     const type = config.model_type;
     if ("qk_rope_head_dim" in config) return [head, "the whole qk_rope_head_dim slice", 1];
@@ -637,7 +637,7 @@
     return [width, width === head ? "the whole head" : `int(${head} × partial_rotary_factor ${factor})`, factor];
   }
 
-  /** The keys a rope type takes, the others dropped with a note: rope_config._known_keys. */
+  /** The keys a rope type takes, the others dropped with a note: posenc.config: _known_keys. */
   function knownKeys(kind, scaling, notes) {
     if (!(kind in TABLES.scalingKeys)) return scaling;
     const [required, optional] = TABLES.scalingKeys[kind];
@@ -647,7 +647,7 @@
     return scaling;
   }
 
-  /** The scaling dict as rope_from_config completes it (rope_config._scaling); null for default RoPE. */
+  /** The scaling dict as rope_from_config completes it (posenc.config: _scaling); null for default RoPE. */
   function completeScaling(config, params, nested, notes) {
     let kind = "rope_type" in params ? params.rope_type : "type" in params ? params.type : "default";
     if (kind === "su" || (kind === "yarn" && TABLES.yarnIsLongrope.includes(config.model_type))) kind = "longrope";

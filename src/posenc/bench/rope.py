@@ -34,6 +34,7 @@ import torch
 from .. import functional as F
 from .. import kernels
 from ..kernels import compiled, eager, triton
+from .allocator import page_faults
 from .timing import measure, measure_paired_many, synchronize
 
 __all__ = ["bench_rope", "rope_peers", "forced_backends", "PEERS", "BACKEND_ORDER"]
@@ -112,7 +113,7 @@ def rope_peers(q, k, layout: str, *, with_skipped: bool = False):
             if case is not None:
                 case()  # the first call: an incompatible version fails here, not in the timing
         except ImportError as err:
-            skipped[name] = f"not installed ({err.name or err})"
+            skipped[name] = f"not installed ({err.name or err}): pip install 'posenc[bench]'"
             continue
         except Exception as err:  # noqa: BLE001 - any failure of a third-party library: report, go on
             skipped[name] = f"failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
@@ -198,6 +199,9 @@ def _posenc_cases(
     )
     return cases, reset
 
+
+#: the cases whose page faults each row records (``page_faults_per_call``)
+FAULT_CASES = ("floor", "floor, new tensors", "posenc Rope.rotate", "posenc new tensors")
 
 #: the cases that run the default dispatch (the others force a backend, or are no rotation by posenc)
 AUTO_CASES = ("posenc Rope.rotate", "posenc new tensors", "posenc backward")
@@ -288,6 +292,8 @@ def bench_rope(
                     q, cos, layout
                 )  # after the first calls: a failed compile turns "compiled" off
                 errors, limits = _check_cases(cases, reset, q, k, cos, sin, layout, base, progress)
+                # the floors' and the new tensors' page faults: none where freed memory is reused
+                faults = {n: page_faults(cases[n], calls=2) for n in FAULT_CASES if n in cases}
                 if progress:
                     progress(f"rope L={L} {base['dtype']} {layout}: {len(cases)} cases, round-robin with the floor")
                 floor = measure("floor", cases["floor"], num_threads=num_threads, min_run_time=min_run_time)
@@ -321,6 +327,7 @@ def bench_rope(
                             "floor_ms_paired": floor_ms,
                             "other_cpu": m.other_cpu,
                             "num_threads": num_threads,
+                            "page_faults_per_call": faults.get(name),
                             "max_error": errors.get(name),
                             "tolerance": limits.get(name),
                         }

@@ -49,6 +49,7 @@ def run(
     dtypes: Sequence[torch.dtype] = (torch.float32, torch.bfloat16),
     peers: bool = True,
     device: str = "cpu",
+    min_run_time: float | None = None,
     progress: Callable[[str], None] | None = None,
     on_section: Callable[[dict], None] | None = None,
 ) -> dict:
@@ -81,6 +82,8 @@ def run(
             f"RoPE dtypes must be floating point (float32, bfloat16, float16, float64); got {bad or 'none'}"
         )
     size = QUICK if quick else FULL
+    if min_run_time is not None:  # the timing of each case, whatever the sizes
+        size = {**size, "min_run_time": min_run_time}
     dev = resolve_device(device)
     torch.set_num_threads(num_threads)
     result: dict = {

@@ -47,6 +47,13 @@ def register(app) -> None:  # app: typer.Typer
         markdown_file: Path | None = typer.Option(
             None, "--markdown", metavar="FILE", help="Write the tables of docs/performance.md here."
         ),
+        min_run_time: float | None = typer.Option(
+            None,
+            "--min-run-time",
+            min=0.01,
+            metavar="SECONDS",
+            help="Timing per case and its floor (at least 7 paired rounds): 0.5 by default, 0.05 with --quick.",
+        ),
         allocator: str = typer.Option(
             "reuse",
             "--allocator",
@@ -139,6 +146,7 @@ def register(app) -> None:  # app: typer.Typer
                     dtypes=dtype_list,
                     peers=not no_peers,
                     device=device,
+                    min_run_time=min_run_time,
                     progress=lambda msg: status.update(msg),
                     on_section=save,
                 )

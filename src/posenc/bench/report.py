@@ -50,6 +50,7 @@ def run(
     peers: bool = True,
     device: str = "cpu",
     min_run_time: float | None = None,
+    all_backends: bool = True,
     progress: Callable[[str], None] | None = None,
     on_section: Callable[[dict], None] | None = None,
 ) -> dict:
@@ -116,7 +117,9 @@ def run(
         return [row for L in size["flex_L"] for row in bench_flex_memory(L, num_threads=num_threads, device=dev)]
 
     runners: dict[str, Callable[[], list[dict]]] = {
-        "rope": lambda: bench_rope(rope_lengths or size["rope_lengths"], dtypes, peers=peers, **timing),
+        "rope": lambda: bench_rope(
+            rope_lengths or size["rope_lengths"], dtypes, peers=peers, all_backends=all_backends, **timing
+        ),
         "bias": lambda: bench_bias(size["bias_lengths"], peers=peers, **timing),
         "attention": lambda: bench_attention(L=size["attention_L"], **timing),
         "flex": flex,

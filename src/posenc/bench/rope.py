@@ -245,6 +245,7 @@ def bench_rope(
     min_run_time: float = 0.5,
     peers: bool = True,
     device: torch.device | str = "cpu",
+    all_backends: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """One row per (case, L, dtype, layout): median ms, effective GB/s, ratio to the floor, load,
@@ -259,7 +260,8 @@ def bench_rope(
     Also rows ``kind="one-time"`` for the cos/sin table build, each compiled case's first call
     (compile time) and ``Rope.rotate``'s first call (its table cache), reported apart from the
     steady state. ``device`` places q, k, the tables and the peers' modules (``"cuda"``: the
-    Triton backend is timed too, and is what the default dispatch picks).
+    Triton backend is timed too, and is what the default dispatch picks). ``all_backends=False``
+    times ``out=`` and in place with the backend the dispatch picks only (a shorter run).
     """
     rows: list[dict] = []
     inv_freq, _ = F.rope_inv_freq(head_dim)
@@ -276,7 +278,10 @@ def bench_rope(
                 table_s = time.perf_counter() - start
                 base = {"L": L, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
                 rows.append({**base, "case": "cos/sin table build", "kind": "one-time", "seconds": table_s})
-                cases, reset = _posenc_cases(q, k, cos, sin, layout, forced_backends(q, cos, layout))
+                forced = forced_backends(q, cos, layout)
+                if not all_backends:
+                    forced = tuple(b for b in forced if b == kernels.backend_for(q, cos, layout))
+                cases, reset = _posenc_cases(q, k, cos, sin, layout, forced)
                 if peers:
                     found, skipped = rope_peers(q, k, layout, with_skipped=True)
                     cases.update({f"peer {n}": c for n, c in found.items()})

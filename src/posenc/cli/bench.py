@@ -54,6 +54,11 @@ def register(app) -> None:  # app: typer.Typer
             metavar="SECONDS",
             help="Timing per case and its floor (at least 7 paired rounds): 0.5 by default, 0.05 with --quick.",
         ),
+        all_backends: bool = typer.Option(
+            True,
+            "--all-backends/--auto-backend",
+            help="RoPE out= and in place with every backend forced, or with the one the dispatch picks only.",
+        ),
         allocator: str = typer.Option(
             "reuse",
             "--allocator",
@@ -147,6 +152,7 @@ def register(app) -> None:  # app: typer.Typer
                     peers=not no_peers,
                     device=device,
                     min_run_time=min_run_time,
+                    all_backends=all_backends,
                     progress=lambda msg: status.update(msg),
                     on_section=save,
                 )
@@ -261,7 +267,6 @@ _RATIO_COLUMNS = (
     ("backend", "auto"),
     ("clone_x_floor", "clone"),
     ("rotate_x_floor", "rotate"),
-    ("rotate_x_clone", "r/clone"),
     ("out_x_floor", "out="),
     ("in_place_x_floor", "in place"),
     ("transformers_x_rotate", "HF x"),
@@ -276,8 +281,7 @@ def _rope_ratio_table(ratios: list[dict]):
 
     table = Table(
         title="posenc bench: rope ratios to the copy floor (out.copy_(x)), paired medians",
-        caption="clone: x.clone() of q and k (the floor of new tensors); rotate: Rope.rotate(q, k), r/clone: "
-        "over the clone; out=, in place: kernels.rope(out=), rope_ with the auto backend. Lower is better, "
+        caption="clone: x.clone() of q and k (the floor of new tensors); rotate: Rope.rotate(q, k); out=, in place: kernels.rope(out=), rope_ with the auto backend. Lower is better, "
         "but HF x, peer x: how many times slower than Rope.rotate transformers and the fastest peer are.",
         box=box.SIMPLE_HEAD,
     )

@@ -104,7 +104,7 @@ _VARIANTS = {"half": _into_half, "interleaved": _into_interleaved}
 #: Rows of the tables are then loaded once per group rather than once per head row: with 128-wide
 #: heads a float32 half-width table row is as many bytes as the float32 row of ``x`` it rotates,
 #: twice the bfloat16 one.
-GROUP = 4
+GROUP = 8
 
 
 @functools.cache

@@ -479,3 +479,16 @@ def test_terminal_output_fits_100_columns_and_names_the_extra_of_missing_peers(c
         lines[lines.index("not installed, not timed: peer torchtune") + 1]
         == "  pip install 'posenc[bench]' installs them"
     )
+
+
+def test_auto_backend_times_out_and_in_place_with_the_dispatch_backend_only():
+    from posenc.bench import rope as bench_rope_module
+
+    rows = bench_rope_module.bench_rope(
+        (64,), (torch.float32,), ("half",), min_run_time=0.01, peers=False, all_backends=False
+    )
+    cases = {r["case"] for r in rows if r["kind"] == "steady"}
+    assert {"posenc out= (eager)", "posenc in-place (eager)", "posenc Rope.rotate"} <= cases
+    assert not any("(reference)" in c or "(compiled)" in c for c in cases)
+    faults = {r["case"]: r["page_faults_per_call"] for r in rows if r["kind"] == "steady"}
+    assert faults["floor"] == 0 and faults["posenc out= (eager)"] is None  # recorded for the floors and new tensors

@@ -96,9 +96,10 @@ def _run(
 
 
 def _pairs(q: Tensor, k: Tensor, backend: str) -> bool:
-    """Whether q and k can go through one compiled pass: the compiled backend, one shape, dtype and
-    memory layout."""
-    return backend == "compiled" and q.shape == k.shape and q.dtype == k.dtype and q.stride() == k.stride()
+    """Whether q and k can share one pass (the compiled backend) or one set of complex angles (the
+    complex backend): one shape, dtype and memory layout."""
+    same = q.shape == k.shape and q.dtype == k.dtype and q.stride() == k.stride()
+    return backend in ("compiled", "complex") and same
 
 
 def _run_pair(
@@ -112,8 +113,8 @@ def _run_pair(
     inverse: bool,
     start: int = 0,
 ) -> None:
-    """:func:`_run` for q and k rotated by the same tables: one compiled pass over both where
-    :func:`_pairs` allows, else one rotation each."""
+    """:func:`_run` for q and k rotated by the same tables: one compiled pass over both, or the
+    complex angles built once for both, where :func:`_pairs` allows; else one rotation each."""
     if not _pairs(q, k, backend):
         for x, out in zip((q, k), outs):
             _run(backend, x, cos, sin, out, layout, inverse, start)
@@ -123,7 +124,13 @@ def _run_pair(
         for x, out in zip(xs, outs):
             out[..., :start].copy_(x[..., :start])  # the features before the rotated slice
         xs, outs = tuple(x[..., start:] for x in xs), tuple(out[..., start:] for out in outs)
-    if not compiled.rotate_all_into(xs, cos, sin, outs, layout, inverse):
+    if backend == "complex" and layout == "interleaved":
+        angle = eager.complex_angle(cos, sin, inverse)  # built once for both
+        for x, out in zip(xs, outs):
+            if not eager.complex_into(x, cos, sin, out, inverse, angle):
+                eager.rotate_into(x, cos, sin, out, layout, inverse)
+        return
+    if backend == "complex" or not compiled.rotate_all_into(xs, cos, sin, outs, layout, inverse):
         for x, out in zip(xs, outs):
             eager.rotate_into(x, cos, sin, out, layout, inverse)
 

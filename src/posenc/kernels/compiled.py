@@ -5,8 +5,8 @@ Shape legend: ``s`` sequence, ``hd`` head width, ``r`` rotated width, ``n = r / 
 The formula is the reference's (:func:`posenc.functional.apply_rope`; Su et al. 2021, RoFormer,
 section 3.4), written so that Inductor fuses it into one loop: for half pairs each head is viewed
 as ``(2, n)`` and ``x * cos + x.flip(pair) * [-sin, +sin]`` is written straight into the output
-from half-width tables (one value per pair); interleaved pairs read each partner through shifted
-views (:func:`_rotated_interleaved`). The
+from half-width tables (one value per pair); interleaved pairs flip each pair
+(:func:`_rotated_interleaved`). The
 ``rotate_half``/``cat`` form of the reference does not fuse on the CPU (Inductor materialises the
 concatenation); viewing pairs instead of concatenating them is what gpt-fast's
 ``apply_rotary_emb`` does (pytorch-labs/gpt-fast, ``model.py``). The sign pattern is an ``arange``
@@ -50,14 +50,14 @@ def _rotated_half(x: Tensor, cos_h: Tensor, sin_h: Tensor) -> Tensor:
 
 def _rotated_interleaved(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Interleaved pairs ``(2i, 2i + 1)``: ``[..., s, r]`` from full-width tables. Each feature's
-    partner is its neighbour, read through two shifted views of a zero-padded row (``-x[j + 1]``
-    for even ``j``, ``x[j - 1]`` for odd): contiguous loads that vectorise, where splitting the
-    size-2 pair axis makes Inductor gather element by element."""
+    partner is its pair flipped with the first member negated (``rotate_every_two``: ``-x1, x0``),
+    the sign an ``arange`` expression that Inductor inlines. Of the forms tried this vectorises
+    best (shifted views of a zero-padded row come with masks computed per element; see
+    docs/performance.md)."""
     r = cos.shape[-1]
     xr = x[..., :r]
-    padded = torch.nn.functional.pad(xr, (1, 1))  # [..., s, r + 2], fused into the loads
-    even = torch.arange(r, device=x.device) % 2 == 0  # [r]
-    partner = torch.where(even, -padded[..., 2:], padded[..., :-2])  # rotate_every_two(x)
+    sign = torch.arange(2, device=x.device, dtype=sin.dtype) * 2 - 1  # [2]: -1, +1
+    partner = (xr.unflatten(-1, (r // 2, 2)).flip(-1) * sign).flatten(-2)  # rotate_every_two(x)
     return xr * cos + partner * sin
 
 

@@ -360,7 +360,7 @@ def test_a_broken_or_missing_peer_is_reported_not_fatal(monkeypatch):
     )
     assert found == {} and skipped == {
         "drifted": "failed: RuntimeError: API drift",
-        "absent": "not installed (nothere)",
+        "absent": "not installed (nothere): pip install 'posenc[bench]'",
     }
 
 
@@ -438,3 +438,57 @@ def test_output_paths_under_a_file_name_the_file(tmp_path, capsys, monkeypatch):
         lines = capsys.readouterr().err.strip().splitlines()
         assert lines == [f"error: {option}: cannot write {path}: {afile} is a file, not a folder"], lines
     assert calls == [] and afile.read_text() == ""
+
+
+def test_bench_reruns_itself_with_freed_memory_reused():
+    """``posenc bench`` started from the command line runs again under the allocator settings that
+    keep new tensors from page-faulting; not when they are set already, nor when called from Python."""
+    import platform
+    import sys
+
+    from posenc.bench.allocator import TUNABLES, rerun_command
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        assert rerun_command(["/usr/bin/posenc", "bench"], {}) is None
+        return
+    command, env = rerun_command(["/venv/bin/posenc", "bench", "--quick"], {"GLIBC_TUNABLES": "glibc.a=1", "X": "y"})
+    assert command == [sys.executable, "-m", "posenc", "bench", "--quick"]
+    assert env == {"GLIBC_TUNABLES": f"glibc.a=1:{TUNABLES}", "X": "y"}
+    assert rerun_command(["/venv/bin/posenc", "bench"], {"GLIBC_TUNABLES": TUNABLES}) is None
+    assert rerun_command(["/venv/bin/pytest", "bench"], {}) is None
+
+
+def test_terminal_output_fits_100_columns_and_names_the_extra_of_missing_peers(capsys, monkeypatch):
+    """Piped, ``posenc bench`` prints at most 100 columns; a peer that is not installed is listed once,
+    with the shapes it missed and the extra that installs it."""
+    from posenc.bench import rope as bench_rope_module
+
+    def absent(q, k, layout):
+        raise ImportError("no module named 'torchtune'", name="torchtune")
+
+    monkeypatch.setattr(bench_rope_module, "PEERS", {"torchtune": absent})
+    code = main(
+        ["bench", "--quick", "--sections", "rope", "--dtypes", "float32", "--lengths", "64", "--allocator", "system"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    lines = out.splitlines()
+    assert "not installed, not timed: peer torchtune" in lines
+    assert (
+        lines[lines.index("not installed, not timed: peer torchtune") + 1]
+        == "  pip install 'posenc[bench]' installs them"
+    )
+
+
+def test_auto_backend_times_out_and_in_place_with_the_dispatch_backend_only():
+    from posenc.bench import rope as bench_rope_module
+
+    rows = bench_rope_module.bench_rope(
+        (64,), (torch.float32,), ("half",), min_run_time=0.01, peers=False, all_backends=False
+    )
+    cases = {r["case"] for r in rows if r["kind"] == "steady"}
+    assert {"posenc out= (eager)", "posenc in-place (eager)", "posenc Rope.rotate"} <= cases
+    assert not any("(reference)" in c or "(compiled)" in c for c in cases)
+    faults = {r["case"]: r["page_faults_per_call"] for r in rows if r["kind"] == "steady"}
+    assert faults["floor"] == 0 and faults["posenc out= (eager)"] is None  # recorded for the floors and new tensors

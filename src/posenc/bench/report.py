@@ -49,12 +49,15 @@ def run(
     dtypes: Sequence[torch.dtype] = (torch.float32, torch.bfloat16),
     peers: bool = True,
     device: str = "cpu",
+    min_run_time: float | None = None,
+    all_backends: bool = True,
     progress: Callable[[str], None] | None = None,
     on_section: Callable[[dict], None] | None = None,
 ) -> dict:
     """Every requested section, in this process (the flex section spawns one process per mode), with
     the tensors on ``device`` ("cpu", "cuda", "cuda:1", ...). ``on_section`` gets the result so far
     after each section (the CLI writes it then: an interrupted run keeps the sections it finished)."""
+    from .allocator import reuses_memory
     from .bias import bench_attention, bench_bias, bench_bias_build, bench_bias_memory, bench_flex_memory
     from .rope import bench_rope
     from .timing import device_name, resolve_device
@@ -80,6 +83,8 @@ def run(
             f"RoPE dtypes must be floating point (float32, bfloat16, float16, float64); got {bad or 'none'}"
         )
     size = QUICK if quick else FULL
+    if min_run_time is not None:  # the timing of each case, whatever the sizes
+        size = {**size, "min_run_time": min_run_time}
     dev = resolve_device(device)
     torch.set_num_threads(num_threads)
     result: dict = {
@@ -98,6 +103,10 @@ def run(
             "device": device_name(dev),
             "peers": _peer_versions() if peers else "skipped (--no-peers)",
             "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            # whether new tensors reuse freed memory (no page faults: the clone floor is the copy
+            # floor) or are fresh mappings that fault in; see posenc.bench.allocator
+            "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES"),
+            "freed_memory_reused": reuses_memory(),
         }
     }
     timing = {"num_threads": num_threads, "min_run_time": size["min_run_time"], "device": dev, "progress": progress}
@@ -108,7 +117,9 @@ def run(
         return [row for L in size["flex_L"] for row in bench_flex_memory(L, num_threads=num_threads, device=dev)]
 
     runners: dict[str, Callable[[], list[dict]]] = {
-        "rope": lambda: bench_rope(rope_lengths or size["rope_lengths"], dtypes, peers=peers, **timing),
+        "rope": lambda: bench_rope(
+            rope_lengths or size["rope_lengths"], dtypes, peers=peers, all_backends=all_backends, **timing
+        ),
         "bias": lambda: bench_bias(size["bias_lengths"], peers=peers, **timing),
         "attention": lambda: bench_attention(L=size["attention_L"], **timing),
         "flex": flex,
@@ -218,18 +229,7 @@ def write_output(path: str | os.PathLike, text: str) -> None:
 def summary_columns(section: str) -> list[str]:
     """The columns shown in the terminal for a section's rows."""
     return {
-        "rope": [
-            "L",
-            "dtype",
-            "layout",
-            "case",
-            "backend",
-            "median_ms",
-            "gb_per_s",
-            "x_floor",
-            "max_error",
-            "other_cpu",
-        ],
+        "rope": ["L", "dtype", "layout", "case", "median_ms", "x_floor", "page_faults_per_call", "other_cpu"],
         "bias": ["L", "heads", "case", "median_ms", "x_floor", "other_cpu"],
         "attention": ["L", "heads", "case", "median_ms", "x_none", "x_none_best", "other_cpu"],
         "flex": ["L", "heads", "mode", "seconds", "peak_rss_mib", "peak_gpu_mib", "first_call_s", "other_cpu", "error"],
@@ -320,7 +320,9 @@ def rope_ratios(rows: list[dict]) -> list[dict]:
     * ``in_place_x_floor``: ``kernels.rope_`` over the copy floor, ``in_place_floor_x_floor`` the
       in-place floor's (``x.neg_()``) over it;
     * ``transformers_x_rotate``: transformers' ``apply_rotary_pos_emb`` over ``Rope.rotate``
-      (how many times slower it is; half pairs only).
+      (how many times slower it is; half pairs only); ``fastest_peer_x_rotate`` the fastest peer's;
+    * ``clone_x_floor``: the clone floor over the copy floor (1 where new tensors reuse freed
+      memory, 2-3 where they page-fault), ``rotate_x_floor``: ``Rope.rotate`` over the copy floor.
     """
     out = []
     for (L, dtype, layout), cases in _rope_groups(rows).items():
@@ -344,6 +346,11 @@ def rope_ratios(rows: list[dict]) -> list[dict]:
                 "in_place_x_floor": ratio(f"posenc in-place ({backend})"),
                 "in_place_floor_x_floor": ratio("floor, in place"),
                 "transformers_x_rotate": ratio("peer transformers", "posenc Rope.rotate"),
+                "fastest_peer_x_rotate": min(
+                    (ratio(n, "posenc Rope.rotate") for n in cases if n.startswith("peer ")), default=None
+                ),
+                "clone_x_floor": ratio("floor, new tensors"),
+                "rotate_x_floor": ratio("posenc Rope.rotate"),
             }
         )
     return out
@@ -373,7 +380,14 @@ def markdown(result: dict) -> str:
     lines.append(
         f"Measured {meta.get('date')} on {meta.get('device', 'cpu')} with torch {meta.get('torch')}, {meta.get('cpus')} CPUs, "
         f"{meta.get('num_threads')} thread(s), load average at start "
-        f"{[round(v, 1) for v in meta.get('load_average') or []]}."
+        f"{[round(v, 1) for v in meta.get('load_average') or []]}. "
+        + (
+            f"Freed memory reused (`GLIBC_TUNABLES={meta.get('GLIBC_TUNABLES')}`): new tensors do not page-fault, "
+            "so the clone floor is the copy floor."
+            if meta.get("freed_memory_reused")
+            else "The system's allocator: new tensors of 32 MiB or more are fresh mappings that page-fault, so "
+            "the clone floor (new tensors) is above the copy floor."
+        )
     )
     rope = [r for r in result.get("rope", []) if r.get("kind") == "steady"]
     if rope:

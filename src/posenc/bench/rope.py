@@ -34,6 +34,7 @@ import torch
 from .. import functional as F
 from .. import kernels
 from ..kernels import compiled, eager, triton
+from .allocator import page_faults
 from .timing import measure, measure_paired_many, synchronize
 
 __all__ = ["bench_rope", "rope_peers", "forced_backends", "PEERS", "BACKEND_ORDER"]
@@ -112,7 +113,7 @@ def rope_peers(q, k, layout: str, *, with_skipped: bool = False):
             if case is not None:
                 case()  # the first call: an incompatible version fails here, not in the timing
         except ImportError as err:
-            skipped[name] = f"not installed ({err.name or err})"
+            skipped[name] = f"not installed ({err.name or err}): pip install 'posenc[bench]'"
             continue
         except Exception as err:  # noqa: BLE001 - any failure of a third-party library: report, go on
             skipped[name] = f"failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
@@ -199,6 +200,9 @@ def _posenc_cases(
     return cases, reset
 
 
+#: the cases whose page faults each row records (``page_faults_per_call``)
+FAULT_CASES = ("floor", "floor, new tensors", "posenc Rope.rotate", "posenc new tensors")
+
 #: the cases that run the default dispatch (the others force a backend, or are no rotation by posenc)
 AUTO_CASES = ("posenc Rope.rotate", "posenc new tensors", "posenc backward")
 
@@ -241,6 +245,7 @@ def bench_rope(
     min_run_time: float = 0.5,
     peers: bool = True,
     device: torch.device | str = "cpu",
+    all_backends: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """One row per (case, L, dtype, layout): median ms, effective GB/s, ratio to the floor, load,
@@ -255,7 +260,8 @@ def bench_rope(
     Also rows ``kind="one-time"`` for the cos/sin table build, each compiled case's first call
     (compile time) and ``Rope.rotate``'s first call (its table cache), reported apart from the
     steady state. ``device`` places q, k, the tables and the peers' modules (``"cuda"``: the
-    Triton backend is timed too, and is what the default dispatch picks).
+    Triton backend is timed too, and is what the default dispatch picks). ``all_backends=False``
+    times ``out=`` and in place with the backend the dispatch picks only (a shorter run).
     """
     rows: list[dict] = []
     inv_freq, _ = F.rope_inv_freq(head_dim)
@@ -272,7 +278,10 @@ def bench_rope(
                 table_s = time.perf_counter() - start
                 base = {"L": L, "dtype": str(dtype).removeprefix("torch."), "layout": layout}
                 rows.append({**base, "case": "cos/sin table build", "kind": "one-time", "seconds": table_s})
-                cases, reset = _posenc_cases(q, k, cos, sin, layout, forced_backends(q, cos, layout))
+                forced = forced_backends(q, cos, layout)
+                if not all_backends:
+                    forced = tuple(b for b in forced if b == kernels.backend_for(q, cos, layout))
+                cases, reset = _posenc_cases(q, k, cos, sin, layout, forced)
                 if peers:
                     found, skipped = rope_peers(q, k, layout, with_skipped=True)
                     cases.update({f"peer {n}": c for n, c in found.items()})
@@ -288,6 +297,8 @@ def bench_rope(
                     q, cos, layout
                 )  # after the first calls: a failed compile turns "compiled" off
                 errors, limits = _check_cases(cases, reset, q, k, cos, sin, layout, base, progress)
+                # the floors' and the new tensors' page faults: none where freed memory is reused
+                faults = {n: page_faults(cases[n], calls=2) for n in FAULT_CASES if n in cases}
                 if progress:
                     progress(f"rope L={L} {base['dtype']} {layout}: {len(cases)} cases, round-robin with the floor")
                 floor = measure("floor", cases["floor"], num_threads=num_threads, min_run_time=min_run_time)
@@ -321,6 +332,7 @@ def bench_rope(
                             "floor_ms_paired": floor_ms,
                             "other_cpu": m.other_cpu,
                             "num_threads": num_threads,
+                            "page_faults_per_call": faults.get(name),
                             "max_error": errors.get(name),
                             "tolerance": limits.get(name),
                         }

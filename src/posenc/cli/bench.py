@@ -47,11 +47,32 @@ def register(app) -> None:  # app: typer.Typer
         markdown_file: Path | None = typer.Option(
             None, "--markdown", metavar="FILE", help="Write the tables of docs/performance.md here."
         ),
+        min_run_time: float | None = typer.Option(
+            None,
+            "--min-run-time",
+            min=0.01,
+            metavar="SECONDS",
+            help="Timing per case and its floor (at least 7 paired rounds): 0.5 by default, 0.05 with --quick.",
+        ),
+        all_backends: bool = typer.Option(
+            True,
+            "--all-backends/--auto-backend",
+            help="RoPE out= and in place with every backend forced, or with the one the dispatch picks only.",
+        ),
+        allocator: str = typer.Option(
+            "reuse",
+            "--allocator",
+            metavar="MODE",
+            help="reuse: run under glibc settings that reuse freed memory, so that new tensors do not "
+            "page-fault and the clone floor equals the copy floor (the command runs itself again with "
+            "GLIBC_TUNABLES set); system: the allocator as it is, where new tensors of 32 MiB or more page-fault.",
+        ),
     ) -> None:
         """Time RoPE, bias construction, attention and a training step; print ratios to the floor."""
         import json
 
         import torch
+        from rich import box
         from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
@@ -68,9 +89,13 @@ def register(app) -> None:  # app: typer.Typer
             write_output,
         )
 
+        if allocator not in ("reuse", "system"):
+            fail(f"--allocator takes reuse or system, got {allocator!r}")
+        if allocator == "reuse":
+            _rerun_with_freed_memory_reused()
         console = Console()
-        if not console.is_terminal:  # a log file or a pipe: no terminal width to fit, keep the names whole
-            console = Console(width=160)
+        if not console.is_terminal:  # a log file or a pipe: 100 columns, as a terminal would show
+            console = Console(width=100)
         try:
             dtype_list = [getattr(torch, d.strip()) for d in dtypes.split(",") if d.strip()]
             if not all(isinstance(d, torch.dtype) for d in dtype_list):
@@ -126,6 +151,8 @@ def register(app) -> None:  # app: typer.Typer
                     dtypes=dtype_list,
                     peers=not no_peers,
                     device=device,
+                    min_run_time=min_run_time,
+                    all_backends=all_backends,
                     progress=lambda msg: status.update(msg),
                     on_section=save,
                 )
@@ -147,16 +174,18 @@ def register(app) -> None:  # app: typer.Typer
             raise typer.Exit(code) from None
         for section in section_list:
             rows = result.get(section, [])
-            table = Table(title=f"posenc bench: {section}")
+            table = Table(title=f"posenc bench: {section}", box=box.SIMPLE_HEAD)
             columns = summary_columns(section)
             for column in columns:
-                table.add_column(column, overflow="fold")
+                table.add_column(_HEADINGS.get(column, column), overflow="fold")
             for cells in format_rows(rows, columns):
                 table.add_row(*cells)
             console.print(table)
             once = one_time_rows(rows)
             if once:
-                extra = Table(title=f"{section}: one-time costs (table build, first call = compile)")
+                extra = Table(
+                    title=f"{section}: one-time costs (table build, first call = compile)", box=box.SIMPLE_HEAD
+                )
                 for column in ("L", "dtype", "layout", "case", "seconds"):
                     extra.add_column(column, overflow="fold")
                 for cells in once:
@@ -164,15 +193,12 @@ def register(app) -> None:  # app: typer.Typer
                 console.print(extra)
             if section == "rope" and rows:
                 console.print(_rope_ratio_table(rope_ratios(rows)))
+        skipped: dict[tuple[str, str], list[str]] = {}  # (case, reason): the shapes it was not timed at
         for section in section_list:
             for row in result.get(section, []):
                 if row.get("kind") == "skipped":
-                    console.print(
-                        escape(
-                            f"not timed: {row['case']} at L={row.get('L')} {row.get('dtype', '')} "
-                            f"{row.get('layout', '')}: {row['reason']}"
-                        )
-                    )
+                    shape = " ".join(str(row[key]) for key in ("L", "dtype", "layout") if row.get(key) is not None)
+                    skipped.setdefault((row["case"], row["reason"]), []).append(shape)
                 elif (row.get("max_error") or 0) > (row.get("tolerance") or float("inf")):
                     console.print(
                         escape(
@@ -181,6 +207,14 @@ def register(app) -> None:  # app: typer.Typer
                             f"{row['tolerance']:.3g})"
                         )
                     )
+        missing = [case for case, reason in skipped if reason.startswith("not installed")]
+        for (case, reason), shapes in skipped.items():
+            if case not in missing:
+                where = f" ({', '.join(shapes)})" if len(shapes) <= 2 else f" ({len(shapes)} shapes)"
+                console.print(escape(f"not timed: {case}{where}: {reason}"))
+        if missing:
+            console.print(escape(f"not installed, not timed: {', '.join(dict.fromkeys(missing))}"))
+            console.print(escape(f"  {_PEERS_EXTRA} installs them"))
         console.print(f"threads={threads}; other processes' CPU share is in other_cpu (discard rows above ~0.1)")
         console.print(
             "x_floor, x_none: the median of per-round ratios to the reference timed in turn with the case "
@@ -192,31 +226,67 @@ def register(app) -> None:  # app: typer.Typer
                 console.print(f"wrote {path}")
 
 
+def _rerun_with_freed_memory_reused() -> None:
+    """Replace this process by the same command under :data:`posenc.bench.allocator.TUNABLES`
+    where it was started without them (see :mod:`posenc.bench.allocator`); else return."""
+    import os
+    import sys
+
+    from ..bench.allocator import rerun_command
+
+    command = rerun_command(sys.argv, os.environ)
+    if command is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(command[0][0], command[0], command[1])
+
+
+#: what installs the peer libraries (the speed-ups of the README are over them)
+_PEERS_EXTRA = "pip install 'posenc[bench]'"
+
+#: shorter headings for the terminal (the JSON keeps the names)
+_HEADINGS = {
+    "median_ms": "ms",
+    "x_floor": "x floor",
+    "x_floor_best": "best",
+    "other_cpu": "other CPU",
+    "page_faults_per_call": "faults/call",
+    "x_none": "x none",
+    "x_none_best": "best",
+    "overhead_vs_none": "vs none",
+    "first_step_ms": "1st step ms",
+    "target_x_floor": "target",
+    "seconds": "s",
+}
+
 #: the columns of the RoPE ratio table: (key of :func:`posenc.bench.report.rope_ratios`, heading)
 _RATIO_COLUMNS = (
     ("L", "L"),
     ("dtype", "dtype"),
     ("layout", "layout"),
-    ("backend", "auto backend"),
-    ("rotate_x_clone", "Rope.rotate / clone"),
-    ("new_x_clone", "rope() new / clone"),
-    ("out_x_floor", "out= / floor"),
-    ("out_eager_x_floor", "out= eager / floor"),
-    ("in_place_x_floor", "in place / floor"),
-    ("in_place_floor_x_floor", "neg_ / floor"),
-    ("transformers_x_rotate", "transformers / Rope.rotate"),
+    ("backend", "auto"),
+    ("clone_x_floor", "clone"),
+    ("rotate_x_floor", "rotate"),
+    ("out_x_floor", "out="),
+    ("in_place_x_floor", "in place"),
+    ("transformers_x_rotate", "HF x"),
+    ("fastest_peer_x_rotate", "peer x"),
 )
 
 
 def _rope_ratio_table(ratios: list[dict]):
     """The ratios to quote for each RoPE shape as a rich table."""
+    from rich import box
     from rich.table import Table
 
     table = Table(
-        title="posenc bench: rope ratios (paired medians; lower is better, except transformers / Rope.rotate)"
+        title="posenc bench: rope ratios to the copy floor (out.copy_(x)), paired medians",
+        caption="clone: x.clone() of q and k (the floor of new tensors); rotate: Rope.rotate(q, k); out=, in place: kernels.rope(out=), rope_ with the auto backend. Lower is better, "
+        "but HF x, peer x: how many times slower than Rope.rotate transformers and the fastest peer are.",
+        box=box.SIMPLE_HEAD,
     )
-    for _, heading in _RATIO_COLUMNS:
-        table.add_column(heading, overflow="fold")
+    for key, heading in _RATIO_COLUMNS:
+        table.add_column(heading, no_wrap=key in ("dtype", "layout", "backend"))
     for row in ratios:
         table.add_row(
             *(

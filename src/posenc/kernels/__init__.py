@@ -24,24 +24,28 @@ from .rotary import (
     BACKENDS,
     COMPILE_MIN_NUMEL,
     RopeFunction,
+    RopePairFunction,
     apply_rotary_emb,
     backend_for,
     fast_apply_rope,
     fast_apply_rope_,
     rope,
     rope_,
+    rope_pair,
     warmup,
 )
 
 __all__ = [
     "rope",
     "rope_",
+    "rope_pair",
     "apply_rotary_emb",
     "backend_for",
     "warmup",
     "fast_apply_rope",
     "fast_apply_rope_",
     "RopeFunction",
+    "RopePairFunction",
     "BACKENDS",
     "COMPILE_MIN_NUMEL",
 ]

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from . import reference
 
-__all__ = ["rotate_into", "complex_into", "serves", "complex_serves"]
+__all__ = ["rotate_into", "complex_into", "complex_angle", "serves", "complex_serves"]
 
 
 def _complex_ok(t: Tensor) -> bool:
@@ -108,13 +108,20 @@ def rotate_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, layout: str, i
     _copy_rest(x, out, r)
 
 
-def complex_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, inverse: bool) -> bool:
+def complex_angle(cos: Tensor, sin: Tensor, inverse: bool) -> Tensor:
+    """``cos + i sin`` per pair ``[..., s, r / 2]`` from full-width interleaved tables (``-sin`` for the inverse)."""
+    return torch.complex(cos[..., 0::2], -sin[..., 0::2] if inverse else sin[..., 0::2])
+
+
+def complex_into(x: Tensor, cos: Tensor, sin: Tensor, out: Tensor, inverse: bool, angle: Tensor | None = None) -> bool:
     """Interleaved pairs as one complex multiply into ``out`` (``x`` itself for in place); False,
-    with nothing written, where ``x`` or ``out`` cannot be viewed as complex numbers."""
+    with nothing written, where ``x`` or ``out`` cannot be viewed as complex numbers. ``angle``:
+    :func:`complex_angle` of the tables, when the caller rotates several tensors by them."""
     if not (complex_serves(x, cos) and _complex_ok(out)):
         return False
     r = cos.shape[-1]
-    angle = torch.complex(cos[..., 0::2], -sin[..., 0::2] if inverse else sin[..., 0::2])  # [..., s, r / 2]
+    if angle is None:
+        angle = complex_angle(cos, sin, inverse)
     torch.mul(_as_complex(x, r), angle, out=_as_complex(out, r))
     _copy_rest(x, out, r)
     return True

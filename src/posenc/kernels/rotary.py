@@ -38,6 +38,7 @@ from . import compiled, eager, reference, triton
 __all__ = [
     "rope",
     "rope_",
+    "rope_pair",
     "backend_for",
     "warmup",
     "fast_apply_rope",
@@ -94,6 +95,46 @@ def _run(
         eager.rotate_into(x, cos, sin, out, layout, inverse)
 
 
+def _pairs(q: Tensor, k: Tensor, backend: str) -> bool:
+    """Whether q and k can share one pass (the compiled backend) or one set of complex angles (the
+    complex backend): one shape, dtype and memory layout."""
+    same = q.shape == k.shape and q.dtype == k.dtype and q.stride() == k.stride()
+    return backend in ("compiled", "complex") and same
+
+
+def _run_pair(
+    backend: str,
+    q: Tensor,
+    k: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    outs: tuple[Tensor, Tensor],
+    layout: str,
+    inverse: bool,
+    start: int = 0,
+) -> None:
+    """:func:`_run` for q and k rotated by the same tables: one compiled pass over both, or the
+    complex angles built once for both, where :func:`_pairs` allows; else one rotation each."""
+    if not _pairs(q, k, backend):
+        for x, out in zip((q, k), outs):
+            _run(backend, x, cos, sin, out, layout, inverse, start)
+        return
+    xs = (q, k)
+    if start:
+        for x, out in zip(xs, outs):
+            out[..., :start].copy_(x[..., :start])  # the features before the rotated slice
+        xs, outs = tuple(x[..., start:] for x in xs), tuple(out[..., start:] for out in outs)
+    if backend == "complex" and layout == "interleaved":
+        angle = eager.complex_angle(cos, sin, inverse)  # built once for both
+        for x, out in zip(xs, outs):
+            if not eager.complex_into(x, cos, sin, out, inverse, angle):
+                eager.rotate_into(x, cos, sin, out, layout, inverse)
+        return
+    if backend == "complex" or not compiled.rotate_all_into(xs, cos, sin, outs, layout, inverse):
+        for x, out in zip(xs, outs):
+            eager.rotate_into(x, cos, sin, out, layout, inverse)
+
+
 class RopeFunction(torch.autograd.Function):
     """The rotation of ``x`` by fixed tables, differentiable in ``x``: backward and forward mode
     rotate the gradient or tangent by the same tables (backward by the negative angles)."""
@@ -121,6 +162,39 @@ class RopeFunction(torch.autograd.Function):
     def jvp(ctx, x_t: Tensor, *_: object) -> Tensor:
         cos, sin = ctx.saved_tensors
         return rope(x_t, cos, sin, layout=ctx.layout, inverse=ctx.inverse, rotary_start=ctx.start)
+
+
+class RopePairFunction(torch.autograd.Function):
+    """:class:`RopeFunction` for q and k rotated by the same tables, in one pass where the backend
+    allows (:func:`_run_pair`); backward and forward mode rotate both gradients or tangents."""
+
+    @staticmethod
+    def forward(
+        ctx, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, layout: str, inverse: bool, backend: str, start: int
+    ):
+        ctx.save_for_backward(cos, sin)
+        ctx.save_for_forward(cos, sin)
+        ctx.set_materialize_grads(False)  # an output that takes no part in the loss: None, not zeros to rotate
+        ctx.layout, ctx.inverse, ctx.start = layout, inverse, start
+        outs = tuple(torch.empty_like(x, memory_format=torch.contiguous_format) for x in (q, k))
+        _run_pair(backend, q, k, cos, sin, outs, layout, inverse, start)
+        return outs
+
+    @staticmethod
+    def backward(ctx, grad_q: Tensor | None, grad_k: Tensor | None) -> tuple[Tensor | None, ...]:
+        cos, sin = ctx.saved_tensors
+        options = {"layout": ctx.layout, "inverse": not ctx.inverse, "rotary_start": ctx.start}
+        if grad_q is not None and grad_k is not None:
+            grad_q, grad_k = rope_pair(grad_q, grad_k, cos, sin, **options)
+        else:
+            grad_q, grad_k = (None if g is None else rope(g, cos, sin, **options) for g in (grad_q, grad_k))
+        return grad_q, grad_k, None, None, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, q_t: Tensor | None, k_t: Tensor | None, *_: object) -> tuple[Tensor | None, Tensor | None]:
+        cos, sin = ctx.saved_tensors
+        options = {"layout": ctx.layout, "inverse": ctx.inverse, "rotary_start": ctx.start}
+        return tuple(None if t is None else rope(t, cos, sin, **options) for t in (q_t, k_t))
 
 
 def _check(
@@ -215,6 +289,29 @@ def rope(
             )
     _run(name, x, cos, sin, out, layout, inverse, rotary_start)
     return out
+
+
+def rope_pair(
+    q: Tensor,
+    k: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    *,
+    layout: str | None = None,
+    inverse: bool = False,
+    rotary_start: int = 0,
+) -> tuple[Tensor, Tensor]:
+    """:func:`rope` of q and k by the same tables (self-attention without a cache), as new tensors:
+    one compiled pass over both where the dispatch picks the compiled backend for q and they share
+    shape, dtype and memory layout (each row of the tables then serves both), else one :func:`rope`
+    each. Differentiable in q and k, as :func:`rope`."""
+    layout = resolve_layout(layout, None, None)
+    cos_q, sin_q = _check(q, cos, sin, layout, None, start=rotary_start)
+    name = backend_for(q, cos_q, layout)
+    if not _pairs(q, k, name) or cos_q.requires_grad:
+        options = {"layout": layout, "inverse": inverse, "rotary_start": rotary_start}
+        return rope(q, cos, sin, **options), rope(k, cos, sin, **options)
+    return RopePairFunction.apply(q, k, cos_q, sin_q, layout, inverse, name, rotary_start)
 
 
 def rope_(

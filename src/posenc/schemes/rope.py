@@ -35,7 +35,7 @@ from torch import Tensor
 from .. import functional as F
 from ..functional._checks import check_choice, check_even_dim, check_positive_int, plain
 from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
-from ..kernels import rope
+from ..kernels import rope, rope_pair
 from ..kernels.ranges import known_range
 from ._cache import cached_range, cached_rows
 from .base import PositionalEncoding, check_head_width, check_positions_fit, default_positions, register
@@ -292,7 +292,10 @@ class Rope(PositionalEncoding):
         else:
             cos_q, sin_q = self._tables(q_positions, sq, max(sk - sq, 0), q, seq_len, "query")
         options = {"layout": self.config.layout, "inverse": inverse, "rotary_start": self.config.rotary_start}
-        # one pass each through posenc.kernels (equal to F.apply_rope; backward = inverse rotation)
+        # through posenc.kernels (equal to F.apply_rope; backward = inverse rotation): q and k in one
+        # pass where they share the tables, else one pass each
+        if cos_q is cos_k:
+            return rope_pair(q, k, cos_k, sin_k, **options)
         return rope(q, cos_q, sin_q, **options), rope(k, cos_k, sin_k, **options)
 
     def rotate_one(

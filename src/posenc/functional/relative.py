@@ -50,6 +50,8 @@ def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
     """``k - q`` for every (query, key) pair: ``[..., sq]`` and ``[..., sk]`` give ``[..., sq, sk]``.
 
     Integer positions are subtracted in int64: uint8 would wrap ``3 - 5`` to 254 and int16 overflow.
+    Where either side is a float tensor both are subtracted in float64 (exact for int64 positions up
+    to 2**53), so float32 never rounds a distance of 1 at 2**24 to 0.
     Positions are read as :func:`~posenc.functional.as_positions` reads them (an int ``n`` is
     ``0..n-1``, lists are taken as tensors; NaN, boolean and half-precision positions are refused).
     """
@@ -71,9 +73,12 @@ def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
             f"query positions {tuple(q_positions.shape)} and key positions {tuple(k_positions.shape)} "
             "must have matching leading (batch) dims"
         )
-    if not q_positions.is_floating_point() and not k_positions.is_floating_point():
+    if q_positions.is_floating_point() or k_positions.is_floating_point():
+        # as alibi_bias does: int64 against float32 would subtract in float32, where 2**24 + 1 is 2**24
+        q_positions, k_positions = q_positions.double(), k_positions.double()
+    else:
         q_positions, k_positions = q_positions.long(), k_positions.long()
-    dtype = torch.promote_types(q_positions.dtype, k_positions.dtype)
+    dtype = q_positions.dtype
     check_fits("relative positions", (*lead, q_positions.shape[-1], k_positions.shape[-1]), dtype, q_positions.device)
     return k_positions[..., None, :] - q_positions[..., :, None]
 

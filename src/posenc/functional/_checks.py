@@ -30,6 +30,7 @@ __all__ = [
     "check_fits",
     "check_table_fits",
     "broadcast_shape",
+    "check_no_overlap",
 ]
 
 
@@ -81,6 +82,36 @@ def check_out(out: object, shape: tuple[int, ...], dtype: torch.dtype, device: t
     got = f"{tuple(out.shape)} {out.dtype} {out.device}" if isinstance(out, Tensor) else type(out).__name__
     dims = ", ".join(str(n) for n in shape)
     raise ValueError(f"out must be [{dims}] of dtype {dtype} on {device}{what}, got {got}")
+
+
+def byte_span(t: Tensor) -> tuple[int, int]:
+    """The bytes ``[first, last]`` that ``t``'s elements occupy (its lowest address to its highest)."""
+    low = sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if st < 0)
+    high = sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if st > 0)
+    size = t.element_size()
+    return t.data_ptr() + low * size, t.data_ptr() + (high + 1) * size - 1
+
+
+def check_no_overlap(target_name: str, target: Tensor, inputs: dict[str, object], what: str) -> None:
+    """Refuse a tensor written to (``target``: an ``out=`` or a tensor rotated in place) whose memory
+    overlaps any of ``inputs`` (name -> tensor; non-tensors are skipped): each write would change an
+    input not yet read, and the result would be wrong without a word. ``what`` names the call in the
+    message. Tensors without storage (``torch.func`` wrappers, tensors being compiled) and empty
+    ones are passed, as are tensors on another device."""
+    if not isinstance(target, Tensor) or not target.numel() or not plain(target) or target.device.type == "meta":
+        return
+    t0, t1 = byte_span(target)
+    for name, tensor in inputs.items():
+        if not isinstance(tensor, Tensor) or tensor.device != target.device or not tensor.numel():
+            continue
+        if not plain(tensor):
+            continue
+        s0, s1 = byte_span(tensor)
+        if s0 <= t1 and t0 <= s1:
+            raise ValueError(
+                f"{what}: {target_name} shares memory with {name} (each write would change {name} before it "
+                f"is read); write into a separate tensor, or pass {name} as a copy (.clone())"
+            )
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:

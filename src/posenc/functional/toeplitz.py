@@ -19,7 +19,7 @@ import operator
 import torch
 from torch import Tensor
 
-from ._checks import check_fits, check_out
+from ._checks import check_fits, check_no_overlap, check_out
 
 __all__ = ["relative_range", "toeplitz", "toeplitz_gather"]
 
@@ -70,6 +70,7 @@ def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> 
         out = values.new_empty(h, sq, sk)
     else:
         check_out(out, (h, sq, sk), values.dtype, values.device)
+        check_no_overlap("out", out, {"values": values}, "toeplitz(..., out=)")
     if out.numel() == 0:
         return out
     if out.is_contiguous():

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from ..functional._checks import check_choice, plain
+from ..functional._checks import check_choice, check_no_overlap, plain
 from ..functional.packed import rotary_emb_tables
 from ..functional.rope import (
     ROPE_LAYOUTS,
@@ -144,12 +144,6 @@ def _check(
     return _align_tables(x, cos, sin, seq_dim)
 
 
-def _span(t: Tensor) -> tuple[int, int]:
-    """The bytes ``[first, last]`` that ``t``'s elements occupy."""
-    extent = sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride()))
-    return t.data_ptr(), t.data_ptr() + (extent + 1) * t.element_size() - 1
-
-
 def _writable(t: Tensor, what: str) -> None:
     """Refuse a target that autograd tracks or whose elements share memory (an ``expand``ed view)."""
     if t.requires_grad and torch.is_grad_enabled():
@@ -187,11 +181,12 @@ def rope(
     ``[total, h, hd]`` inputs with ``seq_dim=-3``, rotated where they lie; half-width tables with
     ``tables="half"``); ``inverse`` rotates by the negative angles. ``out=`` writes into a
     preallocated tensor of ``x``'s shape, dtype and device (``x`` itself: in place), outside
-    autograd; an ``out`` that shares some memory with ``x`` without being ``x`` is refused, as
-    torch's own ``out=`` ops refuse it. ``backend`` forces one of :data:`BACKENDS` (tests and
+    autograd; an ``out`` that shares some memory with ``x`` (without being ``x``), ``cos`` or ``sin`` is
+    refused, as torch's own ``out=`` ops refuse it. ``backend`` forces one of :data:`BACKENDS` (tests and
     benchmarks); by default :func:`backend_for` picks.
     """
     layout = resolve_layout(layout, interleaved, is_neox_style)
+    tables_given = {"cos": cos, "sin": sin}
     cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start)
     name = backend or backend_for(x, cos, layout)
     if out is None:
@@ -205,14 +200,7 @@ def rope(
     if out.data_ptr() == x.data_ptr() and out.stride() == x.stride():
         return rope_(x, cos, sin, layout=layout, inverse=inverse, rotary_start=rotary_start, backend=backend)
     _writable(out, "rope(..., out=)")
-    if plain(x) and plain(out) and x.numel() and out.numel():
-        (x0, x1), (o0, o1) = _span(x), _span(out)
-        if x0 <= o1 and o0 <= x1:
-            raise ValueError(
-                "rope(..., out=): out shares memory with x without being x (a partial overlap, "
-                "where each write would change inputs not yet read); pass x itself for in place, "
-                "or a separate tensor"
-            )
+    check_no_overlap("out", out, {"x": x, **tables_given}, "rope(..., out=) (out may be x itself, for in place)")
     _run(name, x, cos, sin, out, layout, inverse, rotary_start)
     return out
 
@@ -233,6 +221,7 @@ def rope_(
 ) -> Tensor:
     """In-place :func:`rope` (same arguments): rotates ``x`` itself and returns it (outside autograd)."""
     layout = resolve_layout(layout, interleaved, is_neox_style)
+    check_no_overlap("x", x, {"cos": cos, "sin": sin}, "rope_ (in place)")
     cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start)
     _writable(x, "rope_ (in place)")
     _run(backend or backend_for(x, cos, layout), x, cos, sin, x, layout, inverse, rotary_start)

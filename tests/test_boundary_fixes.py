@@ -83,3 +83,52 @@ def test_toeplitz_out_separate_matches_formula():
     out = F.toeplitz(values, 4, 4, out=torch.empty(2, 4, 4, dtype=torch.float64))
     i, j = torch.meshgrid(torch.arange(4), torch.arange(4), indexing="ij")
     assert torch.equal(out, values[:, j - i + 3])
+
+
+# -- a size-1 axis of x against a longer table is refused (it broadcast x to the table's length) -----
+@pytest.mark.parametrize(
+    ("shape", "seq_dim"),
+    [((1, 2, 1, 8), -2), ((1, 1, 2, 8), -3), ((1, 2, 1, 8), 2), ((1, 1, 1, 2, 8), -4)],
+)
+@pytest.mark.parametrize("fn", [F.apply_rope, K.rope], ids=["apply_rope", "kernels.rope"])
+def test_size_one_sequence_against_longer_table_refused(fn, shape, seq_dim):
+    cos, sin = _tables(5)
+    with pytest.raises(ValueError, match="broadcast x to a larger result"):
+        fn(torch.randn(shape), cos, sin, seq_dim=seq_dim)
+
+
+def test_partial_rotary_one_query_five_rows_refused():
+    cos, sin = _tables(5, dim=4)
+    with pytest.raises(ValueError, match="cos/sin of shape"):
+        F.apply_rope(torch.randn(1, 2, 1, 8), cos, sin)
+
+
+def test_one_query_with_its_own_row_matches_full_rotation():
+    cos, sin = _tables(5)
+    x = torch.randn(1, 2, 5, 8)
+    last = F.apply_rope(x[:, :, 4:], cos[4:], sin[4:])
+    torch.testing.assert_close(last, F.apply_rope(x, cos, sin)[:, :, 4:], rtol=0, atol=0)
+
+
+# -- inverse must be a bool: "no" was read as True -------------------------------------------------
+@pytest.mark.parametrize("bad", ["no", 0, 1, None, "False"])
+def test_inverse_must_be_bool(bad):
+    cos, sin = _tables(3)
+    x = torch.randn(1, 2, 3, 8)
+    rope = posenc.create("rope", dim=8)
+    for call in (
+        lambda: F.apply_rope(x, cos, sin, inverse=bad),
+        lambda: K.rope(x, cos, sin, inverse=bad),
+        lambda: K.rope_(x.clone(), cos, sin, inverse=bad),
+        lambda: rope.rotate(x, x, inverse=bad),
+        lambda: rope.rotate_one(x, inverse=bad),
+    ):
+        with pytest.raises(TypeError, match="inverse must be True or False"):
+            call()
+
+
+@pytest.mark.parametrize(("seq_dim", "error"), [(5, ValueError), (-1, ValueError), ("1", TypeError), (1.0, TypeError)])
+def test_rotate_one_seq_dim_checked(seq_dim, error):
+    rope = posenc.create("rope", dim=8)
+    with pytest.raises(error, match="seq_dim"):
+        rope.rotate_one(torch.randn(1, 2, 3, 8), seq_dim=seq_dim)

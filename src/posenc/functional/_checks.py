@@ -31,6 +31,7 @@ __all__ = [
     "check_table_fits",
     "broadcast_shape",
     "check_no_overlap",
+    "check_seq_dim",
 ]
 
 
@@ -156,6 +157,20 @@ def check_bool(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+def check_seq_dim(x: Tensor, seq_dim: object) -> int:
+    """``seq_dim`` as a negative axis of ``x`` (at most -2: the last axis holds the features)."""
+    if isinstance(seq_dim, bool) or not isinstance(seq_dim, int):
+        raise TypeError(f"seq_dim must be an int (the axis of x holding the sequence), got {seq_dim!r}")
+    axis = seq_dim - x.dim() if seq_dim >= 0 else seq_dim
+    if not -x.dim() <= axis <= -2:
+        raise ValueError(
+            f"seq_dim={seq_dim} is not a sequence axis of x of shape {tuple(x.shape)}: it must name one of "
+            f"its axes but the last (the features): -2 for [b, h, s, hd], -3 (or 1) for [b, s, h, hd], "
+            "-3 (or 0) for packed [total, h, hd]"
+        )
+    return axis
 
 
 def check_number(name: str, value: object, *, low: float = -math.inf, positive: bool = False) -> float:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from ..functional._checks import check_choice, check_no_overlap, plain
+from ..functional._checks import check_bool, check_choice, check_no_overlap, plain
 from ..functional.packed import rotary_emb_tables
 from ..functional.rope import (
     ROPE_LAYOUTS,
@@ -132,8 +132,10 @@ def _check(
     seq_dim: int = -2,
     tables: str = "full",
     start: int = 0,
+    inverse: bool = False,
 ) -> tuple[Tensor, Tensor]:
     check_choice("layout", layout, ROPE_LAYOUTS)
+    check_bool("inverse", inverse)
     if backend is not None:
         check_choice("backend", backend, BACKENDS)
     if not isinstance(x, Tensor) or not x.is_floating_point():
@@ -187,7 +189,7 @@ def rope(
     """
     layout = resolve_layout(layout, interleaved, is_neox_style)
     tables_given = {"cos": cos, "sin": sin}
-    cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start)
+    cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start, inverse)
     name = backend or backend_for(x, cos, layout)
     if out is None:
         if name == "reference":
@@ -222,7 +224,7 @@ def rope_(
     """In-place :func:`rope` (same arguments): rotates ``x`` itself and returns it (outside autograd)."""
     layout = resolve_layout(layout, interleaved, is_neox_style)
     check_no_overlap("x", x, {"cos": cos, "sin": sin}, "rope_ (in place)")
-    cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start)
+    cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start, inverse)
     _writable(x, "rope_ (in place)")
     _run(backend or backend_for(x, cos, layout), x, cos, sin, x, layout, inverse, rotary_start)
     return x

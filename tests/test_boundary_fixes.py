@@ -132,3 +132,74 @@ def test_rotate_one_seq_dim_checked(seq_dim, error):
     rope = posenc.create("rope", dim=8)
     with pytest.raises(error, match="seq_dim"):
         rope.rotate_one(torch.randn(1, 2, 3, 8), seq_dim=seq_dim)
+
+
+# -- strings, huge sizes and meta tensors where packed-sequence checks belong ----------------------
+def _packed():
+    cu = torch.tensor([0, 2, 5])
+    return cu, torch.randn(5, 2, 8), torch.randn(8, 2), torch.randn(8, 2)
+
+
+@pytest.mark.parametrize("fn", [F.apply_rotary_emb, K.apply_rotary_emb], ids=["functional", "kernels"])
+@pytest.mark.parametrize(("max_seqlen", "error"), [("7", TypeError), (2.5, TypeError), (-1, ValueError)])
+def test_max_seqlen_checked(fn, max_seqlen, error):
+    cu, x, cos, sin = _packed()
+    with pytest.raises(error, match="max_seqlen"):
+        fn(x, cos, sin, cu_seqlens=cu, max_seqlen=max_seqlen)
+
+
+@pytest.mark.parametrize("fn", [F.positions_from_cu_seqlens, F.document_ids_from_cu_seqlens])
+def test_total_as_string_names_total(fn):
+    with pytest.raises(TypeError, match="total must be an integer"):
+        fn(torch.tensor([0, 2, 5]), total="5")
+
+
+def test_total_whole_float_read_as_int():
+    assert F.positions_from_cu_seqlens(torch.tensor([0, 2, 5]), total=5.0).tolist() == [0, 1, 0, 1, 2]
+    assert F.document_ids_from_cu_seqlens(torch.tensor([0, 2, 5]), total=5.0).tolist() == [0, 0, 1, 1, 1]
+
+
+@pytest.mark.parametrize("fn", [F.positions_from_cu_seqlens, F.document_ids_from_cu_seqlens])
+def test_huge_cu_seqlens_refused_before_allocating(fn):
+    with pytest.raises(ValueError, match="cu_seqlens ends at the token count"):
+        fn(torch.tensor([0, 2**44]))
+
+
+@pytest.mark.parametrize("fn", [F.apply_rotary_emb, K.apply_rotary_emb], ids=["functional", "kernels"])
+@pytest.mark.parametrize("which", ["cu_seqlens", "cos", "sin"])
+def test_meta_inputs_with_cpu_x_refused(fn, which):
+    cu, x, cos, sin = _packed()
+    args = {"cu_seqlens": cu, "cos": cos, "sin": sin}
+    args[which] = args[which].to("meta")
+    with pytest.raises(ValueError, match=f"{which} is on the meta device"):
+        fn(x, args["cos"], args["sin"], cu_seqlens=args["cu_seqlens"])
+
+
+@pytest.mark.parametrize("which", ["cu_seqlens", "document_ids"])
+def test_attention_meta_documents_refused(which):
+    attention = posenc.Attention(16, 2, encoding="rope")
+    given = torch.tensor([0, 2, 3]) if which == "cu_seqlens" else torch.tensor([0, 0, 1])
+    with pytest.raises(ValueError, match=f"{which} is on the meta device"):
+        attention(torch.randn(1, 3, 16), **{which: given.to("meta")})
+
+
+def test_attention_dtype_mismatch_named():
+    attention = posenc.Attention(16, 2, encoding="rope")
+    x = torch.randn(1, 3, 16, dtype=torch.float64)
+    with pytest.raises(TypeError, match="x is torch.float64 but this Attention's weights are torch.float32"):
+        attention(x)
+    torch.manual_seed(0)
+    attention.double()
+    assert attention(x).dtype == torch.float64  # cast as the message says, it runs
+
+
+def test_register_refuses_non_class():
+    with pytest.raises(TypeError, match="register takes a subclass"):
+        posenc.register(5)
+
+
+def test_alibi_slopes_2d_tensor_named():
+    with pytest.raises(ValueError, match="slopes must be 1-D"):
+        posenc.create("alibi", num_heads=2, slopes=torch.ones(1, 2))
+    alibi = posenc.create("alibi", num_heads=2, slopes=torch.tensor([0.5, 0.25]))
+    assert alibi.bias(torch.tensor([2]), torch.tensor([0])).flatten().tolist() == [-1.0, -0.5]

@@ -32,6 +32,8 @@ __all__ = [
     "broadcast_shape",
     "check_no_overlap",
     "check_seq_dim",
+    "check_int",
+    "check_not_meta",
 ]
 
 
@@ -56,6 +58,33 @@ def check_positive_int(name: str, value: object) -> int:
     if number > _LARGEST:  # sizes and counts: torch could not allocate or index past this
         raise ValueError(f"{name} must be at most 2**31 - 1, got {value!r}")
     return number
+
+
+def check_int(name: str, value: object, *, low: int = 0) -> int:
+    """Return ``value`` as an int if it is a whole number (as :func:`check_positive_int` reads one)
+    from ``low`` to 2**63 - 1, else a TypeError (not a number: a string, a bool, a fraction) or a
+    ValueError (out of range) naming ``name``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer >= {low}, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        if not isinstance(value, numbers.Real) or not math.isfinite(value) or not float(value).is_integer():
+            raise TypeError(f"{name} must be an integer >= {low}, got {value!r}") from None
+        number = int(value)
+    if not low <= number < 2**63:
+        raise ValueError(f"{name} must be an integer >= {low} (and below 2**63), got {value!r}")
+    return number
+
+
+def check_not_meta(name: str, t: object, device: torch.device) -> None:
+    """Refuse a tensor ``t`` on the meta device (shapes only, no values) where the tensor it comes
+    with is on a real ``device``: its values are needed there."""
+    if isinstance(t, Tensor) and t.device.type == "meta" and torch.device(device).type != "meta":
+        raise ValueError(
+            f"{name} is on the meta device (shapes only, no values) but x is on {device}; pass {name} on "
+            f"{device} (or everything on meta)"
+        )
 
 
 #: The ways around a table of positions too large to build.

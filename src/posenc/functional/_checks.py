@@ -34,6 +34,7 @@ __all__ = [
     "check_seq_dim",
     "check_int",
     "check_not_meta",
+    "check_device",
 ]
 
 
@@ -75,6 +76,18 @@ def check_int(name: str, value: object, *, low: int = 0) -> int:
     if not low <= number < 2**63:
         raise ValueError(f"{name} must be an integer >= {low} (and below 2**63), got {value!r}")
     return number
+
+
+def check_device(device: object, name: str = "device") -> torch.device | None:
+    """``device`` as a ``torch.device`` (None stays None), else a TypeError or ValueError naming it."""
+    if device is None or isinstance(device, torch.device):
+        return device
+    if isinstance(device, bool) or not isinstance(device, (str, int)):
+        raise TypeError(f"{name} must be a torch.device, a string such as 'cpu' or 'cuda:0', or None; got {device!r}")
+    try:
+        return torch.device(device)
+    except (RuntimeError, ValueError, TypeError) as err:
+        raise ValueError(f"{name} {device!r} is not a torch device ('cpu', 'cuda', 'cuda:1', 'meta', ...)") from err
 
 
 def check_not_meta(name: str, t: object, device: torch.device) -> None:
@@ -332,6 +345,7 @@ def as_positions(positions: int | Tensor | Iterable[float], *, device: torch.dev
     float64). Half-precision position tensors are refused: bf16 cannot even represent 257. Python
     sequences are converted with ``torch.as_tensor``.
     """
+    device = check_device(device)
     if isinstance(positions, bool):
         raise TypeError(f"positions must be an int or a tensor, got {positions!r}")
     if isinstance(positions, int):

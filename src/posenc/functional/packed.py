@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import check_fits, check_int, check_not_meta, has_values
+from ._checks import check_bool, check_fits, check_int, check_not_meta, has_values
 from .rope import apply_rope, full_width_tables, resolve_layout
 
 __all__ = [
@@ -75,7 +75,7 @@ def check_cu_seqlens(cu_seqlens: object, total: int | None = None) -> Tensor:
         )
     if total is not None and last != total:
         raise ValueError(
-            f"cu_seqlens must end at the token count {total} (its last entry is the end of the last document), "
+            f"cu_seqlens must end at the token count {total} (the total given; its last entry is the end of the last document), "
             f"got {last}"
         )
     return cu
@@ -269,6 +269,7 @@ def apply_rotary_emb(
     than ``max_seqlen``. Tables of another dtype than ``x`` are accepted (flash-attention requires
     one dtype): the rotation runs in the promoted dtype and is cast back.
     """
+    check_bool("inplace", inplace)
     cos_full, sin_full, layout = rotary_emb_tables(x, cos, sin, interleaved, seqlen_offsets, cu_seqlens, max_seqlen)
     out = apply_rope(x, cos_full, sin_full, layout=layout, seq_dim=-3)
     return x.copy_(out) if inplace else out

@@ -148,6 +148,9 @@ def rotate_pairs(x: Tensor, layout: str) -> Tensor:
 
     ``half``: HF ``rotate_half``; ``interleaved``: GPT-J ``rotate_every_two``.
     """
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a tensor [..., r], got {type(x).__name__}")
     if layout == "half":
         x1, x2 = x.chunk(2, dim=-1)  # [..., r/2] each
         return torch.cat((-x2, x1), dim=-1)  # [..., r]

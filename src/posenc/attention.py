@@ -49,7 +49,15 @@ from torch import Tensor, nn
 
 from . import flex
 from ._memory import check_fits
-from .functional._checks import check_bool, check_number, check_positive_int, has_tangent, plain, tracing
+from .functional._checks import (
+    check_bool,
+    check_not_meta,
+    check_number,
+    check_positive_int,
+    has_tangent,
+    plain,
+    tracing,
+)
 from .functional.packed import (
     check_cu_seqlens,
     document_ids_from_cu_seqlens,
@@ -139,8 +147,11 @@ def _check_dropout(dropout: object) -> float:
     return float(dropout)
 
 
-def _check_inputs(x: object, dim: int, device: torch.device, cache: object, key_mask: object) -> None:
-    """Raise on an ``x`` that is not ``[b, s, dim]`` floats on the weights' ``device``, a cache of
+def _check_inputs(
+    x: object, dim: int, device: torch.device, dtype: torch.dtype, cache: object, key_mask: object
+) -> None:
+    """Raise on an ``x`` that is not ``[b, s, dim]`` floats of the weights' ``dtype`` (outside
+    autocast) on their ``device``, a cache of
     another kind or batch, or a key mask that is not boolean or not on ``x``'s device."""
     if not isinstance(x, Tensor) or not x.is_floating_point():
         what = f"a tensor of dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
@@ -149,6 +160,11 @@ def _check_inputs(x: object, dim: int, device: torch.device, cache: object, key_
         raise ValueError(f"Attention expects x of shape [b, s, {dim}], got {tuple(x.shape)}")
     if x.device != device:
         raise ValueError(f"x is on {x.device} but this Attention's weights are on {device}: move one to the other")
+    if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
+        raise TypeError(
+            f"x is {x.dtype} but this Attention's weights are {dtype}: cast the module to x's dtype "
+            f"(attention.to({x.dtype})) or x to the weights' (x.to({dtype})), or run under torch.autocast"
+        )
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a posenc.KVCache or None, got {type(cache).__name__}")
     if key_mask is not None and (
@@ -183,6 +199,8 @@ def _documents(
             "packed documents (cu_seqlens / document_ids) take no KVCache: decode each document with its own cache"
         )
     b, s, _ = x.shape
+    check_not_meta("cu_seqlens", cu_seqlens, x.device)
+    check_not_meta("document_ids", document_ids, x.device)
     if cu_seqlens is not None:
         if b != 1:
             raise ValueError(
@@ -300,7 +318,7 @@ class Attention(nn.Module):
         another document, and positions (when not given) restart at 0 in each document. Not with a
         ``cache``: decode each document with its own.
         """
-        _check_inputs(x, self.dim, self.qkv.weight.device, cache, key_mask)
+        _check_inputs(x, self.dim, self.qkv.weight.device, self.qkv.weight.dtype, cache, key_mask)
         enc = self.encoding
         past = cache.length if cache is not None else 0
         documents = _documents(x, cache, cu_seqlens, document_ids)  # [1 or b, s] or None

@@ -229,7 +229,7 @@ def test_attention_takes_coordinates_and_caches_them() -> None:
     attn(x[:, 3:], coords[3:].expand(2, 3, 2), cache=cache2)
     assert cache2.positions.shape == (2, 6, 2)
     with pytest.raises(ValueError, match="coordinates"):
-        posenc.Attention(32, 2, encoding="rope")(x, coords.expand(2, 6, 2))
+        posenc.Attention(32, 2, encoding="rope")(x.float(), coords.expand(2, 6, 2))
     with pytest.raises(ValueError, match="s=6"):
         attn(x, torch.zeros(5, 2, dtype=torch.long))
 

@@ -30,6 +30,11 @@ __all__ = [
     "check_fits",
     "check_table_fits",
     "broadcast_shape",
+    "check_no_overlap",
+    "check_seq_dim",
+    "check_int",
+    "check_not_meta",
+    "check_device",
 ]
 
 
@@ -54,6 +59,45 @@ def check_positive_int(name: str, value: object) -> int:
     if number > _LARGEST:  # sizes and counts: torch could not allocate or index past this
         raise ValueError(f"{name} must be at most 2**31 - 1, got {value!r}")
     return number
+
+
+def check_int(name: str, value: object, *, low: int = 0) -> int:
+    """Return ``value`` as an int if it is a whole number (as :func:`check_positive_int` reads one)
+    from ``low`` to 2**63 - 1, else a TypeError (not a number: a string, a bool, a fraction) or a
+    ValueError (out of range) naming ``name``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer >= {low}, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        if not isinstance(value, numbers.Real) or not math.isfinite(value) or not float(value).is_integer():
+            raise TypeError(f"{name} must be an integer >= {low}, got {value!r}") from None
+        number = int(value)
+    if not low <= number < 2**63:
+        raise ValueError(f"{name} must be an integer >= {low} (and below 2**63), got {value!r}")
+    return number
+
+
+def check_device(device: object, name: str = "device") -> torch.device | None:
+    """``device`` as a ``torch.device`` (None stays None), else a TypeError or ValueError naming it."""
+    if device is None or isinstance(device, torch.device):
+        return device
+    if isinstance(device, bool) or not isinstance(device, (str, int)):
+        raise TypeError(f"{name} must be a torch.device, a string such as 'cpu' or 'cuda:0', or None; got {device!r}")
+    try:
+        return torch.device(device)
+    except (RuntimeError, ValueError, TypeError) as err:
+        raise ValueError(f"{name} {device!r} is not a torch device ('cpu', 'cuda', 'cuda:1', 'meta', ...)") from err
+
+
+def check_not_meta(name: str, t: object, device: torch.device) -> None:
+    """Refuse a tensor ``t`` on the meta device (shapes only, no values) where the tensor it comes
+    with is on a real ``device``: its values are needed there."""
+    if isinstance(t, Tensor) and t.device.type == "meta" and torch.device(device).type != "meta":
+        raise ValueError(
+            f"{name} is on the meta device (shapes only, no values) but x is on {device}; pass {name} on "
+            f"{device} (or everything on meta)"
+        )
 
 
 #: The ways around a table of positions too large to build.
@@ -81,6 +125,36 @@ def check_out(out: object, shape: tuple[int, ...], dtype: torch.dtype, device: t
     got = f"{tuple(out.shape)} {out.dtype} {out.device}" if isinstance(out, Tensor) else type(out).__name__
     dims = ", ".join(str(n) for n in shape)
     raise ValueError(f"out must be [{dims}] of dtype {dtype} on {device}{what}, got {got}")
+
+
+def byte_span(t: Tensor) -> tuple[int, int]:
+    """The bytes ``[first, last]`` that ``t``'s elements occupy (its lowest address to its highest)."""
+    low = sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if st < 0)
+    high = sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if st > 0)
+    size = t.element_size()
+    return t.data_ptr() + low * size, t.data_ptr() + (high + 1) * size - 1
+
+
+def check_no_overlap(target_name: str, target: Tensor, inputs: dict[str, object], what: str) -> None:
+    """Refuse a tensor written to (``target``: an ``out=`` or a tensor rotated in place) whose memory
+    overlaps any of ``inputs`` (name -> tensor; non-tensors are skipped): each write would change an
+    input not yet read, and the result would be wrong without a word. ``what`` names the call in the
+    message. Tensors without storage (``torch.func`` wrappers, tensors being compiled) and empty
+    ones are passed, as are tensors on another device."""
+    if not isinstance(target, Tensor) or not target.numel() or not plain(target) or target.device.type == "meta":
+        return
+    t0, t1 = byte_span(target)
+    for name, tensor in inputs.items():
+        if not isinstance(tensor, Tensor) or tensor.device != target.device or not tensor.numel():
+            continue
+        if not plain(tensor):
+            continue
+        s0, s1 = byte_span(tensor)
+        if s0 <= t1 and t0 <= s1:
+            raise ValueError(
+                f"{what}: {target_name} shares memory with {name} (each write would change {name} before it "
+                f"is read); write into a separate tensor, or pass {name} as a copy (.clone())"
+            )
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -125,6 +199,20 @@ def check_bool(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+def check_seq_dim(x: Tensor, seq_dim: object) -> int:
+    """``seq_dim`` as a negative axis of ``x`` (at most -2: the last axis holds the features)."""
+    if isinstance(seq_dim, bool) or not isinstance(seq_dim, int):
+        raise TypeError(f"seq_dim must be an int (the axis of x holding the sequence), got {seq_dim!r}")
+    axis = seq_dim - x.dim() if seq_dim >= 0 else seq_dim
+    if not -x.dim() <= axis <= -2:
+        raise ValueError(
+            f"seq_dim={seq_dim} is not a sequence axis of x of shape {tuple(x.shape)}: it must name one of "
+            f"its axes but the last (the features): -2 for [b, h, s, hd], -3 (or 1) for [b, s, h, hd], "
+            "-3 (or 0) for packed [total, h, hd]"
+        )
+    return axis
 
 
 def check_number(name: str, value: object, *, low: float = -math.inf, positive: bool = False) -> float:
@@ -257,6 +345,7 @@ def as_positions(positions: int | Tensor | Iterable[float], *, device: torch.dev
     float64). Half-precision position tensors are refused: bf16 cannot even represent 257. Python
     sequences are converted with ``torch.as_tensor``.
     """
+    device = check_device(device)
     if isinstance(positions, bool):
         raise TypeError(f"positions must be an int or a tensor, got {positions!r}")
     if isinstance(positions, int):

@@ -59,6 +59,15 @@ def _resample(rows: Tensor, size: tuple[int, int], mode: str, antialias: bool) -
     return out.permute(0, 2, 3, 1).reshape(*lead, *size, rows.shape[-1]).to(rows.dtype)  # [*b, H', W', d]
 
 
+def _resample_linear(rows: Tensor, length: int) -> Tensor:
+    """``rows [*b, L, d]`` resampled to ``[*b, L', d]`` by 1-D linear ``interpolate`` (SAM's call)."""
+    work = torch.float64 if rows.dtype == torch.float64 else torch.float32
+    lead = rows.shape[:-2]
+    line = rows.reshape(-1, *rows.shape[-2:]).permute(0, 2, 1).to(work)  # [B, L, d] -> [B, d, L]
+    out = torch.nn.functional.interpolate(line, size=length, mode="linear", align_corners=False)  # [B, d, L']
+    return out.permute(0, 2, 1).reshape(*lead, length, rows.shape[-1]).to(rows.dtype)  # [*b, L', d]
+
+
 def interpolate_positions(table: Tensor, new_length: int, *, keep: int = 0, mode: str = "linear") -> Tensor:
     """A table of ``keep + L`` rows resampled to ``keep + new_length`` rows: ``[*b, k + L', d]``.
 
@@ -70,8 +79,10 @@ def interpolate_positions(table: Tensor, new_length: int, *, keep: int = 0, mode
     check_choice("mode", mode, INTERPOLATION_MODES)
     new_length = check_positive_int("new_length", new_length)
     kept, rows = _split_table(table, keep)
-    mode2d = "bilinear" if mode == "linear" else "bicubic"  # a 1 × L image: the height is left as it is
-    out = _resample(rows.unsqueeze(-3), (1, new_length), mode2d, False).squeeze(-3)  # [*b, 1, L', d] -> [*b, L', d]
+    if mode == "linear":  # SAM's own 1-D op, so that the rows equal its bit for bit on every torch version
+        out = _resample_linear(rows, new_length)  # [*b, L', d]
+    else:  # a 1 × L image: the height is left as it is
+        out = _resample(rows.unsqueeze(-3), (1, new_length), "bicubic", False).squeeze(-3)  # [*b, L', d]
     return torch.cat((kept, out), dim=-2)  # [*b, k + L', d]
 
 

@@ -27,7 +27,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_choice, check_float_dtype, check_positive_int, two_pi_mod
+from ._checks import as_positions, check_choice, check_float_dtype, check_int, check_positive_int, two_pi_mod
 from .rope import ROPE_LAYOUTS
 from .sinusoidal import sinusoidal
 
@@ -75,6 +75,8 @@ def as_coordinates(
     where the coordinates are needed (see :func:`~posenc.functional.as_positions`).
     """
     n_axes = check_positive_int("n_axes", n_axes)
+    if length is not None:
+        length = check_int("length", length)
     positions = as_positions(positions, device=device)
     is_coords = positions.dim() >= 2 and positions.shape[-1] == n_axes
     if is_coords and length is not None:
@@ -84,7 +86,7 @@ def as_coordinates(
     if length is not None and (positions.dim() == 0 or positions.shape[-1] != length):
         raise ValueError(
             f"expected positions [s] or [b, s], or coordinates [s, {n_axes}] or [b, s, {n_axes}], "
-            f"with s={length}; got shape {tuple(positions.shape)}"
+            f"with s={length}; got shape {tuple(positions.shape)} (s: the length given)"
         )
     zeros = positions.new_zeros(*positions.shape, n_axes - 1)  # [*p, n - 1]
     return torch.cat((positions[..., None], zeros), dim=-1)  # [*p, n]

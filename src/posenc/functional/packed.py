@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import has_values
+from ._checks import check_bool, check_fits, check_int, check_not_meta, has_values
 from .rope import apply_rope, full_width_tables, resolve_layout
 
 __all__ = [
@@ -53,6 +53,8 @@ def check_cu_seqlens(cu_seqlens: object, total: int | None = None) -> Tensor:
         )
     if cu_seqlens.is_floating_point() or cu_seqlens.is_complex() or cu_seqlens.dtype == torch.bool:
         raise TypeError(f"cu_seqlens must be an integer tensor (int32 or int64), got dtype {cu_seqlens.dtype}")
+    if total is not None:
+        total = check_int("total", total)
     if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
         raise ValueError(
             f"cu_seqlens must be 1-D with n + 1 >= 2 entries (0, then the end of each document), got shape "
@@ -73,10 +75,30 @@ def check_cu_seqlens(cu_seqlens: object, total: int | None = None) -> Tensor:
         )
     if total is not None and last != total:
         raise ValueError(
-            f"cu_seqlens must end at the token count {total} (its last entry is the end of the last document), "
+            f"cu_seqlens must end at the token count {total} (the total given; its last entry is the end of the last document), "
             f"got {last}"
         )
     return cu
+
+
+def _token_count(cu: Tensor, total: object) -> int:
+    """The token count of checked ``cu`` (``total`` when given), refused before ``[total]`` int64
+    values are built past the memory available."""
+    if total is None:
+        if not has_values(cu):
+            raise ValueError(
+                "cu_seqlens on the meta device (or under a torch.func transform) holds no token count: pass total="
+            )
+        total = int(cu[-1])
+    total = check_int("total", total)
+    check_fits(
+        f"{total} token positions from cu_seqlens",
+        (total,),
+        torch.int64,
+        cu.device,
+        hint="cu_seqlens ends at the token count of the packed batch: check its last entry",
+    )
+    return total
 
 
 def positions_from_cu_seqlens(cu_seqlens: Tensor, total: int | None = None) -> Tensor:
@@ -84,7 +106,7 @@ def positions_from_cu_seqlens(cu_seqlens: Tensor, total: int | None = None) -> T
     ``i`` is at ``t - cu_seqlens[i]`` (what flash-attention's varlen rotary kernel reads its table
     row from, with ``seqlen_offsets = 0``). ``total`` defaults to ``cu_seqlens[-1]``."""
     cu = check_cu_seqlens(cu_seqlens, total)
-    total = int(cu[-1]) if total is None else total
+    total = _token_count(cu, total)
     lengths = cu[1:] - cu[:-1]  # [n]
     starts = torch.repeat_interleave(cu[:-1], lengths, output_size=total)  # [total]: each token's document start
     return torch.arange(total, device=cu.device) - starts
@@ -93,7 +115,7 @@ def positions_from_cu_seqlens(cu_seqlens: Tensor, total: int | None = None) -> T
 def document_ids_from_cu_seqlens(cu_seqlens: Tensor, total: int | None = None) -> Tensor:
     """The document index ``[total]`` (int64, 0 .. n - 1) of every token; empty documents get no token."""
     cu = check_cu_seqlens(cu_seqlens, total)
-    total = int(cu[-1]) if total is None else total
+    total = _token_count(cu, total)
     lengths = cu[1:] - cu[:-1]  # [n]
     return torch.repeat_interleave(torch.arange(lengths.numel(), device=cu.device), lengths, output_size=total)
 
@@ -146,8 +168,11 @@ def _table_rows(
     else:
         if x.dim() != 3:
             raise ValueError(f"with cu_seqlens, x must be packed [total, h, hd], got shape {tuple(x.shape)}")
+        check_not_meta("cu_seqlens", cu_seqlens, x.device)
         cu = check_cu_seqlens(cu_seqlens, x.shape[0])
         lengths = cu[1:] - cu[:-1]  # [n]
+        if max_seqlen is not None:
+            max_seqlen = check_int("max_seqlen", max_seqlen)
         if max_seqlen is not None and lengths.numel() and int(lengths.max()) > max_seqlen:
             raise ValueError(
                 f"max_seqlen={max_seqlen} is shorter than the longest document ({int(lengths.max())} tokens in "
@@ -156,6 +181,7 @@ def _table_rows(
         rows = positions_from_cu_seqlens(cu, x.shape[0]).to(x.device)  # [total]
         n = lengths.numel()
     if isinstance(seqlen_offsets, Tensor):
+        check_not_meta("seqlen_offsets", seqlen_offsets, x.device)
         if seqlen_offsets.shape != (n,) or seqlen_offsets.is_floating_point() or seqlen_offsets.dtype == torch.bool:
             raise ValueError(
                 f"seqlen_offsets must be an int or an integer tensor [{n}] (one per sequence), got "
@@ -201,6 +227,8 @@ def rotary_emb_tables(
     if not isinstance(cos, Tensor) or not isinstance(sin, Tensor) or cos.dim() != 2 or cos.shape != sin.shape:
         shapes = [tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__ for t in (cos, sin)]
         raise ValueError(f"cos and sin must be half-width tables (seqlen_ro, r/2) of one shape, got {shapes}")
+    check_not_meta("cos", cos, x.device)
+    check_not_meta("sin", sin, x.device)
     if 2 * cos.shape[-1] > x.shape[-1]:
         raise ValueError(
             f"half-width tables of width {cos.shape[-1]} rotate {2 * cos.shape[-1]} features, but x has "
@@ -241,6 +269,7 @@ def apply_rotary_emb(
     than ``max_seqlen``. Tables of another dtype than ``x`` are accepted (flash-attention requires
     one dtype): the rotation runs in the promoted dtype and is cast back.
     """
+    check_bool("inplace", inplace)
     cos_full, sin_full, layout = rotary_emb_tables(x, cos, sin, interleaved, seqlen_offsets, cu_seqlens, max_seqlen)
     out = apply_rope(x, cos_full, sin_full, layout=layout, seq_dim=-3)
     return x.copy_(out) if inplace else out

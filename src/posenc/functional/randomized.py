@@ -28,7 +28,7 @@ import operator
 import torch
 from torch import Tensor
 
-from ._checks import check_fits, check_positive_int
+from ._checks import check_device, check_fits, check_positive_int
 
 __all__ = ["randomized_positions"]
 
@@ -71,6 +71,7 @@ def randomized_positions(
         )
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    device = check_device(device)
     if generator is not None:
         draw_device = generator.device
     else:

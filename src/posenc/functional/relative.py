@@ -18,6 +18,7 @@ from torch import Tensor
 from ._checks import (
     as_positions,
     broadcast_shape,
+    check_bool,
     check_fits,
     check_integer_positions,
     check_number,
@@ -50,6 +51,8 @@ def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
     """``k - q`` for every (query, key) pair: ``[..., sq]`` and ``[..., sk]`` give ``[..., sq, sk]``.
 
     Integer positions are subtracted in int64: uint8 would wrap ``3 - 5`` to 254 and int16 overflow.
+    Where either side is a float tensor both are subtracted in float64 (exact for int64 positions up
+    to 2**53), so float32 never rounds a distance of 1 at 2**24 to 0.
     Positions are read as :func:`~posenc.functional.as_positions` reads them (an int ``n`` is
     ``0..n-1``, lists are taken as tensors; NaN, boolean and half-precision positions are refused).
     """
@@ -71,9 +74,12 @@ def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
             f"query positions {tuple(q_positions.shape)} and key positions {tuple(k_positions.shape)} "
             "must have matching leading (batch) dims"
         )
-    if not q_positions.is_floating_point() and not k_positions.is_floating_point():
+    if q_positions.is_floating_point() or k_positions.is_floating_point():
+        # as alibi_bias does: int64 against float32 would subtract in float32, where 2**24 + 1 is 2**24
+        q_positions, k_positions = q_positions.double(), k_positions.double()
+    else:
         q_positions, k_positions = q_positions.long(), k_positions.long()
-    dtype = torch.promote_types(q_positions.dtype, k_positions.dtype)
+    dtype = q_positions.dtype
     check_fits("relative positions", (*lead, q_positions.shape[-1], k_positions.shape[-1]), dtype, q_positions.device)
     return k_positions[..., None, :] - q_positions[..., :, None]
 
@@ -96,6 +102,7 @@ def t5_relative_bucket(
     Transformer", section 2.1; matches Mesh TensorFlow ``_relative_position_bucket`` and HF
     ``T5Attention._relative_position_bucket`` bucket for bucket (same float32 logarithm).
     """
+    check_bool("bidirectional", bidirectional)
     num_buckets = check_positive_int("num_buckets", num_buckets)
     max_distance = check_positive_int("max_distance", max_distance)
     min_buckets = 4 if bidirectional else 2
@@ -104,7 +111,12 @@ def t5_relative_bucket(
             f"num_buckets must be at least {min_buckets} when bidirectional={bidirectional}, got {num_buckets}"
         )
     if not isinstance(relative_position, Tensor):
-        relative_position = torch.as_tensor(relative_position)
+        try:
+            relative_position = torch.as_tensor(relative_position)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(
+                f"relative_position must be an integer tensor of distances, got {type(relative_position).__name__}"
+            ) from err
     relative_position = check_integer_positions(relative_position, "t5_relative_bucket")
     buckets = torch.zeros_like(relative_position)
     given = num_buckets
@@ -170,7 +182,8 @@ def alibi_bias(slopes: Tensor, q_positions: Tensor, k_positions: Tensor, *, bidi
         raise ValueError(
             f"slopes must be a 1-D tensor [h], got {tuple(slopes.shape) if isinstance(slopes, Tensor) else type(slopes).__name__}"
         )
-    q_positions, k_positions = (p if isinstance(p, Tensor) else torch.as_tensor(p) for p in (q_positions, k_positions))
+    check_bool("bidirectional", bidirectional)
+    q_positions, k_positions = (p if isinstance(p, Tensor) else as_positions(p) for p in (q_positions, k_positions))
     if q_positions.is_floating_point() or k_positions.is_floating_point():
         # int64 against float32 would subtract in float32, where 2**24 + 1 is 2**24: a distance of 1 read as 0
         q_positions, k_positions = q_positions.double(), k_positions.double()
@@ -206,6 +219,7 @@ def alibi_bias_range(
             f"slopes must be a 1-D tensor [h], got "
             f"{tuple(slopes.shape) if isinstance(slopes, Tensor) else type(slopes).__name__}"
         )
+    check_bool("bidirectional", bidirectional)
     rel = relative_range(sq, sk, q_offset=q_offset, k_offset=k_offset, device=slopes.device).to(slopes.dtype)  # [w]
     distance = rel.abs() if bidirectional else -rel
     values = -slopes[:, None] * distance  # [h, w]
@@ -229,11 +243,13 @@ def t5_bias_range(
     Raffel et al. 2020, section 2.1; the buckets are :func:`t5_relative_bucket` (HF
     ``T5Attention._relative_position_bucket``) of the ``w`` distinct distances.
     """
+    num_buckets = check_positive_int("num_buckets", num_buckets)
     if not isinstance(weight, Tensor) or weight.dim() != 2 or weight.shape[0] < num_buckets:
         raise ValueError(
             f"weight must be the table [num_buckets, h] with num_buckets={num_buckets} rows, got "
             f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}"
         )
+    check_bool("bidirectional", bidirectional)
     rel = relative_range(sq, sk, q_offset=q_offset, k_offset=k_offset, device=weight.device)  # [w]
     buckets = t5_relative_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
     values = weight[buckets].t()  # [w, h] -> [h, w]
@@ -253,8 +269,8 @@ def clipped_relative_index(
     ``left_max_position_embeddings``, ``right_max_position_embeddings``).
     """
     left, right = relative_clip(max_relative_position)
-    q_positions = check_integer_positions(q_positions, "shaw relative positions")
-    k_positions = check_integer_positions(k_positions, "shaw relative positions")
+    q_positions = check_integer_positions(as_positions(q_positions), "shaw relative positions")
+    k_positions = check_integer_positions(as_positions(k_positions), "shaw relative positions")
     return relative_positions(q_positions, k_positions).clamp(-left, right) + left
 
 

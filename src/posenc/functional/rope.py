@@ -39,10 +39,12 @@ from torch import Tensor
 from ._checks import (
     as_positions,
     check_base,
+    check_bool,
     check_choice,
     check_float_dtype,
     check_number,
     check_positive_int,
+    check_seq_dim,
     check_table_fits,
     two_pi_mod,
 )
@@ -146,6 +148,9 @@ def rotate_pairs(x: Tensor, layout: str) -> Tensor:
 
     ``half``: HF ``rotate_half``; ``interleaved``: GPT-J ``rotate_every_two``.
     """
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a tensor [..., r], got {type(x).__name__}")
     if layout == "half":
         x1, x2 = x.chunk(2, dim=-1)  # [..., r/2] each
         return torch.cat((-x2, x1), dim=-1)  # [..., r]
@@ -198,20 +203,6 @@ def full_width_tables(cos: Tensor, sin: Tensor, layout: str) -> tuple[Tensor, Te
     return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)  # [*p, r]
 
 
-def _seq_axis(x: Tensor, seq_dim: int) -> int:
-    """``seq_dim`` as a negative axis of ``x`` (at most -2: the last axis holds the features)."""
-    if isinstance(seq_dim, bool) or not isinstance(seq_dim, int):
-        raise TypeError(f"seq_dim must be an int (the axis of x holding the sequence), got {seq_dim!r}")
-    axis = seq_dim - x.dim() if seq_dim >= 0 else seq_dim
-    if not -x.dim() <= axis <= -2:
-        raise ValueError(
-            f"seq_dim={seq_dim} is not a sequence axis of x of shape {tuple(x.shape)}: it must name one of "
-            f"its axes but the last (the features): -2 for [b, h, s, hd], -3 (or 1) for [b, s, h, hd], "
-            "-3 (or 0) for packed [total, h, hd]"
-        )
-    return axis
-
-
 def _align_tables(x: Tensor, cos: Tensor, sin: Tensor, seq_dim: int = -2) -> tuple[Tensor, Tensor]:
     """Check table shapes and give them the axes ``x`` has after its sequence axis: ``[b, s, r]``
     tables a head axis for ``[b, h, s, hd]`` inputs, ``[s, r]`` / ``[b, s, r]`` tables one before the
@@ -236,7 +227,7 @@ def _align_tables(x: Tensor, cos: Tensor, sin: Tensor, seq_dim: int = -2) -> tup
             "half-width tables (one value per pair, flash-attention's and vLLM's) need tables='half'"
         )
     given = tuple(cos.shape)
-    axis = _seq_axis(x, seq_dim) if seq_dim != -2 else -2
+    axis = check_seq_dim(x, seq_dim) if seq_dim != -2 else -2
     if cos.dim() < x.dim() and axis < -2:
         for _ in range(-axis - 2):  # the axes of x between its sequence and its features
             cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # [..., s, r] -> [..., s, 1, r]
@@ -253,6 +244,14 @@ def _align_tables(x: Tensor, cos: Tensor, sin: Tensor, seq_dim: int = -2) -> tup
             "expected tables [s, r], [b, s, r] (read as [b, 1, s, r]) or [b, h, s, r] for x [b, h, s, hd], and "
             "4-D tables [1, s, 1, r] or [b, s, 1, r] for x [b, s, h, hd] (or [s, r] / [b, s, r] with "
             "seq_dim=-3), [total, r] for packed x [total, h, hd] with seq_dim=-3"
+        )
+    grown = [i for i, (a, b) in enumerate(zip(reversed(x.shape[:-1]), reversed(cos.shape[:-1]))) if b not in (a, 1)]
+    if grown:  # an axis of size 1 in x against a longer one in the tables: the result would not be x's shape
+        axis = -2 - grown[0]
+        raise ValueError(
+            f"cos/sin of shape {given} have {cos.shape[axis]} entries on axis {axis} of x (seq_dim={seq_dim}), "
+            f"where x of shape {tuple(x.shape)} has 1: the rotation would broadcast x to a larger result; "
+            "pass the rows of x's own positions (for one query at position p: cos[p : p + 1], sin[p : p + 1])"
         )
     return cos, sin
 
@@ -325,6 +324,7 @@ def apply_rope(
     rotates by the negative angles (the transpose, Su et al. 2021, eq. 13), undoing the rotation.
     """
     layout = resolve_layout(layout, interleaved, is_neox_style)
+    check_bool("inverse", inverse)
     cos, sin = prepare_tables(x, cos, sin, layout, tables, rotary_start)
     cos, sin = _align_tables(x, cos, sin, seq_dim)
     if inverse:

@@ -19,7 +19,7 @@ import operator
 import torch
 from torch import Tensor
 
-from ._checks import check_fits, check_out
+from ._checks import check_device, check_fits, check_int, check_no_overlap, check_out
 
 __all__ = ["relative_range", "toeplitz", "toeplitz_gather"]
 
@@ -47,6 +47,9 @@ def relative_range(
 ) -> Tensor:
     """Every ``k - q`` for queries ``q_offset + [0, sq)`` and keys ``k_offset + [0, sk)``, ascending: ``[w]``."""
     sq, sk = _lengths(sq, sk)
+    q_offset, k_offset = check_int("q_offset", q_offset, low=-(2**62)), check_int("k_offset", k_offset, low=-(2**62))
+    device = check_device(device)
+    check_fits("relative distances", (_width(sq, sk),), torch.int64, device)
     low = k_offset - (q_offset + sq - 1)
     return torch.arange(low, low + _width(sq, sk), device=device)
 
@@ -70,6 +73,7 @@ def toeplitz(values: Tensor, sq: int, sk: int, *, out: Tensor | None = None) -> 
         out = values.new_empty(h, sq, sk)
     else:
         check_out(out, (h, sq, sk), values.dtype, values.device)
+        check_no_overlap("out", out, {"values": values}, "toeplitz(..., out=)")
     if out.numel() == 0:
         return out
     if out.is_contiguous():

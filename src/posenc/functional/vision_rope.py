@@ -34,7 +34,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_choice, check_float_dtype, check_number, check_positive_int, two_pi_mod
+from ._checks import (
+    as_positions,
+    check_choice,
+    check_device,
+    check_float_dtype,
+    check_number,
+    check_positive_int,
+    two_pi_mod,
+)
 from .multidim import axial_rope_inv_freq, grid_positions
 from .rope import apply_rope
 
@@ -227,6 +235,7 @@ def llama4_vision_coordinates(side: int) -> Tensor:
     ``Llama4VisionRotaryEmbedding`` leaves it unrotated; ``llama4`` tables turn by ``coordinate + 1``,
     so ``(-1, -1)`` is the identity there.
     """
+    side = check_positive_int("side", side)
     grid = grid_positions(side, side)  # [side², 2]
     return torch.cat((grid, grid.new_full((1, 2), -1)))  # [side² + 1, 2]
 
@@ -245,7 +254,7 @@ def patch_centre_coordinates(
     rows = (2 * torch.arange(height, dtype=torch.float64) + 1) / height - 1  # [h]
     cols = (2 * torch.arange(width, dtype=torch.float64) + 1) / width - 1  # [w]
     grid = torch.stack(torch.meshgrid(rows, cols, indexing="ij"), dim=-1)  # [h, w, 2]
-    return grid.reshape(-1, 2).to(device=device, dtype=dtype)  # [h·w, 2]
+    return grid.reshape(-1, 2).to(device=check_device(device), dtype=dtype)  # [h·w, 2]
 
 
 def _log_uniform(low_high: float, size: tuple[int, ...], generator: torch.Generator | None) -> Tensor:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from ..functional._checks import check_choice, plain
+from ..functional._checks import check_bool, check_choice, check_no_overlap, plain
 from ..functional.packed import rotary_emb_tables
 from ..functional.rope import (
     ROPE_LAYOUTS,
@@ -57,6 +57,10 @@ COMPILE_MIN_NUMEL = 1 << 20
 
 def backend_for(x: Tensor, cos: Tensor, layout: str) -> str:
     """The backend that rotates ``x`` with the (aligned) table ``cos``: one of :data:`BACKENDS`."""
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    for name, t in (("x", x), ("cos", cos)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
     if cos.requires_grad or not (plain(x) and plain(cos)):  # compiling, torch.func, or tables to differentiate
         return "reference"
     if triton.serves(x, cos):
@@ -206,8 +210,10 @@ def _check(
     seq_dim: int = -2,
     tables: str = "full",
     start: int = 0,
+    inverse: bool = False,
 ) -> tuple[Tensor, Tensor]:
     check_choice("layout", layout, ROPE_LAYOUTS)
+    check_bool("inverse", inverse)
     if backend is not None:
         check_choice("backend", backend, BACKENDS)
     if not isinstance(x, Tensor) or not x.is_floating_point():
@@ -216,12 +222,6 @@ def _check(
     if tables != "full" or start:
         cos, sin = prepare_tables(x, cos, sin, layout, tables, start)
     return _align_tables(x, cos, sin, seq_dim)
-
-
-def _span(t: Tensor) -> tuple[int, int]:
-    """The bytes ``[first, last]`` that ``t``'s elements occupy."""
-    extent = sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride()))
-    return t.data_ptr(), t.data_ptr() + (extent + 1) * t.element_size() - 1
 
 
 def _writable(t: Tensor, what: str) -> None:
@@ -261,12 +261,13 @@ def rope(
     ``[total, h, hd]`` inputs with ``seq_dim=-3``, rotated where they lie; half-width tables with
     ``tables="half"``); ``inverse`` rotates by the negative angles. ``out=`` writes into a
     preallocated tensor of ``x``'s shape, dtype and device (``x`` itself: in place), outside
-    autograd; an ``out`` that shares some memory with ``x`` without being ``x`` is refused, as
-    torch's own ``out=`` ops refuse it. ``backend`` forces one of :data:`BACKENDS` (tests and
+    autograd; an ``out`` that shares some memory with ``x`` (without being ``x``), ``cos`` or ``sin`` is
+    refused, as torch's own ``out=`` ops refuse it. ``backend`` forces one of :data:`BACKENDS` (tests and
     benchmarks); by default :func:`backend_for` picks.
     """
     layout = resolve_layout(layout, interleaved, is_neox_style)
-    cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start)
+    tables_given = {"cos": cos, "sin": sin}
+    cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start, inverse)
     name = backend or backend_for(x, cos, layout)
     if out is None:
         if name == "reference":
@@ -279,14 +280,7 @@ def rope(
     if out.data_ptr() == x.data_ptr() and out.stride() == x.stride():
         return rope_(x, cos, sin, layout=layout, inverse=inverse, rotary_start=rotary_start, backend=backend)
     _writable(out, "rope(..., out=)")
-    if plain(x) and plain(out) and x.numel() and out.numel():
-        (x0, x1), (o0, o1) = _span(x), _span(out)
-        if x0 <= o1 and o0 <= x1:
-            raise ValueError(
-                "rope(..., out=): out shares memory with x without being x (a partial overlap, "
-                "where each write would change inputs not yet read); pass x itself for in place, "
-                "or a separate tensor"
-            )
+    check_no_overlap("out", out, {"x": x, **tables_given}, "rope(..., out=) (out may be x itself, for in place)")
     _run(name, x, cos, sin, out, layout, inverse, rotary_start)
     return out
 
@@ -330,7 +324,8 @@ def rope_(
 ) -> Tensor:
     """In-place :func:`rope` (same arguments): rotates ``x`` itself and returns it (outside autograd)."""
     layout = resolve_layout(layout, interleaved, is_neox_style)
-    cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start)
+    check_no_overlap("x", x, {"cos": cos, "sin": sin}, "rope_ (in place)")
+    cos, sin = _check(x, cos, sin, layout, backend, seq_dim, tables, rotary_start, inverse)
     _writable(x, "rope_ (in place)")
     _run(backend or backend_for(x, cos, layout), x, cos, sin, x, layout, inverse, rotary_start)
     return x
@@ -351,6 +346,7 @@ def apply_rotary_emb(
     tables' rows gathered once for every token, then one pass over ``x`` where it lies
     (``seq_dim=-3``). Same arguments, result and errors as
     :func:`posenc.functional.apply_rotary_emb`; differentiable, in place too (as flash-attention's)."""
+    check_bool("inplace", inplace)
     cos_full, sin_full, layout = rotary_emb_tables(x, cos, sin, interleaved, seqlen_offsets, cu_seqlens, max_seqlen)
     if inplace and torch.is_grad_enabled() and x.requires_grad:  # flash-attention's in-place mode is differentiable
         return x.copy_(rope(x, cos_full, sin_full, layout=layout, seq_dim=-3))
@@ -382,7 +378,7 @@ def warmup(
 
 
 def _compile_backend(compile: bool | str) -> str | None:
-    if compile not in ("auto", True, False):
+    if not (isinstance(compile, bool) or compile == "auto"):
         raise ValueError(f"compile must be 'auto', True or False, got {compile!r}")
     return None if compile == "auto" else "compiled" if compile else "eager"
 

@@ -71,6 +71,10 @@ class ALiBiConfig:
 
 def _check_slopes(slopes: object, count: int) -> tuple[float, ...]:
     """``slopes`` as a tuple of ``count`` finite non-negative floats, else raise naming what is accepted."""
+    if isinstance(slopes, Tensor) and slopes.dim() != 1:
+        raise ValueError(
+            f"slopes must be 1-D: one slope per biased head ({count}), got a tensor of shape {tuple(slopes.shape)}"
+        )
     if isinstance(slopes, (str, bytes)) or not hasattr(slopes, "__iter__"):
         raise TypeError(
             f"slopes must be a sequence of {count} non-negative numbers (one per biased head), got {slopes!r}"

@@ -404,6 +404,10 @@ P = TypeVar("P", bound=type[PositionalEncoding])
 
 def register(cls: P) -> P:
     """Class decorator: add a scheme to the registry under ``cls.name``."""
+    if not isinstance(cls, type) or not issubclass(cls, PositionalEncoding):
+        raise TypeError(f"register takes a subclass of posenc.PositionalEncoding (cls), got {cls!r}")
+    if not isinstance(cls.name, str):
+        raise TypeError(f"a scheme's name must be a string, got {cls.name!r}")
     if not cls.name or cls.name in _REGISTRY:
         raise ValueError(f"scheme name {cls.name!r} is empty or taken")
     if cls.family not in FAMILIES:

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from .. import functional as F
-from ..functional._checks import check_choice, check_even_dim, check_positive_int, plain
+from ..functional._checks import check_bool, check_choice, check_even_dim, check_positive_int, check_seq_dim, plain
 from ..functional.rope_scaling import LENGTH_DEPENDENT, long_inv_freq, parse_scaling
 from ..kernels import rope, rope_pair
 from ..kernels.ranges import known_range
@@ -278,6 +278,7 @@ class Rope(PositionalEncoding):
         Packed documents ``[1, h, total, hd]``: positions from
         :func:`~posenc.functional.positions_from_cu_seqlens` (restarting in each document).
         """
+        check_bool("inverse", inverse)
         check_head_width(self.name, self.config.dim, q, k)
         same = q_positions is k_positions
         if k_positions is not None and not isinstance(k_positions, Tensor):  # a list or range: as a tensor
@@ -308,6 +309,8 @@ class Rope(PositionalEncoding):
         :func:`~posenc.functional.positions_from_cu_seqlens`) where they lie, without a transpose."""
 
         check_head_width(self.name, self.config.dim, x)
+        check_bool("inverse", inverse)
+        check_seq_dim(x, seq_dim)
         if positions is not None and not isinstance(positions, Tensor):
             positions = F.as_positions(positions, device=x.device)
         view = x if seq_dim == -2 else x.movedim(seq_dim, -2)  # [.., s, hd]: a view, for the checks and lengths

@@ -1,7 +1,7 @@
 """Every public function, fed what a new user might give it: generated from the signatures.
 
 The functions in ``__all__`` of ``posenc``, ``posenc.functional`` and ``posenc.kernels`` (and of
-``posenc.integrations.transformers`` and ``posenc.mrope_positions``) are each called with a known
+``posenc.integrations.transformers`` and ``posenc.config.positions``) are each called with a known
 good set of arguments (the table ``GOOD``) in which one argument at a time is replaced by a bad or
 edge value chosen from the parameter's annotation: strings and lists for numbers, non-bools for
 flags, unknown and unhashable names, NaN, infinite, negative, zero, huge and fractional numbers,
@@ -29,8 +29,8 @@ import torch
 import posenc
 from posenc import functional as F
 from posenc import kernels as K
-from posenc import mrope_positions
 from posenc._memory import TooLargeError
+from posenc.config import positions as mrope_positions
 
 ERRORS = (ValueError, TypeError)
 
@@ -161,15 +161,15 @@ GOOD: dict[str, tuple[Callable, Callable[[], dict]]] = {
     "K.backend_for": (K.backend_for, lambda: {"x": _x(), "cos": _COS.clone(), "layout": "half"}),
     "K.fast_apply_rope": (K.fast_apply_rope, lambda: {"x": _x(), "cos": _COS.clone(), "sin": _SIN.clone()}),
     "K.fast_apply_rope_": (K.fast_apply_rope_, lambda: {"x": _x(), "cos": _COS.clone(), "sin": _SIN.clone()}),
-    "posenc.mrope_positions.token_types": (
+    "posenc.config.positions.token_types": (
         mrope_positions.token_types,
         lambda: {"input_ids": torch.tensor([[1, 5, 5, 2]]), "image_token_id": 5},
     ),
-    "posenc.mrope_positions.decode_positions": (
+    "posenc.config.positions.decode_positions": (
         mrope_positions.decode_positions,
         lambda: {"rope_deltas": torch.tensor([[0]]), "start": 3},
     ),
-    "posenc.mrope_positions.mrope_positions": (
+    "posenc.config.positions.mrope_positions": (
         mrope_positions.mrope_positions,
         lambda: {
             "types": torch.tensor([[0, 1, 1, 1, 1, 0]]),
@@ -203,13 +203,8 @@ ALIASES = {
     "layout": ("layout",),
 }
 
-#: Functions not in this developer's files (config reading, MRoPE): failing cases there are
-#: expected until their owner's branch lands.
-ELSEWHERE = ("F.mrope_", "posenc.mrope_positions", "transformers.", "F.rope_inv_freq")
-ELSEWHERE_REASON = "config reading: issue-36 branch"
-
-
-#: Generated cases that still fail on this branch: what is left of issue 35 (each names the gap).
+#: Generated cases that still fail: what is left of issue 35, each naming the gap (strict: a fix must
+#: remove its entry).
 KNOWN = {
     "F.rope_cos_sin-attention_scale-huge": "1e300 overflows float32 tables to inf without a word",
     "F.apply_rotary_emb-x-meta": "a meta x with real cu_seqlens ends in a torch NotImplementedError",
@@ -229,6 +224,28 @@ KNOWN = {
     "F.augment_patch_coordinates-rescale-huge": "1e300 rescale: no range check",
     "F.pad_unrotated-before-huge": "no size check before allocating: torch numel overflow RuntimeError",
     "F.pad_unrotated-after-huge": "no size check before allocating: torch numel overflow RuntimeError",
+    "F.mrope_coordinates-length-zero": "a bad length is refused with a shape error that calls it s, not length",
+    "F.mrope_coordinates-length-str": "a bad length is refused with a shape error that calls it s, not length",
+    "F.mrope_coordinates-length-neg": "a bad length is refused with a shape error that calls it s, not length",
+    "F.mrope_coordinates-length-nan": "a bad length is refused with a shape error that calls it s, not length",
+    "F.mrope_coordinates-length-list": "a bad length is refused with a shape error that calls it s, not length",
+    "F.mrope_coordinates-length-inf": "a bad length is refused with a shape error that calls it s, not length",
+    "F.mrope_coordinates-length-huge": "a bad length is refused with a shape error that calls it s, not length",
+    "F.mrope_coordinates-length-frac": "a bad length is refused with a shape error that calls it s, not length",
+    "F.mrope_coordinates-length-bool": "a bad length is refused with a shape error that calls it s, not length",
+    "posenc.config.positions.mrope_positions-types-size1": "a meta, empty or size-1 types tensor: the message names neither types nor input_ids",
+    "posenc.config.positions.mrope_positions-types-meta": "a meta, empty or size-1 types tensor: the message names neither types nor input_ids",
+    "posenc.config.positions.mrope_positions-types-empty": "a meta, empty or size-1 types tensor: the message names neither types nor input_ids",
+    "posenc.config.positions.mrope_positions-image_grid_thw-str": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
+    "posenc.config.positions.mrope_positions-image_grid_thw-nested_list": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
+    "posenc.config.positions.mrope_positions-image_grid_thw-meta": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
+    "posenc.config.positions.mrope_positions-image_grid_thw-huge": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
+    "posenc.config.positions.mrope_positions-image_grid_thw-bool": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
+    "F.mrope_cos_sin-inv_freq-size1": "an empty, size-1 or [1, f] inv_freq: the sections message does not name inv_freq",
+    "F.mrope_cos_sin-inv_freq-first1": "an empty, size-1 or [1, f] inv_freq: the sections message does not name inv_freq",
+    "F.mrope_cos_sin-inv_freq-empty": "an empty, size-1 or [1, f] inv_freq: the sections message does not name inv_freq",
+    "F.mrope_cos_sin-attention_scale-huge": "1e300 overflows float32 tables to inf without a word",
+    "F.mrope_axes-device-unknown": "an unknown device string ends in torch's RuntimeError",
 }
 
 
@@ -321,11 +338,9 @@ def _cases():
             for what, bad, must in _bad_values(kind, value):
                 must = must and not ("Tensor" in str(param.annotation) and what == "list")  # a list is a tensor
                 case = f"{label}-{param.name}-{what}"
-                marks = (
-                    [pytest.mark.xfail(strict=False, reason=ELSEWHERE_REASON)] if label.startswith(ELSEWHERE) else []
-                )
+                marks = []
                 if case in KNOWN:
-                    marks = [pytest.mark.xfail(strict=False, reason=f"open (issue 35): {KNOWN[case]}")]
+                    marks = [pytest.mark.xfail(strict=True, reason=f"open (issue 35): {KNOWN[case]}")]
                 cases.append(pytest.param(label, param.name, what, bad, must, id=case, marks=marks))
     return cases
 
@@ -478,13 +493,18 @@ TRANSFORMERS_FUNCTIONS = ("use_posenc_rope", "restore", "is_patched")
 NOT_MODELS = {"int": 5, "str": "model", "none": None, "list": [1], "linear": torch.nn.Linear(2, 2)}
 
 
-@pytest.mark.xfail(strict=False, reason=ELSEWHERE_REASON)
 @pytest.mark.parametrize("what", list(NOT_MODELS))
 @pytest.mark.parametrize("name", TRANSFORMERS_FUNCTIONS)
 def test_transformers_integration_refuses_non_models(name, what):
+    """Not a module: a TypeError naming ``model``. A module that is no transformers model: patching
+    is refused, while ``restore`` and ``is_patched`` answer False (it holds no posenc RoPE)."""
     pytest.importorskip("transformers")
     from posenc.integrations import transformers as integration
 
+    function = getattr(integration, name)
+    if isinstance(NOT_MODELS[what], torch.nn.Module) and name != "use_posenc_rope":
+        assert function(NOT_MODELS[what]) is False
+        return
     with pytest.raises(ERRORS) as info:
-        getattr(integration, name)(NOT_MODELS[what])
+        function(NOT_MODELS[what])
     assert "model" in str(info.value)

@@ -170,6 +170,7 @@ def test_rotary_checks_catch_a_broken_rotation(monkeypatch) -> None:
         return turn(q), turn(k)
 
     monkeypatch.setattr(rope_module, "rope", lambda x, cos, sin, **kw: broken(x, x, cos, sin)[0])
+    monkeypatch.setattr(rope_module, "rope_pair", lambda q, k, cos, sin, **kw: broken(q, k, cos, sin))
     result = A.check_offset_similarity("rope")
     assert not result.passed and result.value > 0.1
 

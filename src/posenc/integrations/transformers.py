@@ -502,8 +502,7 @@ def use_posenc_rope(model: nn.Module, *, kernel: bool = True) -> PosencRope:
     docstring for exactly what is replaced). A model whose rotary embedding posenc does not know
     raises ``ValueError`` naming its model type, and is left unchanged; so is a model patched already.
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a transformers model (a torch.nn.Module), got {type(model).__name__}")
+    _check_model(model)
     if model in _HANDLES:
         raise ValueError(
             f"this {_model_type(model)!r} model already uses posenc's RoPE ({_HANDLES[model]!r}); "
@@ -549,10 +548,16 @@ def _apply(model: nn.Module, plan: list[_Swap], kernel: bool) -> PosencRope:
     return handle
 
 
+def _check_model(model: object) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a transformers model (a torch.nn.Module), got {type(model).__name__}")
+
+
 def restore(model: nn.Module) -> bool:
     """Switch ``model`` back to its stock RoPE; False when it does not use posenc's. A copy of a
     patched model (``copy.deepcopy``, a pickled whole module) has no handle: its posenc modules are
     found and replaced by the stock modules they hold."""
+    _check_model(model)
     handle = _HANDLES.get(model)
     if handle is not None:
         handle.remove()
@@ -566,6 +571,7 @@ def restore(model: nn.Module) -> bool:
 
 def is_patched(model: nn.Module) -> bool:
     """Whether ``model`` (or a copy of a patched model) uses posenc's RoPE."""
+    _check_model(model)
     return model in _HANDLES or any(isinstance(m, PosencRotaryEmbedding) for m in model.modules())
 
 

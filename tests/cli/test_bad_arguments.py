@@ -145,7 +145,7 @@ CHECK = [
     bad("check-scaling-factor-infinite", ("check", "rope", "--scaling", '{"rope_type": "linear", "factor": 1e999}'), r"'factor' must be a positive number, got inf"),
     bad("check-scaling-factor-bool", ("check", "rope", "--scaling", '{"rope_type": "linear", "factor": true}'), r"'factor' must be a positive number, got True"),
     bad("check-scaling-factor-nan", ("check", "rope", "--scaling", '{"rope_type": "linear", "factor": NaN}'), r"'factor' must be a positive number, got nan"),
-    bad("check-scaling-type-not-a-string", ("check", "rope", "--scaling", '{"rope_type": 5, "factor": 2}'), r"unknown rope scaling type 5"),
+    bad("check-scaling-type-not-a-string", ("check", "rope", "--scaling", '{"rope_type": 5, "factor": 2}'), r"rope_type must be a name such as 'yarn', got 5"),
     bad("check-scaling-llama3-incomplete", ("check", "rope", "--scaling", '{"rope_type": "llama3", "factor": 8}'), r"rope scaling 'llama3' needs \['high_freq_factor', 'low_freq_factor', 'original_max_position_embeddings'\]"),
     bad("check-scaling-yarn-betas", ("check", "rope", "--scaling", '{"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 2048, "beta_fast": 1, "beta_slow": 32}'), r"'beta_fast' must be greater than 'beta_slow'"),
     bad("check-scaling-yarn-length-zero", ("check", "rope", "--scaling", '{"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 0}'), r"'original_max_position_embeddings' must be a positive whole number, got 0"),

@@ -64,7 +64,11 @@ def check_positive_int(name: str, value: object) -> int:
 def check_int(name: str, value: object, *, low: int = 0) -> int:
     """Return ``value`` as an int if it is a whole number (as :func:`check_positive_int` reads one)
     from ``low`` to 2**63 - 1, else a TypeError (not a number: a string, a bool, a fraction) or a
-    ValueError (out of range) naming ``name``."""
+    ValueError (out of range) naming ``name``. A symbolic size (``torch.SymInt``, while tracing or
+    exporting with a dynamic length) is a tensor's size already and is passed through unread, since
+    reading it would fix the traced length."""
+    if isinstance(value, torch.SymInt):
+        return value
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an integer >= {low}, got {value!r}")
     try:

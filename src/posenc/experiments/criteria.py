@@ -1,0 +1,113 @@
+"""When a run has learned its task: the criteria that end training early and the per-seed ``learned`` flag.
+
+Shape legend: ``b`` batch, ``s`` sequence.
+
+* ``exact_match``: a sequence task is learned when its exact match at the longest training length
+  ``L`` reaches ``target`` (0.95 in the experiments). Scoring at ``L`` alone, not the mean over
+  ``1..L``, is what keeps a model that fits short inputs and fails at ``L`` from passing.
+* ``plateau``: a language model is learned when its training loss stops falling: the mean over the
+  last ``window`` steps is within ``target`` (relative) of the mean over the ``window`` before, and
+  finite. A run whose loss is not finite has diverged and never counts as learned.
+
+Training checks the criterion every ``check_every`` steps (:func:`criterion_met`) and stops at the
+first check it meets; :func:`learned` decides the record's flag from the final evaluation (copy)
+or the final losses (language models), so a run trained to its full budget is judged by the same rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+__all__ = ["CRITERIA", "check_criterion_config", "criterion_met", "learned", "describe", "CHECK_SAMPLES"]
+
+CRITERIA = ("exact_match", "plateau")
+CHECK_SAMPLES = 64  # fresh instances scored at L by each exact-match check during training
+_CHECK_SEED = 424242  # their generator's seed (the final evaluation draws others)
+
+
+def check_criterion_config(criterion: object, target: object, check_every: object) -> None:
+    """A ValueError naming the field when a TrainConfig's criterion settings do not fit together."""
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {', '.join(CRITERIA)} or None, got {criterion!r}")
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
+        raise ValueError(f"target must be a number in (0, 1] with criterion={criterion!r}, got {target!r}")
+    if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every <= 0:
+        raise ValueError(f"check_every must be a positive integer with criterion={criterion!r}, got {check_every!r}")
+
+
+def plateaued(losses: list[float], window: int, tolerance: float) -> bool:
+    """The mean of the last ``window`` losses is finite and at most ``tolerance`` (relative) below
+    the mean of the ``window`` before; False while fewer than ``2 * window`` losses exist."""
+    if len(losses) < 2 * window:
+        return False
+    last = sum(losses[-window:]) / window
+    before = sum(losses[-2 * window : -window]) / window
+    if not (math.isfinite(last) and math.isfinite(before)):
+        return False
+    return before - last <= tolerance * abs(before)
+
+
+@torch.no_grad()
+def exact_match_at(model: Any, task: Any, length: int, samples: int = CHECK_SAMPLES) -> float:
+    """Exact match of ``model`` on ``samples`` fresh instances of ``task`` at ``length`` (teacher forced)."""
+    from .evaluate import evaluate_lengths
+
+    scores = evaluate_lengths(model, task, [length], samples=samples, seed=_CHECK_SEED)
+    return float(scores[str(length)].get("exact_match", 0.0))
+
+
+def criterion_met(model: Any, task: Any, config: Any, losses: list[float]) -> bool:
+    """Whether the run meets ``config.criterion`` now (the model is put back in training mode)."""
+    if config.criterion == "plateau":
+        return plateaued(losses, config.check_every, config.target)
+    if config.randomized_max_position is not None:  # scored as trained: at randomized positions
+        from .evaluate import evaluate_lengths
+
+        with torch.no_grad():
+            scores = evaluate_lengths(
+                model,
+                task,
+                [config.max_length],
+                samples=CHECK_SAMPLES,
+                seed=_CHECK_SEED,
+                max_position=config.randomized_max_position,
+            )
+        score = float(scores[str(config.max_length)].get("exact_match", 0.0))
+    else:
+        score = exact_match_at(model, task, config.max_length)
+    model.train()
+    return math.isfinite(losses[-1]) and score >= config.target
+
+
+#: The targets the experiments state (docs/experiments.md quotes them).
+EXACT_MATCH_TARGET = 0.95
+PLATEAU_TOLERANCE = 0.01
+
+
+def learned(kind: str, train_config: Any, losses: list[float], per_length: dict[str, Any] | None) -> bool:
+    """The record's ``learned`` flag: sequence tasks by exact match at ``L`` in the final evaluation
+    (``>= target``, 0.95 by default); language models by a plateau of the training loss over the
+    last two windows of ``check_every`` (200 by default) steps. A non-finite loss is never learned."""
+    if not losses or not math.isfinite(losses[-1]):
+        return False
+    if kind == "lm":
+        window = train_config.check_every or 200
+        tolerance = train_config.target if train_config.criterion == "plateau" else PLATEAU_TOLERANCE
+        return plateaued(losses, window, tolerance)
+    target = train_config.target if train_config.criterion == "exact_match" else EXACT_MATCH_TARGET
+    at_l = (per_length or {}).get(str(train_config.max_length), {})
+    score = at_l.get("exact_match")
+    return score is not None and score >= target
+
+
+def describe(kind: str, train_config: Any) -> str:
+    """The rule behind ``learned`` in words, stored with each record."""
+    if kind == "lm":
+        window = train_config.check_every or 200
+        tolerance = train_config.target if train_config.criterion == "plateau" else PLATEAU_TOLERANCE
+        return f"training loss plateau: mean of the last {window} steps within {tolerance:.0%} of the {window} before"
+    target = train_config.target if train_config.criterion == "exact_match" else EXACT_MATCH_TARGET
+    return f"exact match >= {target} at the training length {train_config.max_length}"

@@ -49,16 +49,38 @@ def _fmt(mean: float | None, ci: float | None, seeds: int) -> str:
     return f"{mean:.3f} ± {ci:.3f}" if seeds > 1 else f"{mean:.3f}"
 
 
-def print_summary(results: Path | str, console: Any = None) -> None:
-    """A rich table of ``results.json``: one row per (experiment, task, scheme, variant)."""
+def _count(r: dict[str, Any], field: str) -> str:
+    """``k/n`` seeds, "?" for records older than the ``learned`` flag."""
+    if r["learned_unknown"] == r["seeds"]:
+        return "?"
+    return f"{r[field]}/{r['seeds']}"
+
+
+def _flags(r: dict[str, Any]) -> str:
+    """What a summary must not hide: missing and diverged seeds, seeds without a value."""
+    flags = []
+    if r["missing"]:
+        flags.append("missing seed " + ", ".join(map(str, r["missing"])))
+    if r["diverged"]:
+        flags.append(f"{r['diverged']} diverged")
+    if r["null_in"]:
+        flags.append(f"{r['null_in']} without an in-distribution value")
+    return "; ".join(flags)
+
+
+def print_summary(results: Path | str, console: Any = None, baseline: str | None = None) -> None:
+    """Rich tables of ``results.json``: one row per (experiment, task, scheme, variant) with the
+    seeds that learned and generalised, then the paired differences against ``baseline``."""
     from rich.console import Console
     from rich.table import Table
 
     from ..experiments.plots import summary_rows
     from ..experiments.results import load_results
+    from ..experiments.stats import paired_differences
 
     console = console or Console()
-    rows = summary_rows(load_results(results))
+    records = load_results(results)
+    rows = summary_rows(records)
     table = Table(title=f"posenc experiments: {results}")
     for column in (
         "experiment",
@@ -67,15 +89,19 @@ def print_summary(results: Path | str, console: Any = None) -> None:
         "variant",
         "metric",
         "L",
+        "learned",
+        "generalised",
         "in distribution",
-        "out of distribution",
-        "seeds",
+        "out of distribution (learned seeds)",
+        "flags",
         "time (s)",
     ):
         table.add_column(column, overflow="fold")  # wrap in a narrow terminal rather than cut to "leng…"
     for r in rows:
-        ood = _fmt(r["out_of_distribution"], r["out_of_distribution_ci95"], r["seeds"])
-        if r["out_of_distribution"] is None and r["unavailable"]:
+        ood = _fmt(r["out_of_distribution"], r["out_of_distribution_ci95"], r["ood_seeds"])
+        if r["status"]:
+            ood = r["status"]
+        elif r["out_of_distribution"] is None and r["unavailable"]:
             ood = f"n/a: {r['unavailable']}"
         table.add_row(
             r["experiment"],
@@ -84,9 +110,11 @@ def print_summary(results: Path | str, console: Any = None) -> None:
             r["variant"],
             r["metric"],
             str(r["train_length"]),
+            _count(r, "learned"),
+            _count(r, "generalised"),
             _fmt(r["in_distribution"], r["in_distribution_ci95"], r["seeds"]),
             ood,
-            str(r["seeds"]),
+            _flags(r),
             f"{r['wall_time_s']:.0f}",
         )
     notes = []
@@ -96,6 +124,49 @@ def print_summary(results: Path | str, console: Any = None) -> None:
         notes.append("time: one training evaluated as several variants (extend's scalings) is split among them")
     table.caption = "; ".join(notes) or None
     console.print(table)
+    pairs = paired_differences(records, baseline)
+    if pairs:
+        console.print(paired_table(pairs, title=f"paired differences per seed: scheme - baseline ({results})"))
+
+
+def paired_table(pairs: list[dict[str, Any]], title: str) -> Any:
+    """The rich table of :func:`posenc.experiments.stats.paired_differences`."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in (
+        "task",
+        "scheme",
+        "baseline",
+        "range past L",
+        "pairs",
+        "mean difference [95 % interval]",
+        "verdict",
+        "left out",
+    ):
+        table.add_column(column, overflow="fold")
+    for p in pairs:
+        table.add_row(
+            p["task"],
+            p["scheme"] + ("" if p["variant"] in ("default", "randomized") else f" ({p['variant']})"),
+            p["baseline"],
+            p["range"],
+            str(p["pairs"]),
+            format_difference(p),
+            p["words"],
+            "; ".join(p["excluded"]),
+        )
+    table.caption = "loss: t-interval over paired seeds (lower is better); exact match: percentile bootstrap over seeds"
+    return table
+
+
+def format_difference(p: dict[str, Any]) -> str:
+    """``+0.012 [-0.004, +0.028]``, or the one difference there is."""
+    if p["mean"] is None:
+        return "—"
+    if p["low"] is None:
+        return f"{p['mean']:+.3f}"
+    return f"{p['mean']:+.3f} [{p['low']:+.3f}, {p['high']:+.3f}]"
 
 
 class _Progress:
@@ -158,7 +229,7 @@ def _check_figures(folder: Path) -> None:
         )
 
 
-def _draw(name: str, folder: Path, console: Any) -> None:
+def _draw(name: str, folder: Path, console: Any, baseline: str | None = None) -> None:
     """The summary table and the figures of ``folder/results.json``; every failure one line."""
     from rich.markup import escape
 
@@ -167,7 +238,7 @@ def _draw(name: str, folder: Path, console: Any) -> None:
     from ..experiments.runner import _os_reason
 
     try:
-        print_summary(folder, console)
+        print_summary(folder, console, baseline)
         figures = plot_results(folder)
     except ImportError as err:
         console.print(f"[yellow]{escape(str(err))}[/yellow]", soft_wrap=True)
@@ -219,6 +290,11 @@ def experiment(
         1, min=1, max=MAX_THREADS, metavar="T", help="torch threads (1: repeatable and kind to shared machines)"
     ),
     device: str = typer.Option("cpu", metavar="DEVICE", help="torch device, e.g. cpu or cuda"),
+    baseline: str | None = typer.Option(
+        None,
+        metavar="SCHEME",
+        help="the scheme label the paired differences are taken against (default: rope where it ran, else the first)",
+    ),
     plot_only: bool = typer.Option(
         False,
         "--plot-only",
@@ -293,7 +369,7 @@ def experiment(
             )
         _check_figures(folder)
         with terminate_as_interrupt():
-            _draw(name, folder, console)
+            _draw(name, folder, console, baseline)
         return
     settings = Settings(
         schemes=_split(schemes, "--schemes"),
@@ -349,7 +425,7 @@ def experiment(
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
         if rank == 0:
-            _draw(name, folder, console)
+            _draw(name, folder, console, baseline)
 
 
 def register(app: typer.Typer) -> None:

@@ -366,7 +366,9 @@ def _plan_length(s: Settings) -> list[Job]:
         steps = (250 if lm else 500) if s.quick else (1500 if lm else 5000)  # budgets: the criterion stops earlier
         criterion = LM_CRITERION if lm else SEQ_CRITERION
         jobs += [
-            _job("length", t, spec, seed, s, steps=steps, criterion=criterion) for spec in schemes for seed in seeds
+            _job("length", t, spec, seed, s, steps=steps, criterion=criterion)
+            for seed in seeds  # seed by seed: a run stopped early holds whole paired seeds
+            for spec in schemes
         ]
     return jobs
 

@@ -229,3 +229,24 @@ def test_records_carry_learned_and_provenance(tmp_path) -> None:
     (path,) = (tmp_path / "encodings").glob("*.pt")
     layers = load_layer_encodings(path)
     assert len(layers) == 4 and len({id(e) for e in layers}) == 4
+
+
+def test_forgetting_weight_std_is_checked() -> None:
+    from posenc.schemes.base import create
+
+    with pytest.raises(ValueError, match="weight_std"):
+        create("forgetting", dim=8, num_heads=2, weight_std=-1.0)
+
+
+@pytest.mark.parametrize("name", ["length", "byte-lm", "learned-vs-sinusoidal", "add-vs-concat", "probe", "extend"])
+def test_help_names_each_experiments_tasks_and_schemes(name) -> None:
+    """``posenc experiment --help`` says, per experiment, the tasks and schemes its plan trains."""
+    from posenc.cli.experiment import EXPERIMENT_HELP
+
+    words = EXPERIMENT_HELP[name]
+    jobs = plan(name, Settings())
+    for task in {j.task.name for j in jobs}:
+        assert task in words, (name, task)
+    for scheme in {j.scheme for j in jobs}:
+        assert scheme in words, (name, scheme)
+    assert f"{jobs[0].model.num_layers}-layer" in words or name in ("learned-vs-sinusoidal", "add-vs-concat", "extend")

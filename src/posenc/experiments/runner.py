@@ -347,6 +347,9 @@ def run_experiment(
     A second run on ``out`` while this one holds it is a ValueError."""
     settings = settings or Settings()
     jobs = plan(name, settings)  # validates names before anything trains
+    from .provenance import git_commit
+
+    git_commit()  # the commit of the code this process runs, read now: the source may change while it trains
     set_threads(threads)
     out = Path(out)
     rank, _ = distributed_context()

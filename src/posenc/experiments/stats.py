@@ -8,7 +8,7 @@ and the atlas print.
   runs learned, per range of lengths past the training length ``L`` (``1-2x``: lengths or positions
   in ``(L, 2L]`` / ``[L, 2L)``; ``1-4x``; ``1-8x``, as far as the evaluation reaches), with a 95 %
   interval: Student's t for losses, a percentile bootstrap over seeds for exact match (a score
-  bounded by 0 and 1 whose per-seed values are often 0 or 1, where t-intervals mislead). The words
+  bounded by 0 and 1 whose per-seed values are often 0 or 1, where t-intervals mislead; from 4 pairs on). The words
   follow the interval: one that holds 0 is "no difference detected".
 
 Generalised: a learned sequence-task seed whose exact match past ``L`` (mean over ``L < n <= 2L``)
@@ -41,6 +41,9 @@ RANGES = (("1-2x", 2), ("1-4x", 4), ("1-8x", 8))
 GENERALISED_EXACT_MATCH = 0.5
 GENERALISED_LOSS_RATIO = 1.05
 BOOTSTRAP_RESAMPLES = 10_000
+#: fewest paired seeds a bootstrap interval is given for (with 2 or 3 values it has only a handful
+#: of distinct resamples and says nothing)
+MIN_BOOTSTRAP_PAIRS = 4
 _BOOTSTRAP_SEED = 20261128
 
 #: two-sided 97.5 % quantiles of Student's t for 1 .. 10 degrees of freedom (any statistics table)
@@ -231,8 +234,8 @@ def _pair_row(runs: dict[int, dict[str, Any]], base: dict[int, dict[str, Any]], 
             continue
         diffs.append(va - vb)
     row: dict[str, Any] = {"pairs": len(diffs), "excluded": excluded, "metric": "loss" if lm else "exact_match"}
-    if len(diffs) < 2:
-        return row | {"mean": diffs[0] if diffs else None, "low": None, "high": None, "method": None,
+    if len(diffs) < (2 if lm else MIN_BOOTSTRAP_PAIRS):
+        return row | {"mean": statistics.fmean(diffs) if diffs else None, "low": None, "high": None, "method": None,
                       "words": "too few paired learned seeds"}  # fmt: skip
     low, high = t_interval(diffs) if lm else bootstrap_interval(diffs)
     return row | {

@@ -153,6 +153,9 @@ def _group_figure(experiment: str, task: str, rs: list[dict[str, Any]]) -> Any:
         runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in rs:
             runs[_label(r)].append(r)
+        if any(isinstance(r.get("learned"), bool) for r in rs):  # the counts of the tables, in the legend
+            runs = defaultdict(list, {f"{k} ({sum(r.get('learned') is True for r in g)}/{len(g)} learned)": g
+                                      for k, g in runs.items()})  # fmt: skip
         if len(runs) > 10:  # the default cycle repeats after 10 colours
             from matplotlib import colormaps
 

@@ -60,14 +60,14 @@ def _is_lm(record: dict[str, Any]) -> bool:
 
 def record_learned(record: dict[str, Any]) -> bool | None:
     """The record's ``learned``; for records made before the flag, sequence tasks are judged by the
-    same rule (exact match >= 0.95 at ``L``) and language models are unknown (None)."""
+    same rule (exact match >= 0.95 at ``L``), and language models (and records without a score at
+    ``L``) are unknown (None)."""
     if isinstance(record.get("learned"), bool):
         return record["learned"]
     per_length = (record.get("metrics") or {}).get("per_length")
-    if isinstance(per_length, dict):
-        at_l = per_length.get(str(record.get("train_length")), {})
-        score = at_l.get("exact_match") if isinstance(at_l, dict) else None
-        return _finite(score) and score >= 0.95
+    at_l = per_length.get(str(record.get("train_length"))) if isinstance(per_length, dict) else None
+    if isinstance(at_l, dict) and _finite(at_l.get("exact_match")):  # else: no score at L, unknown
+        return at_l["exact_match"] >= 0.95
     return None
 
 

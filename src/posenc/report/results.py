@@ -140,7 +140,8 @@ def _summary_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
             spread = f" ({min(values):.3f}–{max(values):.3f})" if len(values) > 1 else ""
             reason = None if values or field == "in_distribution" else unavailable_reason(runs)
             if field == "out_of_distribution" and count is not None and count["status"]:
-                cells.append(count["status"])
+                reason = unavailable_reason(runs)
+                cells.append(count["status"] + (f"; n/a: {reason}" if reason else ""))
                 continue
             cells.append(f"{sum(values) / len(values):.3f}{spread}" if values else f"n/a: {reason}" if reason else "—")
         cells += _count_cells(count, len(runs))

@@ -163,7 +163,8 @@ def test_paired_differences_use_learned_pairs_only() -> None:
         _lm_record("none", 1, 1.0, 2.5, learned_flag=False),
     ]
     rows = {(r["scheme"], r["range"]): r for r in paired_differences(records, "rope")}
-    assert {key[1] for key in rows} == {"1-2x", "1-4x", "1-8x"}
+    assert {key[1] for key in rows} == {"within L", "1-2x", "1-4x", "1-8x"}
+    assert rows[("none", "within L")]["pairs"] == 2  # within L every seed counts
     alibi = rows[("alibi", "1-8x")]
     assert alibi["pairs"] == 3 and alibi["method"] == "t"
     assert alibi["mean"] == pytest.approx(statistics.fmean([-1.0, -1.05, -1.1]))
@@ -176,7 +177,8 @@ def test_paired_differences_use_learned_pairs_only() -> None:
 def test_copy_differences_are_bootstrapped() -> None:
     records = [_copy_record("rope", s, 1.0, [0.0, 0.0]) for s in range(5)]
     records += [_copy_record("alibi", s, 1.0, [0.9, 0.5 + 0.1 * s]) for s in range(5)]
-    (row,) = paired_differences(records, "rope")
+    within, row = paired_differences(records, "rope")
+    assert within["range"] == "within L" and within["mean"] == 0.0 and within["words"] == "no difference detected"
     assert row["method"] == "bootstrap" and row["pairs"] == 5 and row["words"] == "better"
     assert row["range"] == "1-2x"
 

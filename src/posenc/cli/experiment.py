@@ -138,7 +138,7 @@ def paired_table(pairs: list[dict[str, Any]], title: str) -> Any:
         "task",
         "scheme",
         "baseline",
-        "range past L",
+        "range",
         "pairs",
         "mean difference [95 % interval]",
         "verdict",

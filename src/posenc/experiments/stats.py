@@ -4,12 +4,13 @@ and the atlas print.
 * Per scheme: how many seeds ran, learned the task (the record's ``learned``), generalised, diverged,
   and which seeds are missing against the other schemes of the same experiment and task.
 * Paired differences: every scheme of one seed sees the same batches and evaluation windows, so
-  ``scheme - baseline`` per seed is the sharp test. Differences are taken over the seeds where both
-  runs learned, per range of lengths past the training length ``L`` (``1-2x``: lengths or positions
-  in ``(L, 2L]`` / ``[L, 2L)``; ``1-4x``; ``1-8x``, as far as the evaluation reaches), with a 95 %
-  interval: Student's t for losses, a percentile bootstrap over seeds for exact match (a score
-  bounded by 0 and 1 whose per-seed values are often 0 or 1, where t-intervals mislead; from 4 pairs on). The words
-  follow the interval: one that holds 0 is "no difference detected".
+  ``scheme - baseline`` per seed is the sharp test. Within the training length ``L`` (``within L``:
+  lengths ``n <= L``, positions ``[0, L)``) every seed counts; past it (``1-2x``: lengths or
+  positions in ``(L, 2L]`` / ``[L, 2L)``; ``1-4x``; ``1-8x``, as far as the evaluation reaches)
+  only the seeds where both runs learned. Each has a 95 % interval: Student's t for losses, a
+  percentile bootstrap over seeds for exact match (a score bounded by 0 and 1 whose per-seed
+  values are often 0 or 1, where t-intervals mislead; from 4 pairs on). The words follow the
+  interval: one that holds 0 is "no difference detected".
 
 Generalised: a learned sequence-task seed whose exact match past ``L`` (mean over ``L < n <= 2L``)
 is at least 0.5; a learned language model whose loss over ``[L, 4L)`` (or as far as it was
@@ -37,7 +38,8 @@ __all__ = [
     "default_baseline",
 ]
 
-RANGES = (("1-2x", 2), ("1-4x", 4), ("1-8x", 8))
+#: (label, factor): factor 1 is within the training length (every seed counts there), k past it
+RANGES = (("within L", 1), ("1-2x", 2), ("1-4x", 4), ("1-8x", 8))
 GENERALISED_EXACT_MATCH = 0.5
 GENERALISED_LOSS_RATIO = 1.05
 BOOTSTRAP_RESAMPLES = 10_000
@@ -73,22 +75,24 @@ def record_learned(record: dict[str, Any]) -> bool | None:
 
 def range_value(record: dict[str, Any], factor: int) -> float | None:
     """The record's mean past ``L`` up to ``factor * L``: exact match over lengths ``L < n <=
-    factor L``, or loss over positions ``[L, factor L)``; None when the evaluation stops short of
-    ``factor * L`` or a value is missing."""
+    factor L``, or loss over positions ``[L, factor L)``; ``factor`` 1: within ``L`` (lengths
+    ``n <= L``, positions ``[0, L)``). None when the evaluation stops short or a value is missing."""
     L = record.get("train_length")
     metrics = record.get("metrics") or {}
     if not isinstance(L, int) or not isinstance(metrics, dict):
         return None
+    start = 0 if factor == 1 else L  # factor 1: within L
     if _is_lm(record):
         losses = metrics["loss_per_position"]
         if not isinstance(losses, list) or len(losses) < factor * L:
             return None
-        part = losses[L : factor * L]
+        part = losses[start : factor * L]
         return statistics.fmean(part) if part and all(_finite(v) for v in part) else None
     per_length = metrics.get("per_length")
     if not isinstance(per_length, dict) or str(factor * L) not in per_length:
         return None
-    values = [per_length.get(str(n), {}).get("exact_match") for n in range(L + 1, factor * L + 1)]
+    lengths = [int(n) for n in per_length if int(n) <= L] if factor == 1 else range(L + 1, factor * L + 1)
+    values = [per_length.get(str(n), {}).get("exact_match") for n in lengths]
     return statistics.fmean(values) if values and all(_finite(v) for v in values) else None
 
 
@@ -225,7 +229,7 @@ def _pair_row(runs: dict[int, dict[str, Any]], base: dict[int, dict[str, Any]], 
         if a is None or b is None:
             excluded.append(f"seed {seed}: missing")
             continue
-        if record_learned(a) is False or record_learned(b) is False:
+        if factor > 1 and (record_learned(a) is False or record_learned(b) is False):  # past L: learned only
             excluded.append(f"seed {seed}: not learned")
             continue
         va, vb = range_value(a, factor), range_value(b, factor)

@@ -292,7 +292,7 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
                         "variant",
                         "scheme",
                         "baseline",
-                        "range past L",
+                        "range",
                         "pairs",
                         "mean difference [95 % interval]",
                         "verdict",

@@ -279,8 +279,9 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
         if paired:
             parts.append(
                 "<h3>Paired differences per seed against a baseline</h3><p>Every scheme of one seed saw the "
-                "same batches and evaluation windows: the difference scheme − baseline per seed, over the "
-                "seeds where both learned, past the training length L (1-2x: up to 2L, ...). 95 % interval: "
+                "same batches and evaluation windows: the difference scheme − baseline per seed, within the "
+                "training length L over every seed, past it (1-2x: up to 2L, ...) over the seeds where both "
+                "learned. 95 % interval: "
                 "Student's t for losses, a percentile bootstrap over seeds for exact match; an interval "
                 "holding 0 reads “no difference detected”.</p>"
             )

@@ -252,3 +252,17 @@ def test_help_names_each_experiments_tasks_and_schemes(name) -> None:
     for scheme in {j.scheme for j in jobs}:
         assert scheme in words, (name, scheme)
     assert f"{jobs[0].model.num_layers}-layer" in words or name in ("learned-vs-sinusoidal", "add-vs-concat", "extend")
+
+
+def test_the_atlas_shows_the_counts_and_paired_differences_of_the_docs(tmp_path) -> None:
+    """The atlas's results section gives the learned/generalised counts and the paired differences
+    against RoPE and ALiBi that docs/experiments.md prints, from the same functions."""
+    from posenc.report.results import results_section
+
+    records = [_lm_record(s, seed, 1.0, 2.0 + 0.1 * seed + (1.0 if s == "rope" else 0.0)) for s in ("rope", "alibi", "kerple") for seed in range(3)]  # fmt: skip
+    (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "records": records}))
+    html, shown, problems = results_section(tmp_path)
+    assert shown == 9 and not problems
+    assert "3/3" in html and "Paired differences per seed" in html
+    assert ">alibi</td><td>rope</td><td>1-2x</td><td>3</td><td>-1.000 [-1.000, -1.000]" in html.replace("\n", "")
+    assert ">kerple</td><td>alibi</td>" in html.replace("\n", "")

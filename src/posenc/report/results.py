@@ -173,12 +173,17 @@ def _count_cells(count: dict[str, Any] | None, seeds: int) -> list[str]:
 
 
 def _paired_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
-    """The paired differences of :func:`posenc.experiments.stats.paired_differences`, as table rows."""
+    """The paired differences of :func:`posenc.experiments.stats.paired_differences` against RoPE
+    and against ALiBi (the two baselines docs/experiments.md gives), as table rows."""
     from ..experiments.stats import paired_differences
 
     usable = [r for r in records if all(k in r for k in ("experiment", "task", "scheme", "variant", "seed"))]
+    pairs = paired_differences(usable)  # against rope (else the first scheme), and against alibi where it ran
+    pairs += [p for p in paired_differences(usable, "alibi") if p["baseline"] == "alibi" and p["scheme"] != "rope"]
+    pairs = list({tuple(str(p[k]) for k in ("experiment", "task", "variant", "scheme", "baseline", "range")): p
+                  for p in pairs}.values())  # fmt: skip
     rows = []
-    for p in paired_differences(usable):
+    for p in pairs:
         if p["mean"] is None:
             difference = "—"
         elif p["low"] is None:

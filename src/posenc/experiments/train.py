@@ -7,8 +7,7 @@ model, the optimizer state and the losses so far; a run resumed from its checkpo
 repeats the uninterrupted one bit for bit (with one thread). Under ``torchrun`` (``WORLD_SIZE`` set)
 each rank draws the same global batch, trains on its slice, and DistributedDataParallel averages the
 gradients: the same training as one process with the global batch, up to float summation order.
-The recipe is the one the planning measurements (../shared/MEASURED.md) found to teach every scheme
-at this size: lr 3e-3, AdamW, linear warm-up, cosine decay to a tenth, gradient clipping at 1.0.
+The recipe is one that teaches every scheme at this size: lr 3e-3, AdamW, linear warm-up, cosine decay to a tenth, gradient clipping at 1.0.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def test_a_job_with_some_variants_stored_still_runs(tmp_path: Path, monkeypatch:
         },
     )
     called: list[str] = []
-    monkeypatch.setattr(runner, "run_job", lambda j, out, hooks=None: called.append(j.base_label) or [])
+    monkeypatch.setattr(runner, "run_job", lambda j, out, hooks=None, command=None: called.append(j.base_label) or [])
     runner.run_experiment("extend", tmp_path, settings)
     assert job.base_label in called
 

@@ -159,3 +159,20 @@ def test_runs_of_a_layer_schedule_are_the_schemes_own(tmp_path):
     found, problems = find_encodings(tmp_path / "runs")
     assert not problems
     assert [r.group for r in found["rope"]] == ["length/copy", "length/copy +nope4", "length/copy +randomized +nope4"]
+
+
+def test_captions_count_the_seeds_that_learned(tmp_path) -> None:
+    """A trained figure's caption says which of its seeds learned the task (from results.json)."""
+    import json
+
+    from posenc.report.trained import _groups, _learned_note, find_encodings
+
+    (tmp_path / "encodings").mkdir()
+    records = []
+    for seed, learned in ((0, True), (1, False)):
+        (tmp_path / "encodings" / f"length__copy__alibi__seed{seed}.pt").write_bytes(b"")
+        records.append({"experiment": "length", "task": "copy", "scheme": "alibi", "seed": seed, "learned": learned})
+    (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "records": records}))
+    found, _ = find_encodings(tmp_path)
+    (members,) = _groups(found["alibi"]).values()
+    assert _learned_note(members) == " Seeds that learned the task: 0 of 2."

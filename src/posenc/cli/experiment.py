@@ -49,16 +49,38 @@ def _fmt(mean: float | None, ci: float | None, seeds: int) -> str:
     return f"{mean:.3f} ± {ci:.3f}" if seeds > 1 else f"{mean:.3f}"
 
 
-def print_summary(results: Path | str, console: Any = None) -> None:
-    """A rich table of ``results.json``: one row per (experiment, task, scheme, variant)."""
+def _count(r: dict[str, Any], field: str) -> str:
+    """``k/n`` seeds, "?" for records older than the ``learned`` flag."""
+    if r["learned_unknown"] == r["seeds"]:
+        return "?"
+    return f"{r[field]}/{r['seeds']}"
+
+
+def _flags(r: dict[str, Any]) -> str:
+    """What a summary must not hide: missing and diverged seeds, seeds without a value."""
+    flags = []
+    if r["missing"]:
+        flags.append("missing seed " + ", ".join(map(str, r["missing"])))
+    if r["diverged"]:
+        flags.append(f"{r['diverged']} diverged")
+    if r["null_in"]:
+        flags.append(f"{r['null_in']} without an in-distribution value")
+    return "; ".join(flags)
+
+
+def print_summary(results: Path | str, console: Any = None, baseline: str | None = None) -> None:
+    """Rich tables of ``results.json``: one row per (experiment, task, scheme, variant) with the
+    seeds that learned and generalised, then the paired differences against ``baseline``."""
     from rich.console import Console
     from rich.table import Table
 
     from ..experiments.plots import summary_rows
     from ..experiments.results import load_results
+    from ..experiments.stats import paired_differences
 
     console = console or Console()
-    rows = summary_rows(load_results(results))
+    records = load_results(results)
+    rows = summary_rows(records)
     table = Table(title=f"posenc experiments: {results}")
     for column in (
         "experiment",
@@ -67,15 +89,19 @@ def print_summary(results: Path | str, console: Any = None) -> None:
         "variant",
         "metric",
         "L",
+        "learned",
+        "generalised",
         "in distribution",
-        "out of distribution",
-        "seeds",
+        "out of distribution (learned seeds)",
+        "flags",
         "time (s)",
     ):
         table.add_column(column, overflow="fold")  # wrap in a narrow terminal rather than cut to "leng…"
     for r in rows:
-        ood = _fmt(r["out_of_distribution"], r["out_of_distribution_ci95"], r["seeds"])
-        if r["out_of_distribution"] is None and r["unavailable"]:
+        ood = _fmt(r["out_of_distribution"], r["out_of_distribution_ci95"], r["ood_seeds"])
+        if r["status"]:
+            ood = r["status"]
+        elif r["out_of_distribution"] is None and r["unavailable"]:
             ood = f"n/a: {r['unavailable']}"
         table.add_row(
             r["experiment"],
@@ -84,9 +110,11 @@ def print_summary(results: Path | str, console: Any = None) -> None:
             r["variant"],
             r["metric"],
             str(r["train_length"]),
+            _count(r, "learned"),
+            _count(r, "generalised"),
             _fmt(r["in_distribution"], r["in_distribution_ci95"], r["seeds"]),
             ood,
-            str(r["seeds"]),
+            _flags(r),
             f"{r['wall_time_s']:.0f}",
         )
     notes = []
@@ -96,6 +124,49 @@ def print_summary(results: Path | str, console: Any = None) -> None:
         notes.append("time: one training evaluated as several variants (extend's scalings) is split among them")
     table.caption = "; ".join(notes) or None
     console.print(table)
+    pairs = paired_differences(records, baseline)
+    if pairs:
+        console.print(paired_table(pairs, title=f"paired differences per seed: scheme - baseline ({results})"))
+
+
+def paired_table(pairs: list[dict[str, Any]], title: str) -> Any:
+    """The rich table of :func:`posenc.experiments.stats.paired_differences`."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in (
+        "task",
+        "scheme",
+        "baseline",
+        "range",
+        "pairs",
+        "mean difference [95 % interval]",
+        "verdict",
+        "left out",
+    ):
+        table.add_column(column, overflow="fold")
+    for p in pairs:
+        table.add_row(
+            p["task"],
+            p["scheme"] + ("" if p["variant"] in ("default", "randomized") else f" ({p['variant']})"),
+            p["baseline"],
+            p["range"],
+            str(p["pairs"]),
+            format_difference(p),
+            p["words"],
+            "; ".join(p["excluded"]),
+        )
+    table.caption = "loss: t-interval over paired seeds (lower is better); exact match: percentile bootstrap over seeds"
+    return table
+
+
+def format_difference(p: dict[str, Any]) -> str:
+    """``+0.012 [-0.004, +0.028]``, or the one difference there is."""
+    if p["mean"] is None:
+        return "—"
+    if p["low"] is None:
+        return f"{p['mean']:+.3f}"
+    return f"{p['mean']:+.3f} [{p['low']:+.3f}, {p['high']:+.3f}]"
 
 
 class _Progress:
@@ -158,7 +229,7 @@ def _check_figures(folder: Path) -> None:
         )
 
 
-def _draw(name: str, folder: Path, console: Any) -> None:
+def _draw(name: str, folder: Path, console: Any, baseline: str | None = None) -> None:
     """The summary table and the figures of ``folder/results.json``; every failure one line."""
     from rich.markup import escape
 
@@ -167,7 +238,7 @@ def _draw(name: str, folder: Path, console: Any) -> None:
     from ..experiments.runner import _os_reason
 
     try:
-        print_summary(folder, console)
+        print_summary(folder, console, baseline)
         figures = plot_results(folder)
     except ImportError as err:
         console.print(f"[yellow]{escape(str(err))}[/yellow]", soft_wrap=True)
@@ -189,9 +260,31 @@ def _draw(name: str, folder: Path, console: Any) -> None:
         console.print(escape("figures: " + ", ".join(str(p) for p in figures)), soft_wrap=True)
 
 
+#: What each experiment trains, its tasks and its schemes (``--help``; a test holds it to the plans).
+EXPERIMENT_HELP = {
+    "length": "2-layer decoders on copy (5 seeds, trained until exact match >= 0.95 at L = 16, budget 5000 "
+    "steps) and a byte LM on pydoc_data.topics (text, 3 seeds, L = 64, budget 1500 steps); tasks copy, text "
+    "(--tasks: also reverse, sort, addition, fortunes, binary-reverse, word-order, text-mlm); schemes none, "
+    "sinusoidal, learned, rope, alibi, t5, rope+randomized, kerple, sandwich, fire, cope, forgetting, dpb",
+    "byte-lm": "4-layer byte LMs on Debian's fortunes at L = 128, loss per position to 512, 3 paired seeds, "
+    "600 steps of 32 windows (stopping early at a loss plateau); task fortunes (or text); schemes alibi, "
+    "kerple, fire, forgetting, rope, none",
+    "learned-vs-sinusoidal": "byte LMs on pydoc_data.topics, 3 seeds, held-out loss below L; task text; "
+    "schemes sinusoidal, learned",
+    "add-vs-concat": "byte LMs with the code added to the token embedding or concatenated to a narrower one; "
+    "task text; schemes sinusoidal, learned",
+    "probe": "3-layer byte LMs with and without residuals and a bidirectional masked-byte encoder, then a "
+    "ridge probe of position per layer; tasks text, text-mlm (fixed); schemes none, sinusoidal, rope",
+    "extend": "a RoPE byte LM at L = 64 scored to 8L under default, linear, ntk and yarn scaling; task text; "
+    "scheme rope",
+}
+
+
 def experiment(
     name: str = typer.Argument(
-        ..., metavar="NAME", help="length, learned-vs-sinusoidal, add-vs-concat, probe or extend"
+        ...,
+        metavar="NAME",
+        help="; ".join(f"{key}: {words}" for key, words in EXPERIMENT_HELP.items()),
     ),
     schemes: str | None = typer.Option(
         None,
@@ -200,7 +293,10 @@ def experiment(
         "positional encoding, as Llama 4's every fourth: rope+nope4 with --layers 4 or more)",
     ),
     layers: int | None = typer.Option(
-        None, min=1, metavar="L", help="transformer layers of every model (default: the experiment's, 2; probe 3)"
+        None,
+        min=1,
+        metavar="L",
+        help="transformer layers of every model (default: the experiment's, 2; probe 3, byte-lm 4)",
     ),
     seeds: str | None = typer.Option(None, metavar="SEEDS", help="comma-separated integer seeds"),
     steps: int | None = typer.Option(
@@ -219,6 +315,11 @@ def experiment(
         1, min=1, max=MAX_THREADS, metavar="T", help="torch threads (1: repeatable and kind to shared machines)"
     ),
     device: str = typer.Option("cpu", metavar="DEVICE", help="torch device, e.g. cpu or cuda"),
+    baseline: str | None = typer.Option(
+        None,
+        metavar="SCHEME",
+        help="the scheme label the paired differences are taken against (default: rope where it ran, else the first)",
+    ),
     plot_only: bool = typer.Option(
         False,
         "--plot-only",
@@ -228,6 +329,9 @@ def experiment(
     ),
 ) -> None:
     """Train small transformers on generated tasks and compare encodings (results in DIR/results.json).
+
+    Every record says whether its seed learned the task; the tables give, per scheme, the seeds that
+    learned and generalised, and the paired differences per seed against --baseline.
 
     Ctrl-C or SIGTERM saves a checkpoint of the step in progress (exit 130 or 143); the same command resumes.
     """
@@ -293,7 +397,7 @@ def experiment(
             )
         _check_figures(folder)
         with terminate_as_interrupt():
-            _draw(name, folder, console)
+            _draw(name, folder, console, baseline)
         return
     settings = Settings(
         schemes=_split(schemes, "--schemes"),
@@ -349,7 +453,7 @@ def experiment(
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
         if rank == 0:
-            _draw(name, folder, console)
+            _draw(name, folder, console, baseline)
 
 
 def register(app: typer.Typer) -> None:

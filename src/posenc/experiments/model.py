@@ -10,7 +10,9 @@ Normalization in the Transformer Architecture"; nanoGPT's ``Block``). Position e
   to the token embedding, or concatenated after a narrower one (``combine="concat"``: token width
   ``d - code_dim``, so the model width and every layer stay the same);
 * rotary and bias schemes (``rope``, ``t5``, ``alibi``, ...) are built once and shared by every
-  layer's attention, as T5 shares its relative bias across layers (Raffel et al. 2020, 2.1);
+  layer's attention, as T5 shares its relative bias across layers (Raffel et al. 2020, 2.1), or
+  built once per layer (``per_layer=True``), as the CoPE paper, the authors' code of forgetting
+  attention and FIRE give every layer its own parameters;
 * a layer schedule (``layer_schemes``: one scheme name per layer) gives layers schemes of their
   own: ``"none"`` for NoPE layers, as Llama 4 and SmolLM3 interleave RoPE layers with every fourth
   one without (``posenc.layer_schedule`` reads such schedules from a model's config). Layers with
@@ -53,6 +55,9 @@ class ModelConfig:
     # one scheme name per layer ("none": a NoPE layer), None: `scheme` in every layer; rotary and bias
     # schemes only (an absolute code enters once, at the input)
     layer_schemes: tuple[str, ...] | None = None
+    # one module of `scheme` per layer, each with its own parameters (the CoPE paper, the authors' code of
+    # forgetting attention and FIRE's per-layer MLPs); False: one module shared by every layer
+    per_layer: bool = False
 
     def __post_init__(self) -> None:
         cls = scheme_class(self.scheme)  # unknown names list the choices
@@ -72,6 +77,12 @@ class ModelConfig:
             raise TypeError(f"scheme_options must be a mapping, got {type(self.scheme_options).__name__}")
         if self.layer_schemes is not None:
             object.__setattr__(self, "layer_schemes", _check_layer_schemes(self))
+        if not isinstance(self.per_layer, bool):
+            raise TypeError(f"per_layer must be True or False, got {self.per_layer!r}")
+        if self.per_layer and cls.family == "absolute":
+            raise ValueError(
+                f"per_layer builds one module per layer; {self.scheme!r} is absolute: it enters once, at the input"
+            )
 
     @property
     def family(self) -> str:
@@ -140,16 +151,23 @@ def build_encoding(config: ModelConfig) -> tuple[PositionalEncoding, int]:
 def build_layer_encodings(config: ModelConfig, encoding: PositionalEncoding) -> list[PositionalEncoding]:
     """The encoding of each layer: ``encoding`` (the model's scheme) wherever ``layer_schemes`` names
     it or when there is no schedule, a module of each other named scheme (its Attention defaults)
-    shared by the layers that name it."""
-    if config.layer_schemes is None:
+    shared by the layers that name it. With ``per_layer``, each layer of the model's scheme gets a
+    module of its own (``encoding`` the first), built with the same options."""
+    names = config.layer_schemes or (config.scheme,) * config.num_layers
+    if config.layer_schemes is None and not config.per_layer:
         return [encoding] * config.num_layers
     head_dim = config.dim // config.num_heads
     built = {config.scheme: encoding}
-    for name in config.layer_schemes:
+    layers = []
+    for name in names:
+        if name == config.scheme and config.per_layer:  # the first such layer takes `encoding`, others a new one
+            layers.append(encoding if encoding not in layers else build_encoding(config)[0])
+            continue
         if name not in built:
             defaults = scheme_class(name).attention_defaults(head_dim, config.num_heads, config.dim, config.causal)
             built[name] = create(name, **defaults)
-    return [built[name] for name in config.layer_schemes]
+        layers.append(built[name])
+    return layers
 
 
 class Block(nn.Module):

@@ -36,24 +36,34 @@ def ci95(values: list[float]) -> float:
     return t * statistics.stdev(values) / math.sqrt(n)
 
 
-def _spread(values: list[float | None]) -> tuple[float | None, float | None]:
-    """Mean and 95 % interval half-width over seeds (None where no seed has a value)."""
+def _spread(values: list[float | None]) -> tuple[float | None, float | None, int]:
+    """Mean and 95 % interval half-width over the seeds that have a value, and how many have none
+    (a diverged or unavailable seed): the caller reports that count, never drops it silently."""
     xs = [v for v in values if v is not None]
+    missing = len(values) - len(xs)
     if not xs:
-        return None, None
-    return statistics.fmean(xs), ci95(xs)
+        return None, None, missing
+    return statistics.fmean(xs), ci95(xs), missing
 
 
 def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (experiment, task, scheme, variant): mean and 95 % interval half-width (``*_ci95``,
-    Student's t over seeds) of both summaries."""
+    Student's t over seeds) of both summaries, with the counts of :func:`.stats.scheme_counts`
+    (``learned``, ``generalised``, ``diverged``, ``missing``, ``status``). In distribution is the
+    mean over every seed with a value; out of distribution over the learned seeds only (all seeds
+    for records older than the ``learned`` flag), None with ``status`` "did not learn" when none
+    learned. ``null_in``/``null_out`` count the seeds without a value."""
+    from .stats import record_learned, scheme_counts
+
+    counts = scheme_counts(records)
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         groups[(r["experiment"], r["task"], r["scheme"], r["variant"])].append(r)
     rows = []
     for (experiment, task, scheme, variant), rs in groups.items():
-        ind, ind_ci = _spread([r["in_distribution"] for r in rs])
-        ood, ood_ci = _spread([r["out_of_distribution"] for r in rs])
+        ind, ind_ci, _ = _spread([r["in_distribution"] for r in rs])
+        usable = [r for r in rs if record_learned(r) is not False]
+        ood, ood_ci, _ = _spread([r["out_of_distribution"] for r in usable])
         reason = unavailable_reason(rs)
         rows.append(
             {
@@ -68,9 +78,11 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "in_distribution_ci95": ind_ci,
                 "out_of_distribution": ood,
                 "out_of_distribution_ci95": ood_ci,
+                "ood_seeds": len(usable),
                 "unavailable": reason,
                 "wall_time_s": sum(r["wall_time_s"] / _shared_by(r) for r in rs),  # rows add up to the run
                 "time_shared": any(_shared_by(r) > 1 for r in rs),
+                **counts[(experiment, task, scheme, variant)],
             }
         )
     return rows
@@ -141,6 +153,9 @@ def _group_figure(experiment: str, task: str, rs: list[dict[str, Any]]) -> Any:
         runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in rs:
             runs[_label(r)].append(r)
+        if any(isinstance(r.get("learned"), bool) for r in rs):  # the counts of the tables, in the legend
+            runs = defaultdict(list, {f"{k} ({sum(r.get('learned') is True for r in g)}/{len(g)} learned)": g
+                                      for k, g in runs.items()})  # fmt: skip
         if len(runs) > 10:  # the default cycle repeats after 10 colours
             from matplotlib import colormaps
 

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import errno
 import json
+import math
 import re
 import tempfile
 import time
@@ -96,6 +97,8 @@ def save_encoding(encoding: Any, path: Path, *, layers: list[Any] | None = None)
     if layers is not None:
         payload["layers"] = [e.name for e in layers]
         payload["other_layers"] = {e.name: _encoding_payload(e) for e in layers if e is not encoding}
+        if len({id(e) for e in layers if e.name == encoding.name}) > 1:  # one module per layer
+            payload["per_layer"] = [_encoding_payload(e) for e in layers]
     path.parent.mkdir(parents=True, exist_ok=True)
     with replaced_whole(path) as tmp:
         torch.save(payload, tmp)
@@ -129,14 +132,18 @@ def load_layer_encodings(path: Path | str) -> list[Any]:
         raise ValueError(
             f"{path} holds one encoding shared by every layer (a run without a layer schedule): read it with load_encoding"
         )
+    if "per_layer" in payload:
+        return [_rebuilt(each) for each in payload["per_layer"]]
     built = {payload["scheme"]: _rebuilt(payload)}
     built.update({name: _rebuilt(other) for name, other in payload["other_layers"].items()})
     return [built[name] for name in payload["layers"]]
 
 
-def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict[str, Any]]:
+def run_job(job: Job, out: Path | None, hooks: Hooks | None = None, command: str | None = None) -> list[dict[str, Any]]:
     """Train and evaluate one job; return its records (written to ``out/results.json`` by rank 0,
-    after the trained encoding, ``out/encodings/LABEL.pt``)."""
+    after the trained encoding, ``out/encodings/LABEL.pt``). Each record says whether the seed
+    ``learned`` its task (:func:`.criteria.learned`) and what produced it (``provenance``: the
+    ``command``, this process's own by default, the versions and the corpus)."""
     hooks = hooks or _Silent()
     checkpoint = checkpoint_path(job, out) if out is not None else None
     result = train(job.model, job.task, job.train, checkpoint=checkpoint, on_step=hooks.step)
@@ -146,10 +153,17 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
     config = job_config(job)
     rank, _ = distributed_context()
     if out is not None and rank == 0:
-        layers = [b.attn.encoding for b in result.model.blocks] if job.model.layer_schemes is not None else None
+        scheduled = job.model.layer_schemes is not None or job.model.per_layer
+        layers = [b.attn.encoding for b in result.model.blocks] if scheduled else None
         save_encoding(result.model.scheme, encoding_path(job, out), layers=layers)
+    from .criteria import describe, learned
+    from .provenance import provenance
+
+    origin = provenance(job.task.name, command)
     records = []
     for variant, values in fields.items():
+        per_length = values["metrics"].get("per_length")
+        finite = bool(result.losses) and math.isfinite(result.losses[-1])
         record = {
             "experiment": job.experiment,
             "task": job.task.name,
@@ -161,10 +175,16 @@ def run_job(job: Job, out: Path | None, hooks: Hooks | None = None) -> list[dict
             "wall_time_s": wall,
             "job_variants": len(fields),  # records sharing this training and its wall time (extend's scalings)
             "resumed_from_step": result.resumed_from,
-            "final_train_loss": result.losses[-1],
+            "final_train_loss": result.losses[-1] if finite else None,
+            "diverged": not finite,
+            "learned": learned(job.task, job.train, result.losses, per_length, values["in_distribution"]),
+            "learned_rule": describe(job.task, job.train),
+            "steps_trained": len(result.losses),
+            "criterion_met_at": result.criterion_met_at,
             "parameters": result.model.num_parameters(),
             "quick": bool(job.extra.get("quick", False)),  # a --quick smoke test, not a measurement
             "config": _jsonable(config),
+            "provenance": origin,
         }
         records.append(record)
         if out is not None and rank == 0:
@@ -311,7 +331,13 @@ def _jsonable(value: Any) -> Any:
 
 
 def run_experiment(
-    name: str, out: Path | str, settings: Settings | None = None, *, threads: int | None = 1, hooks: Hooks | None = None
+    name: str,
+    out: Path | str,
+    settings: Settings | None = None,
+    *,
+    threads: int | None = 1,
+    hooks: Hooks | None = None,
+    command: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every job of experiment ``name`` not yet in ``out/results.json``; returns the new records.
 
@@ -321,6 +347,9 @@ def run_experiment(
     A second run on ``out`` while this one holds it is a ValueError."""
     settings = settings or Settings()
     jobs = plan(name, settings)  # validates names before anything trains
+    from .provenance import git_commit
+
+    git_commit()  # the commit of the code this process runs, read now: the source may change while it trains
     set_threads(threads)
     out = Path(out)
     rank, _ = distributed_context()
@@ -329,10 +358,12 @@ def run_experiment(
             _check_writable(out)
             held.enter_context(_exclusive(out))
             _clear_leftovers(out)
-        return _run_jobs(jobs, out, hooks or _Silent(), writer=rank == 0)
+        return _run_jobs(jobs, out, hooks or _Silent(), writer=rank == 0, command=command)
 
 
-def _run_jobs(jobs: list[Job], out: Path, hooks: Hooks, writer: bool) -> list[dict[str, Any]]:
+def _run_jobs(
+    jobs: list[Job], out: Path, hooks: Hooks, writer: bool, command: str | None = None
+) -> list[dict[str, Any]]:
     records_before = load_results(out)
     _check_stored(jobs, records_before, out)
     done = {record_key(r) for r in records_before}
@@ -346,7 +377,7 @@ def _run_jobs(jobs: list[Job], out: Path, hooks: Hooks, writer: bool) -> list[di
             hooks.job_finished(job, [], True)
             continue
         hooks.job_started(job, index, len(jobs))
-        new = run_job(job, out, hooks)
+        new = run_job(job, out, hooks, command)
         records.extend(new)
         hooks.job_finished(job, new, False)
     return records

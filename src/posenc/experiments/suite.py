@@ -6,9 +6,9 @@ A :class:`Job` is one training run (task, scheme, seed) and the records its eval
 per variant: ``extend`` scores one model under several RoPE scalings). :mod:`.runner` executes
 jobs, skipping those whose records are already in ``results.json``.
 
-Sizes follow measurements made while the experiments were planned: a 2-layer,
-width-64, 4-head model learns copy at n <= 16 in ~1000 steps (lr 3e-3), which already separates
-the schemes; language models see 64-byte windows.
+Sizes are chosen for a CPU: a 2-layer, width-64, 4-head model learns copy at n <= 16 within a few
+thousand steps (lr 3e-3); language models see 64-byte windows, byte-lm's 4-layer models 128-byte
+ones (docs/experiments.md gives the measured times).
 """
 
 from __future__ import annotations
@@ -247,6 +247,34 @@ def _probe_eval(model: TinyTransformer, job: Job) -> dict[str, dict[str, Any]]:
 
 
 # -- plans -----------------------------------------------------------------------------------
+#: Each paper's own settings, which every experiment uses (docs/experiments.md lists them): scheme
+#: options given the training length L, and whether each layer gets a module of its own.
+def published_settings(name: str, train_length: int) -> tuple[dict[str, Any], bool]:
+    """``(scheme_options, per_layer)`` as each scheme's paper and reference code set them.
+
+    * ``fire``: the threshold starts at the training length (Li et al. 2024, section 3.2: the
+      progressive interpolation normalises by ``max(L, i)`` with ``L`` the training length), one
+      MLP per layer;
+    * ``forgetting``: gate bias 0 and weights N(0, 0.02), one gate per layer (Lin et al. 2025, the
+      authors' ``forgetting-transformer`` code, ``ForgettingAttentionLayer``);
+    * ``cope``: one table per layer (Golovneva et al. 2024, appendix B: a ``CoPE`` module in each
+      ``SelfAttn``).
+    Every other scheme keeps its defaults and one module shared by the layers."""
+    if name == "fire":
+        return {"init_L": float(train_length)}, True
+    if name == "forgetting":
+        return {"bias_init": 0.0, "weight_std": 0.02}, True
+    if name == "cope":
+        return {}, True
+    return {}, False
+
+
+#: Criteria (:mod:`.criteria`): copy and the other sequence tasks train until exact match at L
+#: reaches 0.95; language models until their training loss plateaus (1 % over 200 steps).
+SEQ_CRITERION = {"criterion": "exact_match", "target": 0.95, "check_every": 250}
+LM_CRITERION = {"criterion": "plateau", "target": 0.01, "check_every": 200}
+
+
 def _job(
     experiment: str,
     task_name: str,
@@ -257,6 +285,11 @@ def _job(
     model_options: dict[str, Any] | None = None,
     variant: str = "default",
     evaluate: Callable[..., Any] | None = None,
+    *,
+    length: int | None = None,
+    batch_size: int = 64,
+    criterion: dict[str, Any] | None = None,
+    fixed_length: bool = False,
     **extra: Any,
 ) -> Job:
     task = get_task(task_name)
@@ -265,16 +298,20 @@ def _job(
     L = TEXT_LENGTH if task.kind == "lm" else ADDITION_LENGTH if task.name == "addition" else SEQ2SEQ_LENGTH
     if task.kind == "classify":
         L = task.min_length
+    L = length or L
     eval_length = 8 * L if task.kind == "lm" else 2 * L
+    eval_length = extra.pop("eval_length", eval_length)
     longest = task.sequence_length(eval_length)
     train = TrainConfig(
         steps=settings.steps or steps,
+        batch_size=batch_size,
         seed=seed,
         max_length=L,
-        min_length=task.min_length,
+        min_length=L if fixed_length else task.min_length,
         device=settings.device,
         warmup=min(100, max(1, (settings.steps or steps) // 10)),
         randomized_max_position=longest if randomized else None,
+        **(criterion or {}),
     )
     model_options = dict(model_options or {})
     if settings.layers is not None:
@@ -282,6 +319,11 @@ def _job(
     if label.nope_every is not None:
         depth = model_options.get("num_layers", ModelConfig.num_layers)
         model_options["layer_schemes"] = nope_schedule(name, depth, label.nope_every)
+    options, per_layer = published_settings(name, L)
+    if options:
+        model_options["scheme_options"] = {**options, **model_options.get("scheme_options", {})}
+    if per_layer and label.nope_every is None:
+        model_options["per_layer"] = True
     # a learned table covers what training shows it (all of [0, longest) when positions are randomized)
     max_len = longest if randomized else task.sequence_length(L)
     model = ModelConfig(vocab_size=task.vocab_size, scheme=name, causal=task.causal, max_len=max_len, **model_options)
@@ -316,19 +358,60 @@ LENGTH_SCHEMES = (
 def _plan_length(s: Settings) -> list[Job]:
     tasks = s.tasks or ("copy", "text")  # addition, reverse, sort: --tasks
     schemes = s.schemes or LENGTH_SCHEMES
+    jobs = []
+    for t in tasks:
+        lm = get_task(t).kind == "lm"
+        # copy: 5 seeds, counted (a seed learns or not); language models: 3 seeds
+        seeds = s.seeds or ((0,) if s.quick else (0, 1, 2) if lm else (0, 1, 2, 3, 4))
+        steps = (250 if lm else 500) if s.quick else (1500 if lm else 5000)  # budgets: the criterion stops earlier
+        criterion = LM_CRITERION if lm else SEQ_CRITERION
+        jobs += [
+            _job("length", t, spec, seed, s, steps=steps, criterion=criterion)
+            for seed in seeds  # seed by seed: a run stopped early holds whole paired seeds
+            for spec in schemes
+        ]
+    return jobs
+
+
+#: The byte-LM experiment's schemes: the 2022-25 claims about extrapolation (ALiBi, KERPLE, FIRE,
+#: forgetting attention) against RoPE and NoPE.
+BYTE_LM_SCHEMES = ("alibi", "kerple", "fire", "forgetting", "rope", "none")
+BYTE_LM_LENGTH = 128  # L: trained on windows of 128 bytes, scored to 4L = 512 (the 4x the papers test)
+BYTE_LM_LAYERS = 4
+#: 600 steps of 32 windows (0.75 passes over fortunes' 2.6 MB), the loss checked over windows of 150 steps:
+#: sized so that the 18 jobs run in under an hour on one core
+BYTE_LM_CRITERION = {"criterion": "plateau", "target": 0.03, "check_every": 150}
+
+
+def _plan_byte_lm(s: Settings) -> list[Job]:
+    from .tasks import TASKS
+
+    language = [name for name, cls in TASKS.items() if cls.kind == "lm" and cls.causal]
+    tasks = s.tasks or ("fortunes",)
+    if any(t not in language for t in tasks):
+        raise ValueError(
+            f"the byte-lm experiment trains causal byte LMs; its tasks are {', '.join(language)}, got {list(tasks)}"
+        )
     seeds = s.seeds or ((0,) if s.quick else (0, 1, 2))
+    # seed by seed: a run stopped early holds whole paired seeds (every scheme of seed 0 first)
     return [
         _job(
-            "length",
+            "byte-lm",
             t,
             spec,
             seed,
             s,
-            steps=(250 if t == "text" else 500) if s.quick else (800 if t == "text" else 2500),
+            steps=200 if s.quick else 600,
+            model_options={"num_layers": BYTE_LM_LAYERS},
+            length=BYTE_LM_LENGTH,
+            batch_size=32,
+            criterion=BYTE_LM_CRITERION,
+            fixed_length=True,  # every window L bytes, as the papers train
+            eval_length=4 * BYTE_LM_LENGTH,
         )
         for t in tasks
-        for spec in schemes
         for seed in seeds
+        for spec in s.schemes or BYTE_LM_SCHEMES
     ]
 
 
@@ -457,6 +540,11 @@ EXPERIMENTS: dict[str, tuple[str, Callable[[Settings], list[Job]]]] = {
         _plan_probe,
     ),
     "extend": ("a RoPE LM past its training length: interpolation, NTK-aware, YaRN", _plan_extend),
+    "byte-lm": (
+        "4-layer byte LMs on Debian's fortunes at L = 128, loss per position to 4L (Press et al. 2022; Chi et al. 2022; "
+        "Li et al. 2024; Lin et al. 2025)",
+        _plan_byte_lm,
+    ),
 }
 
 

@@ -7,8 +7,7 @@ model, the optimizer state and the losses so far; a run resumed from its checkpo
 repeats the uninterrupted one bit for bit (with one thread). Under ``torchrun`` (``WORLD_SIZE`` set)
 each rank draws the same global batch, trains on its slice, and DistributedDataParallel averages the
 gradients: the same training as one process with the global batch, up to float summation order.
-The recipe is the one that measurements made while planning the experiments found to teach every scheme
-at this size: lr 3e-3, AdamW, linear warm-up, cosine decay to a tenth, gradient clipping at 1.0.
+The recipe is one that teaches every scheme at this size: lr 3e-3, AdamW, linear warm-up, cosine decay to a tenth, gradient clipping at 1.0.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from torch import Tensor, nn
 
 from .. import functional as F
 from .._files import replaced_whole
+from .criteria import criterion_met
 from .model import ModelConfig, TinyTransformer
 from .tasks import IGNORE, Batch, Task
 
@@ -76,6 +76,12 @@ class TrainConfig:
     randomized_max_position: int | None = None  # Ruoss et al. 2023: random ordered positions below this
     checkpoint_every: int = 250
     device: str = "cpu"
+    # stop before the budget once the task is learned (:mod:`.criteria`): "exact_match" (at the longest
+    # training length, >= target) or "plateau" (mean training loss of the last check_every steps within
+    # target, relative, of the check_every before); None: train the whole budget
+    criterion: str | None = None
+    target: float | None = None
+    check_every: int | None = None  # steps between checks of the criterion
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "min_length", "max_length", "checkpoint_every"):
@@ -88,6 +94,10 @@ class TrainConfig:
             raise ValueError(f"lr and clip must be > 0 and warmup >= 0, got {self.lr}, {self.clip}, {self.warmup}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
             raise ValueError(f"seed must be an integer in 0..{MAX_SEED} (2^32 - 1), got {self.seed!r}")
+        if self.criterion is not None:
+            from .criteria import check_criterion_config
+
+            check_criterion_config(self.criterion, self.target, self.check_every)
 
 
 @dataclass
@@ -96,6 +106,7 @@ class TrainResult:
     losses: list[float] = field(default_factory=list)  # global mean training loss per step
     wall_time_s: float = 0.0  # time spent training, over every run a resumed run continues
     resumed_from: int = 0  # step the run restarted from (0: fresh)
+    criterion_met_at: int | None = None  # the step whose check met TrainConfig.criterion (None: never)
 
 
 def set_threads(threads: int | None) -> None:
@@ -194,9 +205,11 @@ def config_differences(stored: Any, wanted: Any, path: tuple = ()) -> list[str]:
     if path[:2] in _IRRELEVANT:
         return []
     if isinstance(stored, dict) and isinstance(wanted, dict):
+        # an entry added after a record was made, asked at its default (None or False), matches it
+        added = {k for k in set(wanted) - set(stored) if wanted[k] is None or wanted[k] is False}
         return [
             d
-            for k in sorted(set(stored) | set(wanted), key=str)
+            for k in sorted((set(stored) | set(wanted)) - added, key=str)
             for d in config_differences(stored.get(k), wanted.get(k), (*path, k))
         ]
     if stored != wanted:
@@ -396,6 +409,8 @@ def train(
             ) from None
         start, result.losses, result.resumed_from = state["step"], list(state["losses"]), state["step"]
         earlier = float(state.get("wall_time_s", 0.0))
+        met = state.get("criterion_met_at")
+        result.criterion_met_at = int(met) if isinstance(met, int) and not isinstance(met, bool) else None
     trained: nn.Module = model
     if world > 1:
         trained = nn.parallel.DistributedDataParallel(
@@ -406,8 +421,9 @@ def train(
     began = time.perf_counter()
     if on_step is not None and start:
         on_step(start, config.steps, result.losses[-1] if result.losses else float("nan"), 0.0)
+    last = config.steps if result.criterion_met_at is None else start  # a met criterion trains no further
     with _deferred_interrupt(world == 1) as interrupt:
-        for step in range(start, config.steps):
+        for step in range(start, last):
             batch, positions = batch_for_step(task, config, step)
             rows = slice(rank * per_rank, (rank + 1) * per_rank)
             inputs, targets = batch.inputs[rows].to(device), batch.targets[rows].to(device)  # [b/world, s]
@@ -436,7 +452,11 @@ def train(
                 value = value / world
             result.losses.append(float(value))
             done = step + 1
-            save = done % config.checkpoint_every == 0 or done == config.steps or interrupt["hit"]
+            checked = config.criterion is not None and done % config.check_every == 0
+            if checked and criterion_met(model, task, config, result.losses):
+                result.criterion_met_at = done
+            met = result.criterion_met_at is not None
+            save = done % config.checkpoint_every == 0 or done == config.steps or interrupt["hit"] or met
             if path is not None and rank == 0 and save:
                 save_checkpoint(
                     path,
@@ -447,6 +467,7 @@ def train(
                         "step": done,
                         "losses": result.losses,
                         "wall_time_s": earlier + time.perf_counter() - began,
+                        "criterion_met_at": result.criterion_met_at,
                     },
                 )
             if interrupt["hit"]:
@@ -454,6 +475,8 @@ def train(
             if on_step is not None:
                 elapsed = time.perf_counter() - began
                 on_step(done, config.steps, result.losses[-1], (done - start) / elapsed if elapsed > 0 else 0.0)
+            if met:
+                break
     if interrupt["hit"]:  # after the last step's check, or while the handlers were put back: its checkpoint is saved
         raise Interrupted(config.steps, path, interrupt["hit"])
     result.wall_time_s = earlier + time.perf_counter() - began

@@ -117,24 +117,83 @@ def _number(value: Any) -> float | None:
 
 
 def _summary_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
-    """Mean in/out-of-distribution summaries over seeds, per (experiment, task, variant, scheme)."""
+    """Per (experiment, task, variant, scheme): seeds, the mean in distribution (every seed with a
+    value) and out of distribution (the seeds that learned: :mod:`posenc.experiments.stats`), with
+    their range, the seeds that learned and generalised ("did not learn" when none did), and flags
+    for missing, diverged and valueless seeds."""
+    from ..experiments.stats import record_learned, scheme_counts
+
+    counts = scheme_counts(
+        [r for r in records if all(k in r for k in ("experiment", "task", "scheme", "variant", "seed"))]
+    )
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for r in records:
         key = tuple(str(r.get(k, "—")) for k in ("experiment", "task", "variant", "scheme"))
         groups.setdefault(key, []).append(r)
     rows = []
     for key, runs in sorted(groups.items()):
+        count = counts.get((key[0], key[1], key[3], key[2]))
         cells: list[Any] = [*key, len(runs)]
         for field in ("in_distribution", "out_of_distribution"):
-            values = [v for v in (_number(r.get(field)) for r in runs) if v is not None]
+            usable = runs if field == "in_distribution" else [r for r in runs if record_learned(r) is not False]
+            values = [v for v in (_number(r.get(field)) for r in usable) if v is not None]
             spread = f" ({min(values):.3f}–{max(values):.3f})" if len(values) > 1 else ""
             reason = None if values or field == "in_distribution" else unavailable_reason(runs)
+            if field == "out_of_distribution" and count is not None and count["status"]:
+                reason = unavailable_reason(runs)
+                cells.append(count["status"] + (f"; n/a: {reason}" if reason else ""))
+                continue
             cells.append(f"{sum(values) / len(values):.3f}{spread}" if values else f"n/a: {reason}" if reason else "—")
+        cells += _count_cells(count, len(runs))
         metric = runs[0].get("summary_metric", "—")
         better = METRICS.get(str(metric), ("", ""))[1]
         smoke = " — smoke test (--quick)" if any(r.get("quick") for r in runs) else ""
         cells.append(f"{metric}" + (f" ({better})" if better else "") + smoke)
         rows.append(cells)
+    return rows
+
+
+def _count_cells(count: dict[str, Any] | None, seeds: int) -> list[str]:
+    """``learned``, ``generalised`` (``k/n``; "?" for records older than the flag) and the flags."""
+    if count is None:
+        return ["?", "?", ""]
+    known = count["learned_unknown"] < seeds
+    flags = []
+    if count["missing"]:
+        flags.append("missing seed " + ", ".join(map(str, count["missing"])))
+    if count["diverged"]:
+        flags.append(f"{count['diverged']} diverged")
+    if count["null_in"]:
+        flags.append(f"{count['null_in']} without an in-distribution value")
+    return [
+        f"{count['learned']}/{seeds}" if known else "?",
+        f"{count['generalised']}/{seeds}" if known else "?",
+        "; ".join(flags),
+    ]
+
+
+def _paired_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
+    """The paired differences of :func:`posenc.experiments.stats.paired_differences` against RoPE
+    and against ALiBi (the two baselines docs/experiments.md gives), as table rows."""
+    from ..experiments.stats import paired_differences
+
+    usable = [r for r in records if all(k in r for k in ("experiment", "task", "scheme", "variant", "seed"))]
+    pairs = paired_differences(usable)  # against rope (else the first scheme), and against alibi where it ran
+    pairs += [p for p in paired_differences(usable, "alibi") if p["baseline"] == "alibi" and p["scheme"] != "rope"]
+    pairs = list({tuple(str(p[k]) for k in ("experiment", "task", "variant", "scheme", "baseline", "range")): p
+                  for p in pairs}.values())  # fmt: skip
+    rows = []
+    for p in pairs:
+        if p["mean"] is None:
+            difference = "—"
+        elif p["low"] is None:
+            difference = f"{p['mean']:+.3f}"
+        else:
+            difference = f"{p['mean']:+.3f} [{p['low']:+.3f}, {p['high']:+.3f}]"
+        rows.append(
+            [p["experiment"], p["task"], p["variant"], p["scheme"], p["baseline"], p["range"], p["pairs"],
+             difference, p["words"], "; ".join(p["excluded"])]
+        )  # fmt: skip
     return rows
 
 
@@ -202,7 +261,7 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
                 "(fewer steps and seeds, marked “smoke test” below): they show that the pipeline runs, not "
                 "how the schemes compare. Run without --quick for the measurement.</p>"
             )
-        parts.append("<h3>Summary: mean over seeds (range in brackets)</h3>")
+        parts.append("<h3>Summary: mean over seeds (range in brackets); past L over the seeds that learned</h3>")
         parts.append(
             table_html(
                 [
@@ -212,12 +271,42 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
                     "scheme",
                     "seeds",
                     "in distribution",
-                    "out of distribution",
+                    "out of distribution (learned seeds)",
+                    "learned",
+                    "generalised",
+                    "flags",
                     "metric (which way is better)",
                 ],
                 _summary_rows(every),
             )
         )
+        paired = _paired_rows(every)
+        if paired:
+            parts.append(
+                "<h3>Paired differences per seed against a baseline</h3><p>Every scheme of one seed saw the "
+                "same batches and evaluation windows: the difference scheme − baseline per seed, within the "
+                "training length L over every seed, past it (1-2x: up to 2L, ...) over the seeds where both "
+                "learned. 95 % interval: "
+                "Student's t for losses, a percentile bootstrap over seeds for exact match; an interval "
+                "holding 0 reads “no difference detected”.</p>"
+            )
+            parts.append(
+                table_html(
+                    [
+                        "experiment",
+                        "task",
+                        "variant",
+                        "scheme",
+                        "baseline",
+                        "range",
+                        "pairs",
+                        "mean difference [95 % interval]",
+                        "verdict",
+                        "left out",
+                    ],
+                    paired,
+                )  # fmt: skip
+            )
     total = 0
     for path, records in found:
         rows = [[_record_cell(r, c) for c in COLUMNS] + [(_per_length(r), "lengths")] for r in records]

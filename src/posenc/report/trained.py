@@ -141,6 +141,7 @@ def trained_bias_figures(
         caption = (
             f"After training on {group}, {seed_words}: the same figure for the encoding the experiment trained."
             + ("" if learned else " It has no learned parameters: training leaves it as it was.")
+            + _learned_note(members)
             + f" (The experiment's model: {heads_words}; loaded from {', '.join(r.file for r in members[:3])}"
             + (", …" if len(members) > 3 else "")
             + ")."
@@ -148,6 +149,33 @@ def trained_bias_figures(
         label = members[0].group.removeprefix(f"{members[0].folder}: ")  # panel titles: the folder is in the caption
         figures.append((bias_figure(data, title=title, label=label), caption))
     return figures, problems + _undrawn(scheme, groups)
+
+
+def _learned_note(members: list[TrainedRun]) -> str:
+    """`` Seeds that learned the task: 0, 2 of 3.`` from the ``results.json`` beside the encodings
+    (:func:`posenc.experiments.stats.record_learned`); empty when it says nothing about them."""
+    import json
+
+    from ..experiments.stats import record_learned
+
+    path = members[0].path.parent.parent / "results.json"
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))["records"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    flags = {}
+    for r in records if isinstance(records, list) else []:
+        if not isinstance(r, dict):
+            continue
+        key = (r.get("experiment"), r.get("task"), str(r.get("scheme", "")).replace("+", "_"), r.get("seed"))
+        flags[key] = record_learned(r)
+    known = [(m.seed, f) for m in members if (f := flags.get((m.experiment, m.task, m.spec, m.seed))) is not None]
+    if not known:
+        return ""
+    learned = sorted({seed for seed, f in known if f})
+    total = len({seed for seed, _ in known})
+    which = ", ".join(map(str, learned)) if learned else "none"
+    return f" Seeds that learned the task: {which} of {total}."
 
 
 def _groups(runs: list[TrainedRun]) -> dict[str, list[TrainedRun]]:

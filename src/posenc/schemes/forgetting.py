@@ -12,7 +12,9 @@ Each head forgets at a rate read from the layer input ``x``::
 for keys ``j <= i``: the paper's form, for causal attention. Numerically identical to
 x-transformers' ``DataDependentAlibi`` (``x_transformers/x_transformers.py``, ``causal=True``)
 given the same weights: one ``nn.Linear(d, h)`` with its bias initialised to ``bias_init``
-(5: ``f ≈ 0.993``), ``LogSigmoid``, times ``post_log_scale``, cumulative sum, ``c_i - c_j``.
+(5: ``f ≈ 0.993``, x-transformers' default; the authors' code, ``forgetting-transformer``'s
+``ForgettingAttentionLayer``, starts the bias at 0 and the weights at N(0, 0.02): ``bias_init=0,
+weight_std=0.02``), ``LogSigmoid``, times ``post_log_scale``, cumulative sum, ``c_i - c_j``.
 
 ``bidirectional=True`` (an encoder; the paper defines only the causal form) is x-transformers'
 ``DataDependentAlibi(causal=False)``: a second set of gates ``f'`` (the linear layer gives ``2h``
@@ -55,11 +57,16 @@ class ForgettingConfig:
     bias_init: float = 5.0  # b_h at initialisation: f = sigmoid(5) ≈ 0.993 (x-transformers' default)
     post_log_scale: float = 1.0  # log f is multiplied by it (x-transformers' post_log_scale)
     bidirectional: bool = False  # True: a second set of gates for later keys (DataDependentAlibi(causal=False))
+    # gate weights drawn N(0, weight_std) (0.02 with bias_init=0: the authors' code, whose
+    # ForgettingAttentionLayer._initialize_weights zeroes the bias); None: torch's nn.Linear default
+    weight_std: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dim", check_positive_int("dim", self.dim))
         object.__setattr__(self, "num_heads", check_positive_int("num_heads", self.num_heads))
         object.__setattr__(self, "bias_init", check_number("bias_init", self.bias_init))
+        if self.weight_std is not None:
+            object.__setattr__(self, "weight_std", check_number("weight_std", self.weight_std, low=0.0))
         object.__setattr__(self, "post_log_scale", check_number("post_log_scale", self.post_log_scale, low=0.0))
         check_bool("bidirectional", self.bidirectional)
 
@@ -132,6 +139,8 @@ class Forgetting(PositionalEncoding):
         super().__init__(config)
         self.forget_gates = nn.Linear(config.dim, config.gates)  # x [b, s, d] -> [b, s, h] ([b, s, 2h] bidirectional)
         nn.init.constant_(self.forget_gates.bias, config.bias_init)
+        if config.weight_std is not None:
+            nn.init.normal_(self.forget_gates.weight, std=config.weight_std)
 
     @classmethod
     def attention_defaults(cls, head_dim: int, num_heads: int, dim: int, causal: bool) -> dict:

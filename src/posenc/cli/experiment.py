@@ -56,18 +56,6 @@ def _count(r: dict[str, Any], field: str) -> str:
     return f"{r[field]}/{r['seeds']}"
 
 
-def _flags(r: dict[str, Any]) -> str:
-    """What a summary must not hide: missing and diverged seeds, seeds without a value."""
-    flags = []
-    if r["missing"]:
-        flags.append("missing seed " + ", ".join(map(str, r["missing"])))
-    if r["diverged"]:
-        flags.append(f"{r['diverged']} diverged")
-    if r["null_in"]:
-        flags.append(f"{r['null_in']} without an in-distribution value")
-    return "; ".join(flags)
-
-
 def print_summary(results: Path | str, console: Any = None, baseline: str | None = None) -> None:
     """Rich tables of ``results.json``: one row per (experiment, task, scheme, variant) with the
     seeds that learned and generalised, then the paired differences against ``baseline``."""
@@ -76,7 +64,7 @@ def print_summary(results: Path | str, console: Any = None, baseline: str | None
 
     from ..experiments.plots import summary_rows
     from ..experiments.results import load_results
-    from ..experiments.stats import paired_differences
+    from ..experiments.stats import count_flags, paired_differences
 
     console = console or Console()
     records = load_results(results)
@@ -114,7 +102,7 @@ def print_summary(results: Path | str, console: Any = None, baseline: str | None
             _count(r, "generalised"),
             _fmt(r["in_distribution"], r["in_distribution_ci95"], r["seeds"]),
             ood,
-            _flags(r),
+            count_flags(r),
             f"{r['wall_time_s']:.0f}",
         )
     notes = []

@@ -153,6 +153,19 @@ def scheme_counts(records: list[dict[str, Any]]) -> dict[tuple[str, str, str, st
     return out
 
 
+def count_flags(count: dict[str, Any]) -> str:
+    """What a summary must not hide, from a :func:`scheme_counts` entry: missing and diverged seeds,
+    and seeds without an in-distribution value ("" when there is nothing to flag)."""
+    flags = []
+    if count["missing"]:
+        flags.append("missing seed " + ", ".join(map(str, count["missing"])))
+    if count["diverged"]:
+        flags.append(f"{count['diverged']} diverged")
+    if count["null_in"]:
+        flags.append(f"{count['null_in']} without an in-distribution value")
+    return "; ".join(flags)
+
+
 def _diverged(record: dict[str, Any]) -> bool:
     """The record says so, or its final training loss is not a finite number."""
     value = record.get("final_train_loss")

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..experiments.results import SCHEMA_VERSION as _SCHEMA
 from ..experiments.results import unavailable_reason
+from ..experiments.stats import count_flags
 from .html import figure_html, pair_up, table_html
 
 __all__ = ["read_results", "results_section", "COLUMNS", "METRICS"]
@@ -158,17 +159,10 @@ def _count_cells(count: dict[str, Any] | None, seeds: int) -> list[str]:
     if count is None:
         return ["?", "?", ""]
     known = count["learned_unknown"] < seeds
-    flags = []
-    if count["missing"]:
-        flags.append("missing seed " + ", ".join(map(str, count["missing"])))
-    if count["diverged"]:
-        flags.append(f"{count['diverged']} diverged")
-    if count["null_in"]:
-        flags.append(f"{count['null_in']} without an in-distribution value")
     return [
         f"{count['learned']}/{seeds}" if known else "?",
         f"{count['generalised']}/{seeds}" if known else "?",
-        "; ".join(flags),
+        count_flags(count),
     ]
 
 

@@ -174,6 +174,24 @@ def test_paired_differences_use_learned_pairs_only() -> None:
     assert "seed 1: not learned" in none["excluded"] and "seed 2: missing" in none["excluded"]
 
 
+def test_add_vs_concat_pairs_each_scheme_concatenated_with_itself_added() -> None:
+    """add-vs-concat's comparison is a variant against a variant of the same scheme, seed by seed:
+    concat - add per seed (here 0.1, 0.2, 0.3 below), not one scheme against another."""
+
+    def record(scheme: str, variant: str, seed: int, inside: float) -> dict:
+        return _lm_record(scheme, seed, inside, inside) | {"experiment": "add-vs-concat", "task": "text",
+                                                            "variant": variant}  # fmt: skip
+
+    records = [record(n, "add", s, 2.0 + s) for n in ("sinusoidal", "learned") for s in range(3)]
+    records += [record("sinusoidal", "concat", s, 2.0 + s - 0.1 * (s + 1)) for s in range(3)]
+    rows = [r for r in paired_differences(records) if r["baseline"] == "sinusoidal (add)"]
+    within = next(r for r in rows if r["range"] == "within L")
+    assert within["variant"] == "concat" and within["scheme"] == "sinusoidal" and within["pairs"] == 3
+    assert within["mean"] == pytest.approx(-0.2) and within["method"] == "t"
+    assert within["low"] == pytest.approx(-0.2 - 4.303 * 0.1 / 3**0.5)
+    assert not any(r["baseline"] == "learned (add)" for r in paired_differences(records))  # no concat run of it
+
+
 def test_copy_differences_are_bootstrapped() -> None:
     records = [_copy_record("rope", s, 1.0, [0.0, 0.0]) for s in range(5)]
     records += [_copy_record("alibi", s, 1.0, [0.9, 0.5 + 0.1 * s]) for s in range(5)]

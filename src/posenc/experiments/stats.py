@@ -36,6 +36,7 @@ __all__ = [
     "bootstrap_interval",
     "t_interval",
     "default_baseline",
+    "VARIANT_BASELINES",
 ]
 
 #: (label, factor): factor 1 is within the training length (every seed counts there), k past it
@@ -198,6 +199,11 @@ def verdict_words(low: float, high: float, lower_is_better: bool) -> str:
     return "better" if below == lower_is_better else "worse"
 
 
+#: Experiments whose variants are the comparison: each other variant of a scheme is paired, seed by
+#: seed, with this variant of the same scheme (add-vs-concat: concatenating against adding).
+VARIANT_BASELINES = {"add-vs-concat": "add"}
+
+
 def default_baseline(schemes: list[str]) -> str | None:
     """``rope`` when it ran, else the first scheme."""
     return "rope" if "rope" in schemes else (schemes[0] if schemes else None)
@@ -205,7 +211,9 @@ def default_baseline(schemes: list[str]) -> str | None:
 
 def paired_differences(records: list[dict[str, Any]], baseline: str | None = None) -> list[dict[str, Any]]:
     """One row per (experiment, task, variant, scheme != baseline, range): ``mean`` of the per-seed
-    differences ``scheme - baseline`` over the seeds where both learned, its 95 % interval
+    differences ``scheme - baseline`` over the seeds where both learned (and, for the experiments of
+    :data:`VARIANT_BASELINES`, of each variant against the baseline variant of the same scheme,
+    whose ``baseline`` reads ``"sinusoidal (add)"``), its 95 % interval
     (``low``, ``high``; ``method`` "t" or "bootstrap"), ``pairs`` (how many), ``words``, and
     ``excluded`` (seeds left out: not learned by one of the two, missing, or without a value)."""
     rows = []
@@ -217,17 +225,31 @@ def paired_differences(records: list[dict[str, Any]], baseline: str | None = Non
         if base is None:
             continue
         for scheme in sorted(schemes):
-            if scheme == base:
-                continue
-            for label, factor in RANGES:
-                row = _pair_row(schemes[scheme], schemes[base], factor)
-                if row is None:
-                    continue
-                rows.append(
-                    {"experiment": experiment, "task": task, "variant": variant, "scheme": scheme, "baseline": base}
-                    | {"range": label}
-                    | row
-                )
+            if scheme != base:
+                rows += _pair_rows((experiment, task, variant, scheme, base), schemes[scheme], schemes[base])
+    for (experiment, task, variant), schemes in sorted(by_task.items()):  # variant against variant
+        base_variant = VARIANT_BASELINES.get(experiment)
+        if base_variant is None or variant == base_variant:
+            continue
+        others = by_task.get((experiment, task, base_variant), {})
+        for scheme in sorted(set(schemes) & set(others)):
+            key = (experiment, task, variant, scheme, f"{scheme} ({base_variant})")
+            rows += _pair_rows(key, schemes[scheme], others[scheme])
+    return rows
+
+
+def _pair_rows(
+    key: tuple[str, str, str, str, str], runs: dict[int, dict[str, Any]], base: dict[int, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The rows of one comparison (``key``: experiment, task, variant, scheme, baseline label), one
+    per range the evaluation reaches."""
+    rows = []
+    for label, factor in RANGES:
+        row = _pair_row(runs, base, factor)
+        if row is not None:
+            rows.append(
+                dict(zip(("experiment", "task", "variant", "scheme", "baseline"), key)) | {"range": label} | row
+            )
     return rows
 
 

@@ -205,48 +205,7 @@ ALIASES = {
 
 #: Generated cases that still fail: what is left of issue 35, each naming the gap (strict: a fix must
 #: remove its entry).
-KNOWN = {
-    "F.rope_cos_sin-attention_scale-huge": "1e300 overflows float32 tables to inf without a word",
-    "F.apply_rotary_emb-x-meta": "a meta x with real cu_seqlens ends in a torch NotImplementedError",
-    "K.apply_rotary_emb-x-meta": "a meta x with real cu_seqlens ends in a torch NotImplementedError",
-    "F.alibi_bias-slopes-meta": "meta slopes with real positions end in a torch NotImplementedError",
-    "F.axial_rope_cos_sin-coords-meta": "meta coordinates with real frequencies end in a torch NotImplementedError",
-    "F.axial_rope_cos_sin-inv_freq-first1": "a [1, f] inv_freq is read as one axis; the message names the coordinates",
-    "F.axial_rope_inv_freq-max_freq-str": "max_freq is ignored (unchecked) for frequencies='rope'",
-    "F.axial_rope_inv_freq-max_freq-list": "max_freq is ignored (unchecked) for frequencies='rope'",
-    "F.axial_rope_inv_freq-max_freq-bool": "max_freq is ignored (unchecked) for frequencies='rope'",
-    "F.interpolate_positions-table-empty": "an empty table ends in a torch reshape RuntimeError",
-    "F.interpolate_grid-table-empty": "an empty table ends in a torch reshape RuntimeError",
-    "F.augment_patch_coordinates-coords-first1": "differs from the float64 reference (random draws consumed differently)",
-    "F.augment_patch_coordinates-coords-int": "integer coordinates: result differs from the float64 reference",
-    "F.augment_patch_coordinates-shift-huge": "1e300 shift: no range check",
-    "F.augment_patch_coordinates-jitter-huge": "1e300 jitter: no range check",
-    "F.augment_patch_coordinates-rescale-huge": "1e300 rescale: no range check",
-    "F.pad_unrotated-before-huge": "no size check before allocating: torch numel overflow RuntimeError",
-    "F.pad_unrotated-after-huge": "no size check before allocating: torch numel overflow RuntimeError",
-    "F.mrope_coordinates-length-zero": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-str": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-neg": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-nan": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-list": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-inf": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-huge": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-frac": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-bool": "a bad length is refused with a shape error that calls it s, not length",
-    "posenc.config.positions.mrope_positions-types-size1": "a meta, empty or size-1 types tensor: the message names neither types nor input_ids",
-    "posenc.config.positions.mrope_positions-types-meta": "a meta, empty or size-1 types tensor: the message names neither types nor input_ids",
-    "posenc.config.positions.mrope_positions-types-empty": "a meta, empty or size-1 types tensor: the message names neither types nor input_ids",
-    "posenc.config.positions.mrope_positions-image_grid_thw-str": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
-    "posenc.config.positions.mrope_positions-image_grid_thw-nested_list": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
-    "posenc.config.positions.mrope_positions-image_grid_thw-meta": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
-    "posenc.config.positions.mrope_positions-image_grid_thw-huge": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
-    "posenc.config.positions.mrope_positions-image_grid_thw-bool": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
-    "F.mrope_cos_sin-inv_freq-size1": "an empty, size-1 or [1, f] inv_freq: the sections message does not name inv_freq",
-    "F.mrope_cos_sin-inv_freq-first1": "an empty, size-1 or [1, f] inv_freq: the sections message does not name inv_freq",
-    "F.mrope_cos_sin-inv_freq-empty": "an empty, size-1 or [1, f] inv_freq: the sections message does not name inv_freq",
-    "F.mrope_cos_sin-attention_scale-huge": "1e300 overflows float32 tables to inf without a word",
-    "F.mrope_axes-device-unknown": "an unknown device string ends in torch's RuntimeError",
-}
+KNOWN: dict[str, str] = {}
 
 
 def _kind(param: inspect.Parameter) -> str:
@@ -384,6 +343,7 @@ def test_generated(label, param, what, bad, must_raise):
         kwargs[param] = buf[1 : 1 + reference.numel()].view(reference.shape)
     else:
         kwargs[param] = bad
+    states = {k: v.get_state() for k, v in kwargs.items() if isinstance(v, torch.Generator)}
     try:
         result = fn(**kwargs)
     except ERRORS as err:
@@ -396,11 +356,14 @@ def test_generated(label, param, what, bad, must_raise):
     if bad == "OVERLAP":  # what was written is what a separate out= would hold
         torch.testing.assert_close(result, reference, rtol=1e-6, atol=1e-6)
         return
+    for name, state in states.items():  # the reference draws what the call drew
+        kwargs[name].set_state(state)
     _check_result(fn, kwargs, result)
 
 
 def _check_result(fn: Callable, kwargs: dict, result: object) -> None:
-    """A result of the edge value equals the float64 reference and is finite where the inputs are."""
+    """A result of the edge value equals the float64 reference and is finite where the inputs are
+    (generators in ``kwargs`` are at the state the call started from)."""
     tensors = _as_tensors(result)
     inputs = [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
     if any(t.device.type == "meta" for t in inputs) or "out" in kwargs or fn in (K.rope_, K.fast_apply_rope_):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -146,6 +147,15 @@ GOOD: dict[str, tuple[Callable, Callable[[], dict]]] = {
         },
     ),
     "F.pad_unrotated": (F.pad_unrotated, lambda: {"cos": _COS.clone(), "sin": _SIN.clone(), "before": 2}),
+    "F.apply_vision_rope": (
+        F.apply_vision_rope,
+        lambda: {
+            "x": torch.randn(1, 2, 6, 8),
+            **dict(zip(("cos", "sin"), F.vision_rope_cos_sin(F.grid_positions(2, 3), 8, F.VISION_ROPES[0]))),
+            "family": F.VISION_ROPES[0],
+        },
+    ),
+    "K.rope_pair": (K.rope_pair, lambda: {"q": _x(), "k": _x() + 1, "cos": _COS.clone(), "sin": _SIN.clone()}),
     "K.rope": (K.rope, lambda: {"x": _x(), "cos": _COS.clone(), "sin": _SIN.clone(), "out": torch.empty(1, 2, 3, 8)}),
     "K.rope_": (K.rope_, lambda: {"x": _x(), "cos": _COS.clone(), "sin": _SIN.clone()}),
     "K.apply_rotary_emb": (
@@ -326,7 +336,7 @@ CASES = _cases()
 
 
 def test_enough_cases():
-    assert len(CASES) + len(HAND) + len(TRANSFORMERS_FUNCTIONS) * len(NOT_MODELS) >= 400
+    assert len(CASES) + len(HAND) + len(CONFIG_CASES) + len(TRANSFORMERS_FUNCTIONS) * len(NOT_MODELS) >= 400
 
 
 @pytest.mark.parametrize(("label", "param", "what", "bad", "must_raise"), CASES)
@@ -450,6 +460,168 @@ def test_hand(call, expect):
     with pytest.raises(ERRORS) as info:
         call()
     assert expect in str(info.value), str(info.value)
+
+
+# -- the config readers: every field of a few real configs replaced by a bad or edge value -------------
+CONFIG_READERS = {
+    "rope_from_config": lambda c: (
+        posenc.rope_from_config(c, layer_type="sliding_attention")
+        if c["model_type"] == "gemma3_text"
+        else posenc.rope_from_config(c)
+    ),
+    "layer_schedule": posenc.layer_schedule,
+    "encodings_from_config": posenc.encodings_from_config,
+    "query_scales_from_config": posenc.query_scales_from_config,
+}
+CONFIGS = {
+    "llama-yarn": {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "max_position_embeddings": 128,
+        "rope_theta": 10000.0,
+        "head_dim": 16,
+        "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64, "beta_fast": 32},
+    },
+    "qwen2-vl": {
+        "model_type": "qwen2_vl",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "max_position_embeddings": 128,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+    },
+    "gemma3": {
+        "model_type": "gemma3_text",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 4,
+        "head_dim": 16,
+        "max_position_embeddings": 128,
+        "rope_theta": 1e6,
+        "rope_local_base_freq": 1e4,
+        "sliding_window_pattern": 2,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    },
+}
+CONFIG_VALUES = {
+    "str": "7",
+    "list": [1],
+    "dict": {"a": 1},
+    "none": None,
+    "bool": True,
+    "nan": math.nan,
+    "inf": math.inf,
+    "neg": -1,
+    "zero": 0,
+    "huge": 1e300,
+    "hugeint": 2**62,
+    "frac": 2.5,
+}
+#: Fields that rope_from_config reads in each config: a value of the wrong type (a string, list,
+#: dict or bool) or a base of 0 there must be refused, never read as absent or by its truthiness.
+ROPE_READS = {
+    "llama-yarn": ("model_type", "max_position_embeddings", "rope_theta", "head_dim", "rope_scaling"),
+    "qwen2-vl": ("model_type", "hidden_size", "num_attention_heads", "rope_theta", "rope_scaling"),
+    "gemma3": ("model_type", "head_dim", "rope_local_base_freq"),
+}
+#: Names a config reader's message may use for a field besides its own.
+FIELD_ALIASES = {
+    "head_dim": ("dim",),
+    "hidden_size": ("dim",),
+    "rope_type": ("rope scaling type",),
+    "type": ("rope scaling type", "mrope"),
+    "mrope_section": ("mrope",),
+}
+
+
+def _config_cases():
+    cases = []
+    for name, config in CONFIGS.items():
+        paths = [(k,) for k in config] + [("rope_scaling", k) for k in config["rope_scaling"]]
+        for path in paths:
+            for what in CONFIG_VALUES:
+                cases.append(pytest.param(name, path, what, id=f"{name}-{'.'.join(path)}-{what}"))
+    return cases
+
+
+CONFIG_CASES = _config_cases()
+
+
+@pytest.mark.parametrize(("name", "path", "what"), CONFIG_CASES)
+def test_config_field(name, path, what):
+    """Each reader of a config with one field replaced: a result, or a ValueError / TypeError that
+    names the field (or says the config has a RoPE per layer type, where a dict takes a value's
+    place); nothing else escapes. Where rope_from_config reads the field, a value of the wrong type
+    is refused."""
+    config = {k: dict(v) if isinstance(v, dict) else v for k, v in CONFIGS[name].items()}
+    target = config if len(path) == 1 else config[path[0]]
+    kind = {str: "str", dict: "dict", list: "list"}.get(type(target[path[-1]]), "number")
+    target[path[-1]] = CONFIG_VALUES[what]
+    wrong_type = what in {"str", "list", "dict", "bool"} - {kind} or (
+        what == "zero" and path[-1].endswith(("theta", "freq"))
+    )
+    for reader, read in CONFIG_READERS.items():
+        try:
+            with warnings.catch_warnings():  # a warning (unknown keys ignored, as transformers does) is an answer
+                warnings.simplefilter("ignore", UserWarning)
+                read(config)
+        except ERRORS as err:
+            message = str(err)
+            named = any(n in message for n in (path[-1], *FIELD_ALIASES.get(path[-1], ())))
+            assert named or isinstance(err, TooLargeError) or "RoPE per layer type" in message, (
+                f"{reader}({'.'.join(path)}={what}): {type(err).__name__} does not name the field: {message}"
+            )
+            continue
+        assert not (reader == "rope_from_config" and wrong_type and path[0] in ROPE_READS[name]), (
+            f"rope_from_config read {'.'.join(path)}={CONFIG_VALUES[what]!r} without a word"
+        )
+
+
+#: Public functions the generated walk does not call, and why (each is exercised where named).
+NOT_GENERATED = {
+    "posenc.available": "takes no arguments",
+    "posenc.register": "takes a class: the hand table (register(5)) and tests/schemes",
+    "posenc.rope_from_config": "takes a config: test_config_field",
+    "posenc.layer_schedule": "takes a config: test_config_field",
+    "posenc.encodings_from_config": "takes a config: test_config_field",
+    "posenc.query_scales_from_config": "takes a config: test_config_field",
+    "posenc.functional.grid_positions": "takes *sizes: tests/test_bad_inputs.py (grid_positions-*)",
+    "posenc.functional.patch_grid_coordinates": "takes *grids: tests/functional/test_vision_rope.py",
+    "posenc.kernels.warmup": "compiles every backend (seconds): tests/kernels",
+    "posenc.integrations.transformers.use_posenc_rope": "takes a model: test_transformers_integration_refuses_non_models",
+    "posenc.integrations.transformers.restore": "takes a model: test_transformers_integration_refuses_non_models",
+    "posenc.integrations.transformers.is_patched": "takes a model: test_transformers_integration_refuses_non_models",
+    "posenc.integrations.transformers.register_rope_types": "takes no arguments",
+    "posenc.integrations.transformers.unregister_rope_types": "takes no arguments",
+}
+WALKED_MODULES = (
+    "posenc",
+    "posenc.functional",
+    "posenc.kernels",
+    "posenc.integrations.transformers",
+    "posenc.config.positions",
+)
+
+
+def test_every_public_function_is_walked():
+    """Every function in ``__all__`` of the walked modules has a good call in GOOD (so the generated
+    cases cover it) or a reason in NOT_GENERATED; a new public function must be added to one."""
+    import importlib
+
+    pytest.importorskip("transformers")
+    covered = {fn for fn, _ in GOOD.values()}
+    missing = []
+    for module_name in WALKED_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj) and obj not in covered and f"{module_name}.{name}" not in NOT_GENERATED:
+                missing.append(f"{module_name}.{name}")
+    assert not missing, f"public functions neither in GOOD nor in NOT_GENERATED: {missing}"
 
 
 TRANSFORMERS_FUNCTIONS = ("use_posenc_rope", "restore", "is_patched")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -146,6 +147,15 @@ GOOD: dict[str, tuple[Callable, Callable[[], dict]]] = {
         },
     ),
     "F.pad_unrotated": (F.pad_unrotated, lambda: {"cos": _COS.clone(), "sin": _SIN.clone(), "before": 2}),
+    "F.apply_vision_rope": (
+        F.apply_vision_rope,
+        lambda: {
+            "x": torch.randn(1, 2, 6, 8),
+            **dict(zip(("cos", "sin"), F.vision_rope_cos_sin(F.grid_positions(2, 3), 8, F.VISION_ROPES[0]))),
+            "family": F.VISION_ROPES[0],
+        },
+    ),
+    "K.rope_pair": (K.rope_pair, lambda: {"q": _x(), "k": _x() + 1, "cos": _COS.clone(), "sin": _SIN.clone()}),
     "K.rope": (K.rope, lambda: {"x": _x(), "cos": _COS.clone(), "sin": _SIN.clone(), "out": torch.empty(1, 2, 3, 8)}),
     "K.rope_": (K.rope_, lambda: {"x": _x(), "cos": _COS.clone(), "sin": _SIN.clone()}),
     "K.apply_rotary_emb": (
@@ -205,48 +215,7 @@ ALIASES = {
 
 #: Generated cases that still fail: what is left of issue 35, each naming the gap (strict: a fix must
 #: remove its entry).
-KNOWN = {
-    "F.rope_cos_sin-attention_scale-huge": "1e300 overflows float32 tables to inf without a word",
-    "F.apply_rotary_emb-x-meta": "a meta x with real cu_seqlens ends in a torch NotImplementedError",
-    "K.apply_rotary_emb-x-meta": "a meta x with real cu_seqlens ends in a torch NotImplementedError",
-    "F.alibi_bias-slopes-meta": "meta slopes with real positions end in a torch NotImplementedError",
-    "F.axial_rope_cos_sin-coords-meta": "meta coordinates with real frequencies end in a torch NotImplementedError",
-    "F.axial_rope_cos_sin-inv_freq-first1": "a [1, f] inv_freq is read as one axis; the message names the coordinates",
-    "F.axial_rope_inv_freq-max_freq-str": "max_freq is ignored (unchecked) for frequencies='rope'",
-    "F.axial_rope_inv_freq-max_freq-list": "max_freq is ignored (unchecked) for frequencies='rope'",
-    "F.axial_rope_inv_freq-max_freq-bool": "max_freq is ignored (unchecked) for frequencies='rope'",
-    "F.interpolate_positions-table-empty": "an empty table ends in a torch reshape RuntimeError",
-    "F.interpolate_grid-table-empty": "an empty table ends in a torch reshape RuntimeError",
-    "F.augment_patch_coordinates-coords-first1": "differs from the float64 reference (random draws consumed differently)",
-    "F.augment_patch_coordinates-coords-int": "integer coordinates: result differs from the float64 reference",
-    "F.augment_patch_coordinates-shift-huge": "1e300 shift: no range check",
-    "F.augment_patch_coordinates-jitter-huge": "1e300 jitter: no range check",
-    "F.augment_patch_coordinates-rescale-huge": "1e300 rescale: no range check",
-    "F.pad_unrotated-before-huge": "no size check before allocating: torch numel overflow RuntimeError",
-    "F.pad_unrotated-after-huge": "no size check before allocating: torch numel overflow RuntimeError",
-    "F.mrope_coordinates-length-zero": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-str": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-neg": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-nan": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-list": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-inf": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-huge": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-frac": "a bad length is refused with a shape error that calls it s, not length",
-    "F.mrope_coordinates-length-bool": "a bad length is refused with a shape error that calls it s, not length",
-    "posenc.config.positions.mrope_positions-types-size1": "a meta, empty or size-1 types tensor: the message names neither types nor input_ids",
-    "posenc.config.positions.mrope_positions-types-meta": "a meta, empty or size-1 types tensor: the message names neither types nor input_ids",
-    "posenc.config.positions.mrope_positions-types-empty": "a meta, empty or size-1 types tensor: the message names neither types nor input_ids",
-    "posenc.config.positions.mrope_positions-image_grid_thw-str": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
-    "posenc.config.positions.mrope_positions-image_grid_thw-nested_list": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
-    "posenc.config.positions.mrope_positions-image_grid_thw-meta": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
-    "posenc.config.positions.mrope_positions-image_grid_thw-huge": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
-    "posenc.config.positions.mrope_positions-image_grid_thw-bool": "a string, nested-list, meta, bool or huge grid: a torch error or a token-count message that does not name image_grid_thw",
-    "F.mrope_cos_sin-inv_freq-size1": "an empty, size-1 or [1, f] inv_freq: the sections message does not name inv_freq",
-    "F.mrope_cos_sin-inv_freq-first1": "an empty, size-1 or [1, f] inv_freq: the sections message does not name inv_freq",
-    "F.mrope_cos_sin-inv_freq-empty": "an empty, size-1 or [1, f] inv_freq: the sections message does not name inv_freq",
-    "F.mrope_cos_sin-attention_scale-huge": "1e300 overflows float32 tables to inf without a word",
-    "F.mrope_axes-device-unknown": "an unknown device string ends in torch's RuntimeError",
-}
+KNOWN: dict[str, str] = {}
 
 
 def _kind(param: inspect.Parameter) -> str:
@@ -367,7 +336,7 @@ CASES = _cases()
 
 
 def test_enough_cases():
-    assert len(CASES) + len(HAND) + len(TRANSFORMERS_FUNCTIONS) * len(NOT_MODELS) >= 400
+    assert len(CASES) + len(HAND) + len(CONFIG_CASES) + len(TRANSFORMERS_FUNCTIONS) * len(NOT_MODELS) >= 400
 
 
 @pytest.mark.parametrize(("label", "param", "what", "bad", "must_raise"), CASES)
@@ -384,6 +353,7 @@ def test_generated(label, param, what, bad, must_raise):
         kwargs[param] = buf[1 : 1 + reference.numel()].view(reference.shape)
     else:
         kwargs[param] = bad
+    states = {k: v.get_state() for k, v in kwargs.items() if isinstance(v, torch.Generator)}
     try:
         result = fn(**kwargs)
     except ERRORS as err:
@@ -396,11 +366,14 @@ def test_generated(label, param, what, bad, must_raise):
     if bad == "OVERLAP":  # what was written is what a separate out= would hold
         torch.testing.assert_close(result, reference, rtol=1e-6, atol=1e-6)
         return
+    for name, state in states.items():  # the reference draws what the call drew
+        kwargs[name].set_state(state)
     _check_result(fn, kwargs, result)
 
 
 def _check_result(fn: Callable, kwargs: dict, result: object) -> None:
-    """A result of the edge value equals the float64 reference and is finite where the inputs are."""
+    """A result of the edge value equals the float64 reference and is finite where the inputs are
+    (generators in ``kwargs`` are at the state the call started from)."""
     tensors = _as_tensors(result)
     inputs = [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
     if any(t.device.type == "meta" for t in inputs) or "out" in kwargs or fn in (K.rope_, K.fast_apply_rope_):
@@ -487,6 +460,168 @@ def test_hand(call, expect):
     with pytest.raises(ERRORS) as info:
         call()
     assert expect in str(info.value), str(info.value)
+
+
+# -- the config readers: every field of a few real configs replaced by a bad or edge value -------------
+CONFIG_READERS = {
+    "rope_from_config": lambda c: (
+        posenc.rope_from_config(c, layer_type="sliding_attention")
+        if c["model_type"] == "gemma3_text"
+        else posenc.rope_from_config(c)
+    ),
+    "layer_schedule": posenc.layer_schedule,
+    "encodings_from_config": posenc.encodings_from_config,
+    "query_scales_from_config": posenc.query_scales_from_config,
+}
+CONFIGS = {
+    "llama-yarn": {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "max_position_embeddings": 128,
+        "rope_theta": 10000.0,
+        "head_dim": 16,
+        "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64, "beta_fast": 32},
+    },
+    "qwen2-vl": {
+        "model_type": "qwen2_vl",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "max_position_embeddings": 128,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+    },
+    "gemma3": {
+        "model_type": "gemma3_text",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 4,
+        "head_dim": 16,
+        "max_position_embeddings": 128,
+        "rope_theta": 1e6,
+        "rope_local_base_freq": 1e4,
+        "sliding_window_pattern": 2,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    },
+}
+CONFIG_VALUES = {
+    "str": "7",
+    "list": [1],
+    "dict": {"a": 1},
+    "none": None,
+    "bool": True,
+    "nan": math.nan,
+    "inf": math.inf,
+    "neg": -1,
+    "zero": 0,
+    "huge": 1e300,
+    "hugeint": 2**62,
+    "frac": 2.5,
+}
+#: Fields that rope_from_config reads in each config: a value of the wrong type (a string, list,
+#: dict or bool) or a base of 0 there must be refused, never read as absent or by its truthiness.
+ROPE_READS = {
+    "llama-yarn": ("model_type", "max_position_embeddings", "rope_theta", "head_dim", "rope_scaling"),
+    "qwen2-vl": ("model_type", "hidden_size", "num_attention_heads", "rope_theta", "rope_scaling"),
+    "gemma3": ("model_type", "head_dim", "rope_local_base_freq"),
+}
+#: Names a config reader's message may use for a field besides its own.
+FIELD_ALIASES = {
+    "head_dim": ("dim",),
+    "hidden_size": ("dim",),
+    "rope_type": ("rope scaling type",),
+    "type": ("rope scaling type", "mrope"),
+    "mrope_section": ("mrope",),
+}
+
+
+def _config_cases():
+    cases = []
+    for name, config in CONFIGS.items():
+        paths = [(k,) for k in config] + [("rope_scaling", k) for k in config["rope_scaling"]]
+        for path in paths:
+            for what in CONFIG_VALUES:
+                cases.append(pytest.param(name, path, what, id=f"{name}-{'.'.join(path)}-{what}"))
+    return cases
+
+
+CONFIG_CASES = _config_cases()
+
+
+@pytest.mark.parametrize(("name", "path", "what"), CONFIG_CASES)
+def test_config_field(name, path, what):
+    """Each reader of a config with one field replaced: a result, or a ValueError / TypeError that
+    names the field (or says the config has a RoPE per layer type, where a dict takes a value's
+    place); nothing else escapes. Where rope_from_config reads the field, a value of the wrong type
+    is refused."""
+    config = {k: dict(v) if isinstance(v, dict) else v for k, v in CONFIGS[name].items()}
+    target = config if len(path) == 1 else config[path[0]]
+    kind = {str: "str", dict: "dict", list: "list"}.get(type(target[path[-1]]), "number")
+    target[path[-1]] = CONFIG_VALUES[what]
+    wrong_type = what in {"str", "list", "dict", "bool"} - {kind} or (
+        what == "zero" and path[-1].endswith(("theta", "freq"))
+    )
+    for reader, read in CONFIG_READERS.items():
+        try:
+            with warnings.catch_warnings():  # a warning (unknown keys ignored, as transformers does) is an answer
+                warnings.simplefilter("ignore", UserWarning)
+                read(config)
+        except ERRORS as err:
+            message = str(err)
+            named = any(n in message for n in (path[-1], *FIELD_ALIASES.get(path[-1], ())))
+            assert named or isinstance(err, TooLargeError) or "RoPE per layer type" in message, (
+                f"{reader}({'.'.join(path)}={what}): {type(err).__name__} does not name the field: {message}"
+            )
+            continue
+        assert not (reader == "rope_from_config" and wrong_type and path[0] in ROPE_READS[name]), (
+            f"rope_from_config read {'.'.join(path)}={CONFIG_VALUES[what]!r} without a word"
+        )
+
+
+#: Public functions the generated walk does not call, and why (each is exercised where named).
+NOT_GENERATED = {
+    "posenc.available": "takes no arguments",
+    "posenc.register": "takes a class: the hand table (register(5)) and tests/schemes",
+    "posenc.rope_from_config": "takes a config: test_config_field",
+    "posenc.layer_schedule": "takes a config: test_config_field",
+    "posenc.encodings_from_config": "takes a config: test_config_field",
+    "posenc.query_scales_from_config": "takes a config: test_config_field",
+    "posenc.functional.grid_positions": "takes *sizes: tests/test_bad_inputs.py (grid_positions-*)",
+    "posenc.functional.patch_grid_coordinates": "takes *grids: tests/functional/test_vision_rope.py",
+    "posenc.kernels.warmup": "compiles every backend (seconds): tests/kernels",
+    "posenc.integrations.transformers.use_posenc_rope": "takes a model: test_transformers_integration_refuses_non_models",
+    "posenc.integrations.transformers.restore": "takes a model: test_transformers_integration_refuses_non_models",
+    "posenc.integrations.transformers.is_patched": "takes a model: test_transformers_integration_refuses_non_models",
+    "posenc.integrations.transformers.register_rope_types": "takes no arguments",
+    "posenc.integrations.transformers.unregister_rope_types": "takes no arguments",
+}
+WALKED_MODULES = (
+    "posenc",
+    "posenc.functional",
+    "posenc.kernels",
+    "posenc.integrations.transformers",
+    "posenc.config.positions",
+)
+
+
+def test_every_public_function_is_walked():
+    """Every function in ``__all__`` of the walked modules has a good call in GOOD (so the generated
+    cases cover it) or a reason in NOT_GENERATED; a new public function must be added to one."""
+    import importlib
+
+    pytest.importorskip("transformers")
+    covered = {fn for fn, _ in GOOD.values()}
+    missing = []
+    for module_name in WALKED_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj) and obj not in covered and f"{module_name}.{name}" not in NOT_GENERATED:
+                missing.append(f"{module_name}.{name}")
+    assert not missing, f"public functions neither in GOOD nor in NOT_GENERATED: {missing}"
 
 
 TRANSFORMERS_FUNCTIONS = ("use_posenc_rope", "restore", "is_patched")

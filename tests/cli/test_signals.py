@@ -121,6 +121,55 @@ def test_a_signal_whose_exception_is_dropped_still_ends_the_run(tmp_path, signum
     assert (out / "checkpoints" / "length__copy__none__seed0.pt").is_file(), said
 
 
+_DROPPED_IN_REPORT = """
+import os, signal, sys, time
+from posenc.cli import main
+from posenc.report import atlas
+
+signum = int(sys.argv.pop(1))
+embed, calls = atlas._embed, []
+
+
+class Finalizer:
+    def __del__(self):
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the handler's exception goes off here, and Python drops it
+
+
+def _embed(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 1:
+        Finalizer()  # as a weakref callback or __del__ in matplotlib may run while a figure is drawn
+    return embed(*args, **kwargs)
+
+
+atlas._embed = _embed
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_dropped_while_the_atlas_is_drawn_ends_it_at_the_next_figure(tmp_path, signum):
+    """A signal whose exception is dropped while a figure is drawn (issue 35: SIGTERM 2.5 s into
+    ``posenc report`` was honoured only after the whole atlas was written, 17 s later) ends the
+    report after that figure: exit 130 or 143, the page not written, one line."""
+    out = tmp_path / "atlas"
+    args = ["report", "--scheme", "rope", "--scheme", "alibi", "--no-results", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-c", _DROPPED_IN_REPORT, str(int(signum)), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+    )
+    said = f"exit {done.returncode}\nstdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-4000:]}"
+    how = "interrupted" if signum == signal.SIGINT else "stopped by SIGTERM"
+    assert done.returncode == 128 + signum, said
+    assert done.stderr.strip() == f"{how}: {out / 'index.html'} not written", said
+    assert not (out / "index.html").exists(), said
+
+
 _WHILE_IMPORTING = """
 import importlib.abc, os, signal, sys, time
 

@@ -60,12 +60,26 @@ def token_types(input_ids: Tensor, *, image_token_id: int, video_token_id: int |
 def _grids(grid_thw: Tensor | None, what: str) -> list[tuple[int, int, int]]:
     if grid_thw is None:
         return []
-    grid = torch.as_tensor(grid_thw)
-    if grid.dim() != 2 or grid.shape[-1] != 3 or grid.is_floating_point() or (grid.numel() and grid.min() < 1):
-        raise ValueError(
-            f"{what} must be positive whole numbers [n, 3] (temporal, height, width patches of each "
-            f"{what.split('_')[0]}), got {tuple(grid.shape)} {grid.dtype}"
-        )
+    accepted = (
+        f"{what} must be positive whole numbers [n, 3] (temporal, height, width patches of each {what.split('_')[0]})"
+    )
+    if isinstance(grid_thw, (str, bytes)):
+        raise TypeError(f"{accepted}, got {grid_thw!r:.80}")
+    try:
+        grid = torch.as_tensor(grid_thw)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{accepted}, got {grid_thw!r:.80}") from None
+    if grid.device.type == "meta":
+        raise ValueError(f"{what} is on the meta device (shapes only, no values): its patch counts are read")
+    if (
+        grid.dim() != 2
+        or grid.shape[-1] != 3
+        or grid.is_floating_point()
+        or grid.is_complex()
+        or grid.dtype == torch.bool
+        or (grid.numel() and grid.min() < 1)
+    ):
+        raise ValueError(f"{accepted}, got {tuple(grid.shape)} {grid.dtype}")
     return [tuple(row) for row in grid.tolist()]
 
 
@@ -121,6 +135,10 @@ def _check_types(types: object, attention_mask: object) -> tuple[Tensor, Tensor 
             f"token types must be an integer tensor [b, s] or [s] (0 text, 1 image, 2 video), got "
             f"{tuple(types.shape) if isinstance(types, Tensor) else type(types).__name__}"
         )
+    if types.device.type == "meta":
+        raise ValueError(
+            "token types are on the meta device (shapes only, no values): types are read, pass them on the CPU"
+        )
     types = types[None] if types.dim() == 1 else types  # [b, s]
     if attention_mask is None:
         return types, None
@@ -144,15 +162,15 @@ class _Builder:
         """The coordinates of one run of ``length`` vision tokens, and the position after it."""
         name = "image" if kind == IMAGE else "video"
         if not self.queues[kind]:
-            raise ValueError(f"row {row} has more runs of {name} tokens than {name}_grid_thw has grids")
+            raise ValueError(f"row {row} of types has more runs of {name} tokens than {name}_grid_thw has grids")
         grid, seconds = self.queues[kind].pop(0)
         if kind == VIDEO and self.temporal_merge > 1:
             grid = (grid[0] // self.temporal_merge, grid[1], grid[2])
         tokens = grid[0] * (grid[1] // self.merge) * (grid[2] // self.merge)  # counted before allocating
         if tokens != length:
             raise ValueError(
-                f"row {row}: a run of {length} {name} tokens, but its grid {list(grid)} with spatial_merge_size="
-                f"{self.merge} holds {tokens} tokens (T * H/m * W/m)"
+                f"row {row} of types: a run of {length} {name} tokens, but its grid {list(grid)} in {name}_grid_thw "
+                f"with spatial_merge_size={self.merge} holds {tokens} tokens (T * H/m * W/m)"
             )
         interval = 1 if kind == IMAGE or self.rate is None else self.rate * seconds
         return _vision(current, grid, self.merge, interval), current + max(grid[1], grid[2]) // self.merge
@@ -222,9 +240,15 @@ def mrope_positions(
         if row_positions is not None:
             positions[row, keep] = row_positions
             deltas[row, 0] = int(row_positions.max()) + 1 - len(kinds)
-    left = [f"{len(builder.queues[k])} {name}" for k, name in ((IMAGE, "image"), (VIDEO, "video")) if builder.queues[k]]
+    left = [
+        f"{len(builder.queues[k])} {name} ({name}_grid_thw)"
+        for k, name in ((IMAGE, "image"), (VIDEO, "video"))
+        if builder.queues[k]
+    ]
     if left:
-        raise ValueError(f"grids left over after every run of vision tokens: {', '.join(left)}; one grid per run")
+        raise ValueError(
+            f"grids left over after every run of vision tokens in types: {', '.join(left)}; one grid per run"
+        )
     positions, deltas = positions.to(types.device), deltas.to(types.device)
     return (positions[0], deltas) if squeeze else (positions, deltas)
 

@@ -153,14 +153,26 @@ def _layout(config: Mapping[str, Any], layout: str | None) -> str:
     return MODEL_LAYOUTS[model_type]
 
 
+def _given_base(config: Mapping[str, Any], field: str, default: float) -> float:
+    """The base in the top-level config field ``field``, checked there (so that a message names it,
+    not the ``rope_theta`` it becomes), or the class default where it is absent; a base of 0 is
+    refused, not read as absent."""
+    value = _field(config, field)
+    if value is None:
+        return default
+    if _number(field, value) <= 1:
+        raise ValueError(f"config field {field!r} (the RoPE base) must be greater than 1, got {value!r}")
+    return value
+
+
 def _layer_typed_table(config: Mapping[str, Any], scaling: Any, parameters: Any) -> dict[str, Any]:
     """Gemma 3's and OLMo 3's flat form: ``rope_scaling`` updates the global RoPE only (``_LAYER_TYPED``)."""
     full_theta, local_field, local_theta = _LAYER_TYPED[config["model_type"]]
     nested = dict(parameters) if _nested(parameters) else {"full_attention": dict(parameters or {})}
     full = {**nested.get("full_attention", {}), **(scaling or {})}
-    full.setdefault("rope_theta", _field(config, "rope_theta") or full_theta)
+    full.setdefault("rope_theta", _given_base(config, "rope_theta", full_theta))
     local = dict(nested.get("sliding_attention") or {"rope_type": "default"})
-    local.setdefault("rope_theta", (_field(config, local_field) if local_field else None) or local_theta)
+    local.setdefault("rope_theta", _given_base(config, local_field, local_theta) if local_field else local_theta)
     return {**nested, "full_attention": full, "sliding_attention": local}
 
 
@@ -171,7 +183,7 @@ def _global_local_table(config: Mapping[str, Any], scaling: Any, parameters: Any
     kinds = ("full_attention", "sliding_attention")
     for kind, field, theta in zip(kinds, _GLOBAL_LOCAL_FIELDS, _GLOBAL_LOCAL[config["model_type"]], strict=True):
         rope = {**(nested.get(kind) or {"rope_type": "default"}), **(scaling or {})}
-        rope.setdefault("rope_theta", _field(config, field) or theta)
+        rope.setdefault("rope_theta", _given_base(config, field, theta))
         table[kind] = rope
     return table
 

@@ -112,9 +112,20 @@ def _whole(name: str, value: object) -> int:
     return value
 
 
+#: The most layers a schedule is built for: a list of one name per layer is made, and no model has
+#: more than a few hundred (a number beyond this is a misread field, not a model).
+MAX_LAYERS = 1 << 20
+
+
 def _depth(config: Mapping[str, Any]) -> int:
     if config.get("num_hidden_layers") is not None:
-        return _whole("num_hidden_layers", config["num_hidden_layers"])
+        depth = _whole("num_hidden_layers", config["num_hidden_layers"])
+        if depth > MAX_LAYERS:
+            raise ValueError(
+                f"config field 'num_hidden_layers' must be at most {MAX_LAYERS} (a schedule lists every layer), "
+                f"got {depth}"
+            )
+        return depth
     if isinstance(config.get("layer_types"), Sequence) and not isinstance(config["layer_types"], str):
         return len(config["layer_types"])
     raise ValueError("config field 'num_hidden_layers' is missing: the schedule needs the number of layers")

@@ -34,6 +34,8 @@ __all__ = [
     "check_seq_dim",
     "check_int",
     "check_not_meta",
+    "check_meta_mix",
+    "check_scale_fits",
     "check_device",
 ]
 
@@ -94,13 +96,34 @@ def check_device(device: object, name: str = "device") -> torch.device | None:
         raise ValueError(f"{name} {device!r} is not a torch device ('cpu', 'cuda', 'cuda:1', 'meta', ...)") from err
 
 
-def check_not_meta(name: str, t: object, device: torch.device) -> None:
+def check_not_meta(name: str, t: object, device: torch.device, other: str = "x") -> None:
     """Refuse a tensor ``t`` on the meta device (shapes only, no values) where the tensor it comes
-    with is on a real ``device``: its values are needed there."""
+    with (``other``) is on a real ``device``: its values are needed there."""
     if isinstance(t, Tensor) and t.device.type == "meta" and torch.device(device).type != "meta":
         raise ValueError(
-            f"{name} is on the meta device (shapes only, no values) but x is on {device}; pass {name} on "
+            f"{name} is on the meta device (shapes only, no values) but {other} is on {device}; pass {name} on "
             f"{device} (or everything on meta)"
+        )
+
+
+def check_meta_mix(**tensors: object) -> None:
+    """Refuse a call whose tensor arguments (name -> value; others are skipped) mix the meta device
+    with real ones, in either direction: the first meta tensor is named, with a real one. A call
+    wholly on meta (shapes only) is left to the function."""
+    real = next(((n, t) for n, t in tensors.items() if isinstance(t, Tensor) and t.device.type != "meta"), None)
+    if real is None:
+        return
+    for name, t in tensors.items():
+        check_not_meta(name, t, real[1].device, real[0])
+
+
+def check_scale_fits(name: str, value: float, dtype: torch.dtype) -> None:
+    """Refuse a factor ``value`` that multiplies values of magnitude up to 1 (cos/sin tables) but is
+    beyond the largest finite ``dtype``: every table entry would be inf or NaN without a word."""
+    if abs(value) > torch.finfo(dtype).max:
+        raise ValueError(
+            f"{name}={value!r} is beyond the largest {dtype} ({torch.finfo(dtype).max:.4g}): the tables would be "
+            f"infinite; pass a factor within {dtype}'s range (or a wider dtype)"
         )
 
 

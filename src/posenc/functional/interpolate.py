@@ -43,6 +43,8 @@ def _split_table(table: Tensor, keep: int) -> tuple[Tensor, Tensor]:
         )
     if not table.is_floating_point():
         raise TypeError(f"table must hold floating-point values to be interpolated, got dtype {table.dtype}")
+    if not table.numel():
+        raise ValueError(f"table must hold values to interpolate (no axis of size 0), got shape {tuple(table.shape)}")
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
         raise ValueError(f"keep must be a non-negative int (leading rows copied unchanged), got {keep!r}")
     if keep >= table.shape[-2]:

@@ -41,8 +41,12 @@ from torch import Tensor
 from ._checks import (
     as_positions,
     check_choice,
+    check_device,
     check_float_dtype,
+    check_int,
+    check_meta_mix,
     check_number,
+    check_scale_fits,
     check_table_fits,
     two_pi_mod,
 )
@@ -94,6 +98,7 @@ def mrope_axes(
     """
     sections = mrope_sections(sections)
     interleaved = check_interleaved(interleaved)
+    device = check_device(device)
     if interleaved == "hw":
         if sections[1] != sections[2]:
             raise ValueError(
@@ -131,7 +136,9 @@ def mrope_coordinates(
     reading wins, as for posenc's other multi-axis schemes: give such text positions with ``length=3``
     or as coordinates ``[b, 3, 3]``.
     """
-    positions = as_positions(positions, device=device)
+    if length is not None:
+        length = check_int("length", length)
+    positions = as_positions(positions, device=check_device(device))
     is_coords = positions.dim() >= 2 and positions.shape[-1] == 3
     if is_coords and length is not None:
         is_coords = positions.shape[-2] == length
@@ -140,7 +147,7 @@ def mrope_coordinates(
     if length is not None and (positions.dim() == 0 or positions.shape[-1] != length):
         raise ValueError(
             f"expected text positions [s] or [b, s], or MRoPE coordinates (t, h, w) [s, 3] or [b, s, 3], "
-            f"with s={length}; got shape {tuple(positions.shape)}"
+            f"with s = length = {length}; got shape {tuple(positions.shape)}"
         )
     return positions[..., None].expand(*positions.shape, 3)  # [*p, 3]: t = h = w
 
@@ -171,7 +178,15 @@ def mrope_cos_sin(
             f"inv_freq must be a 1-D tensor of per-pair frequencies, got {type(inv_freq).__name__}"
             + (f" of shape {tuple(inv_freq.shape)}" if isinstance(inv_freq, Tensor) else "")
         )
-    axes = mrope_axes(mrope_sections(sections, inv_freq.shape[0]), interleaved=interleaved, device=inv_freq.device)
+    sections = mrope_sections(sections)
+    if sum(sections) != inv_freq.shape[0]:
+        raise ValueError(
+            f"mrope sections {list(sections)} add up to {sum(sections)} rotary pairs, but the rotated width has "
+            f"{inv_freq.shape[0]} pairs (inv_freq holds {inv_freq.shape[0]} frequencies, one per pair): the "
+            "sections must add up to len(inv_freq)"
+        )
+    check_meta_mix(positions=positions, inv_freq=inv_freq)
+    axes = mrope_axes(sections, interleaved=interleaved, device=inv_freq.device)
     return cos_sin_of_axes(positions, inv_freq, axes, layout=layout, attention_scale=attention_scale, dtype=dtype)
 
 
@@ -189,7 +204,7 @@ def cos_sin_of_axes(
     check_float_dtype(dtype)
     check_choice("layout", layout, ROPE_LAYOUTS)
     if not torch.compiler.is_compiling():  # under dynamic=True a float is symbolic (as in rope_cos_sin)
-        check_number("attention_scale", attention_scale, positive=True)
+        check_scale_fits("attention_scale", check_number("attention_scale", attention_scale, positive=True), dtype)
     if not isinstance(positions, Tensor) or positions.dim() < 1 or positions.shape[-1] != 3:
         shape = tuple(positions.shape) if isinstance(positions, Tensor) else type(positions).__name__
         raise ValueError(

@@ -27,7 +27,15 @@ import math
 import torch
 from torch import Tensor
 
-from ._checks import as_positions, check_choice, check_float_dtype, check_int, check_positive_int, two_pi_mod
+from ._checks import (
+    as_positions,
+    check_choice,
+    check_float_dtype,
+    check_int,
+    check_meta_mix,
+    check_positive_int,
+    two_pi_mod,
+)
 from .rope import ROPE_LAYOUTS
 from .sinusoidal import sinusoidal
 
@@ -162,19 +170,16 @@ def axial_rope_inv_freq(
         )
     check_choice("frequencies", frequencies, AXIAL_FREQUENCIES)
     per_axis = dim // n_axes
+    if isinstance(max_freq, bool) or not isinstance(max_freq, (int, float)):  # checked for "rope" too
+        raise TypeError(f"max_freq must be a finite positive number, got {max_freq!r}")
+    if not max_freq > 0 or not math.isfinite(max_freq):
+        raise ValueError(f"max_freq must be a finite positive number, got {max_freq!r}")
     if frequencies == "rope":
         if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1 or not math.isfinite(base):
             raise ValueError(f"base must be a finite number greater than 1, got {base!r}")
         exponent = torch.arange(0, per_axis, 2, dtype=torch.float64) / per_axis  # [f]
         inv_freq = torch.tensor(float(base), dtype=torch.float64) ** -exponent
     else:
-        if (
-            isinstance(max_freq, bool)
-            or not isinstance(max_freq, (int, float))
-            or not max_freq > 0
-            or not math.isfinite(max_freq)
-        ):
-            raise ValueError(f"max_freq must be a finite positive number, got {max_freq!r}")
         inv_freq = torch.linspace(1.0, max_freq / 2, per_axis // 2, dtype=torch.float64) * math.pi  # [f]
     return inv_freq.expand(n_axes, per_axis // 2).clone()  # [n, f]
 
@@ -200,6 +205,13 @@ def axial_rope_cos_sin(
         raise TypeError(
             "inv_freq must be a 2-D tensor [n_axes, pairs per axis] from axial_rope_inv_freq, got "
             + (f"shape {tuple(inv_freq.shape)}" if isinstance(inv_freq, Tensor) else type(inv_freq).__name__)
+        )
+    check_meta_mix(coords=coords, inv_freq=inv_freq)
+    if isinstance(coords, Tensor) and coords.dim() and coords.shape[-1] != inv_freq.shape[0]:
+        raise ValueError(
+            f"coordinates must have {inv_freq.shape[0]} axes in their last dim, one per row of inv_freq of shape "
+            f"{tuple(inv_freq.shape)}, got shape {tuple(coords.shape)} (for {coords.shape[-1]} axes: "
+            f"axial_rope_inv_freq(dim, n_axes={coords.shape[-1]}))"
         )
     coords = _check_coordinates(coords, inv_freq.shape[0]).to(inv_freq.device)
     angles = coords.to(torch.float64)[..., None] * inv_freq.to(torch.float64)  # [*p, n, f]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._checks import check_bool, check_fits, check_int, check_not_meta, has_values
+from ._checks import check_bool, check_fits, check_int, check_meta_mix, check_not_meta, has_values
 from .rope import apply_rope, full_width_tables, resolve_layout
 
 __all__ = [
@@ -229,6 +229,7 @@ def rotary_emb_tables(
         raise ValueError(f"cos and sin must be half-width tables (seqlen_ro, r/2) of one shape, got {shapes}")
     check_not_meta("cos", cos, x.device)
     check_not_meta("sin", sin, x.device)
+    check_meta_mix(x=x, cos=cos, sin=sin, cu_seqlens=cu_seqlens, seqlen_offsets=seqlen_offsets)
     if 2 * cos.shape[-1] > x.shape[-1]:
         raise ValueError(
             f"half-width tables of width {cos.shape[-1]} rotate {2 * cos.shape[-1]} features, but x has "

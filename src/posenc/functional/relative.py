@@ -21,6 +21,7 @@ from ._checks import (
     check_bool,
     check_fits,
     check_integer_positions,
+    check_meta_mix,
     check_number,
     check_positive_int,
     has_values,
@@ -184,6 +185,8 @@ def alibi_bias(slopes: Tensor, q_positions: Tensor, k_positions: Tensor, *, bidi
         )
     check_bool("bidirectional", bidirectional)
     q_positions, k_positions = (p if isinstance(p, Tensor) else as_positions(p) for p in (q_positions, k_positions))
+    if q_positions.device == k_positions.device:  # positions on two devices: relative_positions names them
+        check_meta_mix(q_positions=q_positions, slopes=slopes)
     if q_positions.is_floating_point() or k_positions.is_floating_point():
         # int64 against float32 would subtract in float32, where 2**24 + 1 is 2**24: a distance of 1 read as 0
         q_positions, k_positions = q_positions.double(), k_positions.double()

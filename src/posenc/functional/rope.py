@@ -44,6 +44,7 @@ from ._checks import (
     check_float_dtype,
     check_number,
     check_positive_int,
+    check_scale_fits,
     check_seq_dim,
     check_table_fits,
     two_pi_mod,
@@ -124,7 +125,7 @@ def rope_cos_sin(
     check_float_dtype(dtype)
     check_choice("layout", layout, ROPE_LAYOUTS)
     if not torch.compiler.is_compiling():  # under dynamic=True a float is symbolic (see check_base)
-        check_number("attention_scale", attention_scale, positive=True)
+        check_scale_fits("attention_scale", check_number("attention_scale", attention_scale, positive=True), dtype)
     if not isinstance(inv_freq, Tensor) or inv_freq.dim() != 1:
         raise TypeError(
             f"inv_freq must be a 1-D tensor of per-pair frequencies, got {type(inv_freq).__name__}"

@@ -38,6 +38,7 @@ from ._checks import (
     as_positions,
     check_choice,
     check_device,
+    check_fits,
     check_float_dtype,
     check_number,
     check_positive_int,
@@ -287,6 +288,10 @@ def augment_patch_coordinates(
     coords = _check_patch_coordinates(coords).to(torch.float64)
     if shift is not None:
         shift = check_number("shift", shift, low=0.0)
+        if shift > torch.finfo(torch.float32).max:  # the offset is drawn in float32, as transformers draws it
+            raise ValueError(
+                f"shift must be at most the largest float32 (3.4e38): the offset is drawn in float32, got {shift!r}"
+            )
         offset = torch.empty((1, 2), dtype=torch.float32).uniform_(-shift, shift, generator=generator)
         coords = coords + offset.to(torch.float64).to(coords.device)  # [*p, 2] + [1, 2]
     for name, value, size in (("jitter", jitter, (1, 2)), ("rescale", rescale, (1,))):
@@ -313,6 +318,14 @@ def pad_unrotated(cos: Tensor, sin: Tensor, *, before: int = 0, after: int = 0) 
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be a non-negative int (a number of unrotated tokens), got {value!r}")
         counts[name] = value
+    rows = counts["before"] + cos.shape[-2] + counts["after"]
+    check_fits(
+        "padded cos/sin tables",
+        (2, *cos.shape[:-2], rows, cos.shape[-1]),
+        cos.dtype,
+        cos.device,
+        hint="before and after count unrotated tokens (a class token and a few registers): pass those counts",
+    )
     shape = (*cos.shape[:-2], 1, cos.shape[-1])
 
     def pad(t: Tensor, fill: float) -> Tensor:

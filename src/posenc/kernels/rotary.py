@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from ..functional._checks import check_bool, check_choice, check_no_overlap, plain
+from ..functional._checks import check_bool, check_choice, check_meta_mix, check_no_overlap, plain
 from ..functional.packed import rotary_emb_tables
 from ..functional.rope import (
     ROPE_LAYOUTS,
@@ -300,7 +300,14 @@ def rope_pair(
     shape, dtype and memory layout (each row of the tables then serves both), else one :func:`rope`
     each. Differentiable in q and k, as :func:`rope`."""
     layout = resolve_layout(layout, None, None)
-    cos_q, sin_q = _check(q, cos, sin, layout, None, start=rotary_start)
+    check_meta_mix(q=q, k=k, cos=cos, sin=sin)
+    checked = {}
+    for which, t in (("q", q), ("k", k)):  # each as rope checks its x, the message naming q or k
+        try:
+            checked[which] = _check(t, cos, sin, layout, None, start=rotary_start, inverse=inverse)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"rope_pair's {which} (rope's x): {err}") from None
+    cos_q, sin_q = checked["q"]
     name = backend_for(q, cos_q, layout)
     if not _pairs(q, k, name) or cos_q.requires_grad:
         options = {"layout": layout, "inverse": inverse, "rotary_start": rotary_start}

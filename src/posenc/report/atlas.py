@@ -298,6 +298,7 @@ def _embed(figure: Any, caption: str, dpi: int, layout: list[FigureLayout]) -> s
     (:data:`~posenc.report.html.DISPLAY_PX` at :data:`~posenc.report.html.PX_PER_INCH`, keeping
     its shape), so that a point of text is the same size on the screen in every figure; encoded
     as a palette PNG at ``dpi``; its layout appended to ``layout``."""
+    from ..experiments.train import check_signalled
     from ..viz import figure_bytes
 
     wide = _wide(figure)
@@ -306,6 +307,7 @@ def _embed(figure: Any, caption: str, dpi: int, layout: list[FigureLayout]) -> s
     size = (display / PX_PER_INCH, height * display / PX_PER_INCH / width)
     figure.set_size_inches(*size)
     png = figure_bytes(figure, "png", dpi=dpi, colours=256)
+    check_signalled()  # drawing ran finalizers and weakref callbacks, where a signal's exception is dropped
     layout.append(FigureLayout(caption, *size, dpi, display, _smallest_text(figure), _cut_off(figure)))
     return figure_html(png, "png", caption, wide=wide)
 
@@ -443,6 +445,7 @@ def build_report(
     import torch
 
     from ..analysis.verdict import default_schemes
+    from ..experiments.train import check_signalled
     from ..viz.kinds import family_of, scheme_names
 
     start = time.perf_counter()
@@ -483,9 +486,11 @@ def build_report(
     torch.set_num_threads(1)  # small tensors: extra threads only contend on a shared machine
     try:
         for done, (label, step) in enumerate(steps):
+            check_signalled()  # a signal whose exception was dropped inside the last step ends the atlas here
             if progress is not None:
                 progress(label, done, len(steps))
             step()
+        check_signalled()
     finally:
         torch.set_num_threads(threads)
     results_html, n_results = None, 0

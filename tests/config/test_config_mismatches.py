@@ -212,3 +212,37 @@ def test_token_ids_and_cache_index_must_be_integers():
         token_types(torch.tensor([[1, 5]]), image_token_id="5")
     with pytest.raises(TypeError, match=r"start must be a cache index"):
         decode_positions(torch.zeros(1, 1, dtype=torch.long), "3")
+
+
+@pytest.mark.parametrize(
+    ("model_type", "module", "cls"),
+    [
+        ("glm4v", "glm4v", "Glm4vTextRotaryEmbedding"),
+        ("glm4v_moe", "glm4v_moe", "Glm4vMoeTextRotaryEmbedding"),
+        ("glm_image", "glm_image", "GlmImageTextRotaryEmbedding"),
+    ],
+)
+def test_contiguous_mrope_whose_fallback_sections_do_not_span_is_refused_as_transformers_fails(model_type, module, cls):
+    """GLM-4V's default config has no ``mrope_section``; its rotary module falls back to [8, 12, 12]
+    (32 pairs) over a wider table and ``freq.split`` raises. posenc used to read it as plain RoPE."""
+    import importlib
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = CONFIG_MAPPING[model_type]()
+        text = config.get_text_config(decoder=True)
+        rotary = getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), cls)(text)
+    with pytest.raises(RuntimeError, match="split_with_sizes"):
+        rotary(torch.zeros(1), torch.arange(4)[None])
+    with pytest.raises(
+        ValueError, match=rf"model_type '{model_type}_text': the config has no 'mrope_section'.*\[8, 12, 12\]"
+    ):
+        posenc.rope_from_config(config.to_dict())
+    # the same config with heads of 128 rotated by half (64 = 2 * (8 + 12 + 12)) is MRoPE in both
+    spanning = {**text.to_dict(), "hidden_size": 512, "num_attention_heads": 4, "head_dim": 128}
+    spanning["rope_parameters"] = {**text.rope_parameters, "partial_rotary_factor": 0.5}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rotary = type(rotary)(type(text).from_dict(spanning))
+    rotary(torch.zeros(1), torch.arange(4)[None])
+    assert type(posenc.rope_from_config(spanning)).__name__ == "MRope"

@@ -46,3 +46,18 @@ def test_differences_name_new_changed_and_gone_types():
     assert tool.all_differences({"MROPE_SECTIONS": {}}, {"MROPE_SECTIONS": {"x": [1, 2, 3]}}) == [
         "MROPE_SECTIONS new: x [1, 2, 3]"
     ]
+
+
+def test_no_hand_written_default_repeats_or_shadows_a_generated_one():
+    """``tables._HF_DEFAULTS`` holds only what the generator does not read: a size there would
+    shadow the generated value (``rope_from_config`` merges the hand table over it), so a new
+    transformers' default would not reach posenc."""
+    from posenc.config import tables
+
+    overlap = [
+        f"{model_type}.{name}: hand {value!r}, generated {generated.CLASS_DEFAULTS[model_type][name]!r}"
+        for model_type, entry in sorted(tables._HF_DEFAULTS.items())
+        for name, value in entry.items()
+        if name in generated.CLASS_DEFAULTS.get(model_type, {})
+    ]
+    assert not overlap, "hand-written defaults that the generated table already gives: " + "; ".join(overlap)

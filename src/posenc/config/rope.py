@@ -6,8 +6,9 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
 * fields a config.json leaves out take the value the model type's transformers config class gives
   them: its sizes (``hidden_size``, head count, ``max_position_embeddings``, a fixed ``head_dim``;
   :mod:`posenc.config.generated`, written by ``tools/gen_config_tables.py`` from the installed
-  transformers) and, written by hand in :mod:`posenc.config.tables` (``_HF_DEFAULTS``), its ``default_theta`` such as Mixtral's 1e6 and Cohere's 5e5, a fixed
-  ``head_dim`` such as Qwen3's 128, ``max_position_embeddings``, Apertus' default Llama 3 scaling);
+  transformers) and, written by hand in :mod:`posenc.config.tables` (``_HF_DEFAULTS``), its
+  ``default_theta`` such as Mixtral's 1e6 and Cohere's 5e5, the multi-head-latent
+  ``qk_rope_head_dim``, Apertus' default Llama 3 scaling);
   a base or share that a class keeps only in its default rope dict (Ministral 3's 1e6, Higgs Audio
   v2's and Muse Spark's 5e5, Nemotron 3.5 Transcribe's 0.5) holds only when the config.json has no
   rope dict: a ``rope_scaling`` or ``rope_parameters`` without ``rope_theta`` has base 10000 there

@@ -255,18 +255,19 @@ _DEFAULT_PARTIAL = {
     "recurrent_gemma": 0.5,
 }
 
-#: What transformers' config classes (5.24, checked by the tests) give the fields that published config.json files may
-#: leave out: ``default_theta``, a ``head_dim`` that does not follow from ``hidden_size`` (Qwen3's
-#: 128, gemma-3-4b-it's ``text_config`` has none: 256), ``max_position_embeddings`` (the original
-#: length of ``dynamic``; the factor of ``yarn`` and ``longrope`` when theirs is absent), Phi-3's
-#: ``original_max_position_embeddings``, GPT-J's ``rotary_dim`` and a default ``rope_parameters``
-#: (Apertus: Llama 3 scaling; Gemma 4: proportional RoPE on full attention). Read from each class
-#: (``CONFIG_MAPPING[model_type](hidden_size=..., num_attention_heads=...)``; the test
-#: ``test_every_model_type_reads_a_bare_config_as_transformers_does`` checks them against it).
+#: What transformers' config classes (5.24, checked by the tests) give the fields that published
+#: config.json files may leave out, beyond the sizes that :data:`posenc.config.generated.CLASS_DEFAULTS`
+#: (``tools/gen_config_tables.py``) reads from the installed classes (``hidden_size``, head counts,
+#: ``max_position_embeddings``, a fixed ``head_dim``): ``default_theta``, Phi-3's
+#: ``original_max_position_embeddings``, GPT-J's ``rotary_dim``, the multi-head-latent
+#: ``qk_rope_head_dim``, a ``head_dim`` that the generator does not see as fixed (Gemma 4's 256),
+#: and a default ``rope_parameters`` (Apertus: Llama 3 scaling; Gemma 4: proportional RoPE on full
+#: attention). Read from each class (``CONFIG_MAPPING[model_type](hidden_size=..., num_attention_heads=...)``;
+#: ``test_every_model_type_reads_a_bare_config_as_transformers_does`` checks them against it, and
+#: ``tests/config/test_generated_tables.py`` that no entry repeats or shadows a generated one).
 _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "apertus": {
         "rope_theta": 12_000_000.0,
-        "max_position_embeddings": 65536,
         "rope_parameters": {
             "rope_type": "llama3",
             "rope_theta": 12_000_000.0,
@@ -276,80 +277,34 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
             "high_freq_factor": 4.0,
         },
     },
-    "arcee": {"max_position_embeddings": 4096},
-    "bamba": {"max_position_embeddings": 262144},
     "codegen": {"max_position_embeddings": 2048, "rotary_dim": 64},
-    "cohere": {"rope_theta": 500_000.0, "max_position_embeddings": 8192},
-    "cohere2": {"max_position_embeddings": 8192},
-    "deepseek_v2": {"qk_rope_head_dim": 64, "max_position_embeddings": 2048},
-    "deepseek_v3": {"qk_rope_head_dim": 64, "max_position_embeddings": 4096},
-    "ernie4_5": {"rope_theta": 500_000.0, "head_dim": 128, "max_position_embeddings": 131072},
+    "cohere": {"rope_theta": 500_000.0},
+    "deepseek_v2": {"qk_rope_head_dim": 64},
+    "deepseek_v3": {"qk_rope_head_dim": 64},
+    "ernie4_5": {"rope_theta": 500_000.0},
     "exaone": {"rope_theta": 500_000.0},  # ExaoneConfig.default_theta
-    "exaone4": {"max_position_embeddings": 2048},
-    "falcon": {"max_position_embeddings": 2048},
-    "gemma": {"head_dim": 256, "max_position_embeddings": 8192},
-    "gemma2": {"head_dim": 256, "max_position_embeddings": 8192},
-    "gemma3_text": {"head_dim": 256, "max_position_embeddings": 131072},
-    "gemma3n_text": {"head_dim": 256, "max_position_embeddings": 32768},
     "gemma4_text": {
         "head_dim": 256,
-        "max_position_embeddings": 131072,
         "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
             "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0},
         },
     },
-    "glm": {"head_dim": 128, "max_position_embeddings": 131072},
-    "glm4": {"head_dim": 128, "max_position_embeddings": 131072},
-    "gpt_neox": {"max_position_embeddings": 2048},
     "gptj": {"max_position_embeddings": 2048, "rotary_dim": 64},
-    "granite": {"max_position_embeddings": 2048},
-    "granitemoe": {"max_position_embeddings": 2048},
-    "llama": {"max_position_embeddings": 2048},
-    "llama4_text": {"rope_theta": 500_000.0, "head_dim": 128, "max_position_embeddings": 131072},
-    "ministral": {"max_position_embeddings": 131072},
-    "mistral": {"max_position_embeddings": 131072},
-    "mixtral": {"rope_theta": 1_000_000.0, "max_position_embeddings": 131072},
-    "nemotron": {"max_position_embeddings": 4096},
-    "olmo": {"max_position_embeddings": 2048},
-    "olmo2": {"max_position_embeddings": 2048},
-    "olmo3": {"rope_theta": 500_000.0, "max_position_embeddings": 2048},
-    "persimmon": {"max_position_embeddings": 16384},
-    "phi": {"max_position_embeddings": 2048},
-    "phi3": {"max_position_embeddings": 4096, "original_max_position_embeddings": 4096},
-    "phimoe": {"rope_theta": 1_000_000.0, "max_position_embeddings": 131072},
-    "qwen2": {"max_position_embeddings": 32768},
-    "qwen2_moe": {"max_position_embeddings": 32768},
-    "qwen3": {"head_dim": 128, "max_position_embeddings": 32768},
-    "qwen3_moe": {"max_position_embeddings": 32768},
-    "qwen3_next": {"head_dim": 256, "max_position_embeddings": 32768},
-    "qwen3_5_text": {"head_dim": 256, "max_position_embeddings": 32768},
-    "qwen3_5_moe_text": {"head_dim": 256, "max_position_embeddings": 32768},
-    "seed_oss": {"head_dim": 128, "max_position_embeddings": 524288},
-    "smollm3": {"rope_theta": 2_000_000.0, "max_position_embeddings": 32768},
-    "stablelm": {"max_position_embeddings": 4096},
-    "starcoder2": {"max_position_embeddings": 4096},
-    "olmoe": {"max_position_embeddings": 4096},
-    "minimax": {"rope_theta": 1_000_000.0, "max_position_embeddings": 131072},
-    "bitnet": {"rope_theta": 500_000.0, "max_position_embeddings": 2048},
-    "granitemoehybrid": {"max_position_embeddings": 2048},
-    "granitemoeshared": {"max_position_embeddings": 2048},
-    "hunyuan_v1_dense": {"max_position_embeddings": 2048},
-    "hunyuan_v1_moe": {"max_position_embeddings": 2048},
-    "jetmoe": {"kv_channels": 128, "max_position_embeddings": 4096},
-    "solar_open": {"rope_theta": 1_000_000.0, "head_dim": 128, "max_position_embeddings": 131072},
-    "vaultgemma": {"head_dim": 256, "max_position_embeddings": 8192},
-    "diffllama": {"max_position_embeddings": 2048},
-    "dots1": {"max_position_embeddings": 2048},
-    "exaone_moe": {"max_position_embeddings": 2048},
-    "flex_olmo": {"rope_theta": 500_000.0, "max_position_embeddings": 4096},
-    "lfm2": {"rope_theta": 1_000_000.0, "max_position_embeddings": 128000},
-    "lfm2_moe": {"rope_theta": 1_000_000.0, "max_position_embeddings": 128000},
-    "falcon_h1": {"max_position_embeddings": 8192},
+    "llama4_text": {"rope_theta": 500_000.0},
+    "mixtral": {"rope_theta": 1_000_000.0},
+    "olmo3": {"rope_theta": 500_000.0},
+    "phi3": {"original_max_position_embeddings": 4096},
+    "phimoe": {"rope_theta": 1_000_000.0},
+    "smollm3": {"rope_theta": 2_000_000.0},
+    "minimax": {"rope_theta": 1_000_000.0},
+    "bitnet": {"rope_theta": 500_000.0},
+    "solar_open": {"rope_theta": 1_000_000.0},
+    "flex_olmo": {"rope_theta": 500_000.0},
+    "lfm2": {"rope_theta": 1_000_000.0},
+    "lfm2_moe": {"rope_theta": 1_000_000.0},
     "cwm": {
         "rope_theta": 1_000_000.0,
-        "head_dim": 128,
-        "max_position_embeddings": 131072,
         "rope_parameters": {
             "rope_type": "llama3",
             "rope_theta": 1_000_000.0,
@@ -359,11 +314,9 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
             "high_freq_factor": 4.0,
         },
     },
-    "EvollaModel": {"rope_theta": 500000.0, "max_position_embeddings": 8192},
-    "afmoe": {"head_dim": 128, "max_position_embeddings": 16384},
+    "EvollaModel": {"rope_theta": 500000.0},
     "apertus1p5_text": {
         "rope_theta": 12000000.0,
-        "max_position_embeddings": 65536,
         "rope_parameters": {
             "rope_type": "llama3",
             "rope_theta": 12000000.0,
@@ -373,62 +326,40 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
             "high_freq_factor": 4.0,
         },
     },
-    "aria_text": {"max_position_embeddings": 2048},
-    "axk1": {"qk_rope_head_dim": 64, "max_position_embeddings": 32768},
-    "axk2": {"qk_rope_head_dim": 32, "max_position_embeddings": 131072},
+    "axk1": {"qk_rope_head_dim": 64},
+    "axk2": {"qk_rope_head_dim": 32},
     "bailing_hybrid": {"rope_theta": 6000000.0, "qk_rope_head_dim": 64, "max_position_embeddings": 262144},
     "beam": {
-        "head_dim": 128,
-        "max_position_embeddings": 8192,
         "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
             "full_attention": None,
-        },
+        }
     },
-    "blt_global_transformer": {"rope_theta": 500000.0, "max_position_embeddings": 4096},
-    "blt_local_decoder": {"rope_theta": 500000.0, "max_position_embeddings": 24576},
-    "blt_local_encoder": {"rope_theta": 500000.0, "max_position_embeddings": 24576},
-    "blt_patcher": {"max_position_embeddings": 8192},
-    "chameleon": {"max_position_embeddings": 4096},
-    "cohere2_moe": {"head_dim": 128, "max_position_embeddings": 8192},
-    "csm": {"rope_theta": 500000.0, "max_position_embeddings": 2048},
-    "csm_depth_decoder_model": {"rope_theta": 500000.0, "max_position_embeddings": 33},
-    "deepseek_ocr2_encoder": {"max_position_embeddings": 32768},
-    "deepseek_ocr2_text": {"max_position_embeddings": 2048},
-    "deepseek_v32": {"qk_rope_head_dim": 64, "max_position_embeddings": 163840},
-    "dia_encoder": {"head_dim": 128, "max_position_embeddings": 1024},
-    "doge": {"max_position_embeddings": 2048},
+    "blt_global_transformer": {"rope_theta": 500000.0},
+    "blt_local_decoder": {"rope_theta": 500000.0},
+    "blt_local_encoder": {"rope_theta": 500000.0},
+    "csm": {"rope_theta": 500000.0},
+    "csm_depth_decoder_model": {"rope_theta": 500000.0},
+    "deepseek_v32": {"qk_rope_head_dim": 64},
     "dory": {
-        "head_dim": 256,
-        "max_position_embeddings": 8192,
         "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
             "full_attention": {"rope_type": "default", "rope_theta": 10000000.0},
-        },
+        }
     },
     "embedding_gemma2_text": {
         "head_dim": 256,
-        "max_position_embeddings": 262144,
         "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
             "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
         },
     },
-    "emu3_text_model": {"rope_theta": 1000000.0, "max_position_embeddings": 9216},
-    "ernie4_5_moe": {"rope_theta": 500000.0, "max_position_embeddings": 131072},
-    "esm": {"max_position_embeddings": 1026},
-    "eurobert": {"max_position_embeddings": 8192},
-    "evolla": {"rope_theta": 500000.0, "max_position_embeddings": 8192},
-    "flint": {"head_dim": 128, "max_position_embeddings": 262144},
-    "glm4_moe": {"max_position_embeddings": 131072},
-    "glm4_moe_lite": {"qk_rope_head_dim": 64, "max_position_embeddings": 202752},
-    "glm_moe_dsa": {"qk_rope_head_dim": 64, "max_position_embeddings": 202752},
-    "glmasr_encoder": {"max_position_embeddings": 1500},
-    "gpt_neox_japanese": {"max_position_embeddings": 2048},
+    "emu3_text_model": {"rope_theta": 1000000.0},
+    "ernie4_5_moe": {"rope_theta": 500000.0},
+    "evolla": {"rope_theta": 500000.0},
+    "glm_moe_dsa": {"qk_rope_head_dim": 64},
     "gpt_oss": {
         "rope_theta": 150000.0,
-        "head_dim": 64,
-        "max_position_embeddings": 131072,
         "rope_parameters": {
             "rope_type": "yarn",
             "factor": 32.0,
@@ -439,14 +370,9 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
             "rope_theta": 150000.0,
         },
     },
-    "granite_docling_text": {"max_position_embeddings": 32768},
-    "granite_swa": {"max_position_embeddings": 8192},
-    "granitemoe_swa": {"max_position_embeddings": 2048},
-    "gte": {"rope_theta": 160000.0, "max_position_embeddings": 8192},
-    "helium": {"head_dim": 128, "rope_theta": 100000.0, "max_position_embeddings": 4096},
+    "gte": {"rope_theta": 160000.0},
+    "helium": {"rope_theta": 100000.0},
     "higgs_audio_v2": {
-        "head_dim": 128,
-        "max_position_embeddings": 2048,
         "rope_parameters": {
             "factor": 32.0,
             "rope_theta": 500000.0,
@@ -454,60 +380,37 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
             "low_freq_factor": 0.125,
             "original_max_position_embeddings": 1024,
             "rope_type": "llama3",
-        },
+        }
     },
-    "hrm_text": {"head_dim": 128, "max_position_embeddings": 2048},
-    "hy_v3": {"head_dim": 128, "rope_theta": 11158840.0, "max_position_embeddings": 131072},
-    "hy_v4": {"head_dim": 64, "max_position_embeddings": 262144},
-    "hyperclovax": {"max_position_embeddings": 2048},
-    "idefics": {"max_position_embeddings": 2048},
-    "jais2": {"max_position_embeddings": 8192},
-    "jina_embeddings_v3": {"rope_theta": 20000.0, "max_position_embeddings": 8194},
-    "kolibri1": {"head_dim": 128, "max_position_embeddings": 262144},
-    "kyutai_speech_to_text": {"max_position_embeddings": 750},
+    "hy_v3": {"rope_theta": 11158840.0},
+    "jina_embeddings_v3": {"rope_theta": 20000.0},
     "laguna": {
-        "head_dim": 128,
-        "max_position_embeddings": 131072,
         "rope_parameters": {
             "full_attention": {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0},
-        },
+        }
     },
-    "lara_mini": {"head_dim": 128, "max_position_embeddings": 131072},
-    "lasr_encoder": {"max_position_embeddings": 10000},
     "lfm3": {
-        "head_dim": 128,
-        "max_position_embeddings": 128000,
         "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
             "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0, "partial_rotary_factor": 0.5},
-        },
+        }
     },
-    "longcat_flash": {"rope_theta": 10000000.0, "qk_rope_head_dim": 64, "max_position_embeddings": 131072},
+    "longcat_flash": {"rope_theta": 10000000.0, "qk_rope_head_dim": 64},
     "mellum": {
-        "head_dim": 128,
-        "max_position_embeddings": 131072,
         "rope_parameters": {
             "full_attention": {"rope_type": "default", "rope_theta": 500000.0},
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-        },
+        }
     },
-    "mimi": {"max_position_embeddings": 8000},
-    "mimi_decoder": {"max_position_embeddings": 8000},
-    "mimi_encoder": {"max_position_embeddings": 8000},
     "mimo_v2_flash": {
-        "head_dim": 192,
-        "max_position_embeddings": 131072,
         "rope_parameters": {
             "full_attention": {"rope_type": "default", "rope_theta": 5000000.0, "partial_rotary_factor": 0.334},
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.334},
-        },
+        }
     },
-    "minicpm3": {"head_dim": 32, "max_position_embeddings": 32768},
-    "minimax_m2": {"head_dim": 128, "rope_theta": 5000000.0, "max_position_embeddings": 196608},
+    "minimax_m2": {"rope_theta": 5000000.0},
     "ministral3": {
-        "head_dim": 128,
-        "max_position_embeddings": 262144,
         "rope_parameters": {
             "type": "yarn",
             "rope_theta": 1000000.0,
@@ -520,11 +423,10 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
             "mscale": 1.0,
             "llama_4_scaling_beta": 0.1,
             "rope_type": "yarn",
-        },
+        }
     },
     "mistral4": {
         "qk_rope_head_dim": 64,
-        "max_position_embeddings": 1048576,
         "rope_parameters": {
             "type": "yarn",
             "rope_theta": 10000.0,
@@ -542,7 +444,6 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "mistral_large4_text": {
         "qk_rope_head_dim": 64,
-        "max_position_embeddings": 1048576,
         "rope_parameters": {
             "rope_type": "yarn",
             "rope_theta": 10000.0,
@@ -553,26 +454,12 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
             "attention_factor": 1.0,
         },
     },
-    "mllama_text_model": {"rope_theta": 500000.0, "max_position_embeddings": 131072},
-    "modernbert": {"max_position_embeddings": 8192},
-    "modernbert-decoder": {"max_position_embeddings": 8192},
-    "molmo2_text": {"head_dim": 128, "max_position_embeddings": 36864},
-    "moshi": {"max_position_embeddings": 3000},
-    "muse_glimmer_assistant": {"head_dim": 128, "rope_theta": 500000.0, "max_position_embeddings": 131072},
-    "muse_glimmer_text": {"head_dim": 128, "max_position_embeddings": 131072},
-    "muse_spark_text": {
-        "head_dim": 64,
-        "max_position_embeddings": 1048576,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
-    },
-    "nemotron3_diarization_audio": {"max_position_embeddings": 5000},
-    "neucodec": {"head_dim": 64, "max_position_embeddings": 4096},
-    "nomic_bert": {"rope_theta": 1000.0, "max_position_embeddings": 2048},
-    "olmo_hybrid": {"max_position_embeddings": 65536},
+    "mllama_text_model": {"rope_theta": 500000.0},
+    "muse_glimmer_assistant": {"rope_theta": 500000.0},
+    "muse_spark_text": {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}},
+    "nomic_bert": {"rope_theta": 1000.0},
     "openai_privacy_filter": {
         "rope_theta": 150000.0,
-        "head_dim": 64,
-        "max_position_embeddings": 131072,
         "rope_parameters": {
             "rope_type": "yarn",
             "factor": 32.0,
@@ -583,64 +470,41 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
             "rope_theta": 150000.0,
         },
     },
-    "pe_audio_encoder": {"head_dim": 128, "rope_theta": 20000.0, "max_position_embeddings": 10000},
-    "pe_audio_video_encoder": {"head_dim": 128, "rope_theta": 20000.0, "max_position_embeddings": 10000},
-    "pe_video_encoder": {"head_dim": 128, "rope_theta": 20000.0, "max_position_embeddings": 10000},
-    "phi4_multimodal": {"max_position_embeddings": 131072},
-    "pocket_tts_audio_tokenizer": {"max_position_embeddings": 8000},
-    "pocket_tts_audio_tokenizer_decoder": {"max_position_embeddings": 8000},
-    "pocket_tts_audio_tokenizer_encoder": {"max_position_embeddings": 8000},
-    "step3p5": {"head_dim": 128, "max_position_embeddings": 128000},
-    "t5_gemma_module": {"head_dim": 256, "max_position_embeddings": 8192},
-    "t5gemma2_decoder": {"head_dim": 256, "max_position_embeddings": 131072},
-    "t5gemma2_text": {"head_dim": 256, "max_position_embeddings": 131072},
-    "timesfm2_5": {"head_dim": 80, "max_position_embeddings": 16384},
+    "pe_audio_encoder": {"rope_theta": 20000.0},
+    "pe_audio_video_encoder": {"rope_theta": 20000.0},
+    "pe_video_encoder": {"rope_theta": 20000.0},
     "ultrabert": {
-        "max_position_embeddings": 32768,
         "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
             "full_attention": {"rope_type": "default", "rope_theta": 2560000.0},
-        },
+        }
     },
-    "unlimited_ocr_text": {"max_position_embeddings": 32768},
-    "voxtral_realtime_encoder": {"head_dim": 64, "max_position_embeddings": 1500},
-    "voxtral_realtime_text": {"max_position_embeddings": 131072},
-    "xcodec2": {"head_dim": 64, "max_position_embeddings": 4096},
-    "youtu": {"qk_rope_head_dim": 64, "max_position_embeddings": 131072},
+    "youtu": {"qk_rope_head_dim": 64},
     "zaya": {
-        "head_dim": 128,
-        "max_position_embeddings": 131072,
         "rope_parameters": {
             "hybrid": {"rope_type": "default", "rope_theta": 5000000.0, "partial_rotary_factor": 0.5},
             "hybrid_sliding": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
-        },
+        }
     },
-    "minimax_m3_vl_text": {"rope_theta": 5_000_000.0, "head_dim": 128, "max_position_embeddings": 524288},
+    "minimax_m3_vl_text": {"rope_theta": 5_000_000.0},
     "dots3_note_text": {"qk_rope_head_dim": 64},
     "dbrx": {"max_position_embeddings": 2048},
-    "dia_decoder": {"max_position_embeddings": 3072},
-    "granite4_vision_text": {"max_position_embeddings": 2048},
-    "zamba2": {"max_position_embeddings": 4096},
-    "deepseek_v4": {"head_dim": 512, "max_position_embeddings": 1048576},
-    "qwen2_5_omni_dit": {"head_dim": 64, "max_position_embeddings": 32768},
     "moonshine_streaming": {
-        "max_position_embeddings": 4096,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.8},
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.8}
     },
     "nemotron3_5_transcribe_asr_audio": {
-        "max_position_embeddings": 5000,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.5},
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.5}
     },
     "nemotron3_5_transcribe_word_timestamp": {
-        "max_position_embeddings": 5000,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.5},
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.5}
     },
 }
 _HF_DEFAULTS["diffusion_gemma_text"] = _HF_DEFAULTS["gemma4_text"]
-_HF_DEFAULTS["gemma4_unified_text"] = {**_HF_DEFAULTS["gemma4_text"], "max_position_embeddings": 262144}
+_HF_DEFAULTS["gemma4_unified_text"] = _HF_DEFAULTS["gemma4_text"]
 #: Multimodal wrappers read without a ``text_config``: their text model's defaults.
 for _wrapper in ("gemma3", "gemma3n", "gemma4", "qwen3_5", "qwen3_5_moe", "llama4"):
-    _HF_DEFAULTS[_wrapper] = _HF_DEFAULTS[f"{_wrapper}_text"]
+    if f"{_wrapper}_text" in _HF_DEFAULTS:
+        _HF_DEFAULTS[_wrapper] = _HF_DEFAULTS[f"{_wrapper}_text"]
 #: Multimodal wrappers whose text model has another name (``config.get_text_config().model_type``).
 _WRAPPED_TEXT = {
     "apertus1p5": "apertus1p5_text",

@@ -246,3 +246,76 @@ def test_contiguous_mrope_whose_fallback_sections_do_not_span_is_refused_as_tran
         rotary = type(rotary)(type(text).from_dict(spanning))
     rotary(torch.zeros(1), torch.arange(4)[None])
     assert type(posenc.rope_from_config(spanning)).__name__ == "MRope"
+
+
+def _hybrid_kinds() -> dict[str, list[str]]:
+    """Every rotary config class (default fields) whose own ``layers_block_type`` or ``layer_types``
+    (a property in some classes, never written to config.json) names layers that are not attention."""
+    import importlib.util
+    from pathlib import Path
+
+    from posenc.config.schedules import _NOT_ATTENTION
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "gen_config_tables.py"
+    spec = importlib.util.spec_from_file_location("gen_config_tables", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for model_type in module.rotary_model_types():
+            try:
+                config = CONFIG_MAPPING[model_type]().get_text_config(decoder=True)
+            except Exception:  # noqa: BLE001 - classes that need arguments
+                continue
+            for name in ("layers_block_type", "layer_types"):
+                kinds = getattr(config, name, None)
+                if isinstance(kinds, (list, tuple)) and _NOT_ATTENTION & set(kinds):
+                    found[model_type] = (config, list(kinds))
+                    break
+    return found
+
+
+_HYBRIDS = _hybrid_kinds()
+
+
+def test_the_hybrid_sweep_finds_the_families_whose_kinds_are_computed():
+    assert {"bamba", "jamba", "recurrent_gemma", "nemotron_h", "qwen3_next", "zamba2"} <= set(_HYBRIDS)
+
+
+@pytest.mark.parametrize("model_type", sorted(_HYBRIDS))
+def test_every_hybrid_config_class_says_no_attention_where_transformers_has_none(model_type):
+    """Bamba, Jamba and RecurrentGemma compute ``layers_block_type`` from other fields, so it is not
+    in ``to_dict()``; posenc gave their Mamba / recurrent layers RoPE."""
+    from posenc.config.schedules import _NOT_ATTENTION
+
+    config, kinds = _HYBRIDS[model_type]
+    want = [kind not in _NOT_ATTENTION for kind in kinds]
+    got = [entry != NO_ATTENTION for entry in layer_schedule(config.to_dict())]
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("model_type", "module", "cls"),
+    [("jamba", "jamba", "JambaAttention"), ("nemotron_h", "nemotron_h", "NemotronHAttention")],
+)
+def test_hybrids_whose_attention_rotates_nothing_have_nope_attention_layers(model_type, module, cls):
+    import importlib
+
+    attention = getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), cls)
+    assert "apply_rotary_pos_emb(" not in inspect.getsource(attention.forward)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = CONFIG_MAPPING[model_type]()
+    schedule = layer_schedule(config.to_dict())
+    assert "none" in schedule and set(schedule) == {"none", NO_ATTENTION}
+
+
+def test_bamba_attention_layers_are_read_from_attn_layer_indices():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = CONFIG_MAPPING["bamba"](num_hidden_layers=6, attn_layer_indices=[2, 5])
+    assert config.layers_block_type == ["linear_attention"] * 2 + ["full_attention"] + ["linear_attention"] * 2 + [
+        "full_attention"
+    ]
+    assert layer_schedule(config.to_dict()) == [NO_ATTENTION, NO_ATTENTION, "rope", NO_ATTENTION, NO_ATTENTION, "rope"]

@@ -22,6 +22,7 @@ installed transformers.
 from __future__ import annotations
 
 import argparse
+import copy
 import pprint
 import re
 import sys
@@ -32,6 +33,16 @@ from typing import Any
 TARGET = Path(__file__).resolve().parent.parent / "src" / "posenc" / "config" / "generated.py"
 _RULE = re.compile(r"^class \w*RotaryEmbedding\w*\(|^def apply_rotary\w*\(", re.M)
 _SIZES = ("hidden_size", "num_attention_heads", "max_position_embeddings")
+#: Widths and lengths a class may default: the multi-head-latent rotated slice, GPT-J's rotated
+#: features, Phi-3's pretraining length.
+_WIDTHS = ("qk_rope_head_dim", "rotary_dim", "original_max_position_embeddings")
+
+
+#: A ``rope_theta`` no config class uses: a class whose ``rope_parameters`` do not take it gives its own.
+_SENTINEL_THETA = 12_345.0
+_DEFAULT_THETA = 10_000.0  # RotaryEmbeddingConfigMixin.default_theta
+#: Base fields a class may pop from its keywords without keeping them as attributes.
+_LEGACY_BASES = ("rotary_emb_base", "rope_local_base_freq", "global_rope_theta", "local_rope_theta")
 
 
 _MROPE_DEFAULT = re.compile(r'get\("mrope_section", \[(\d+), (\d+), (\d+)\]\)')
@@ -89,12 +100,21 @@ def _stored(cls: type, name: str) -> str:
     return dict(getattr(cls, "attribute_map", {}) or {}).get(name, name)
 
 
+def _aliases(cls: type) -> dict[str, str]:
+    """``{stored name: standard name}`` of the fields posenc reads that ``cls`` stores under another
+    name (its ``attribute_map``: GPT-J's ``n_positions``, JetMoE's ``kv_channels``)."""
+    read = (*_SIZES, "head_dim", *_WIDTHS)
+    found = dict(getattr(cls, "attribute_map", {}) or {})
+    return {stored: name for name, stored in sorted(found.items()) if name in read and stored != name}
+
+
 def _get(config: Any, name: str) -> Any:
-    """``config.name``, None where the class refuses to give one value (a per-layer attribute)."""
+    """``config.name``; the stored global value where the class refuses to give one (a per-layer
+    attribute of a heterogeneous config, Gemma 4's ``head_dim``)."""
     try:
         return getattr(config, name, None)
     except Exception:  # noqa: BLE001 - transformers' heterogeneous configs raise their own error
-        return None
+        return vars(config).get(name)
 
 
 def _text(config: Any) -> Any:
@@ -116,8 +136,66 @@ def _fixed_head_dim(text: Any) -> int | None:
     return head_dim if _get(wider, "head_dim") == head_dim else None
 
 
-def entry(model_type: str) -> tuple[str | None, dict[str, Any]]:
-    """``(text model type, defaults)`` of one model type's config class."""
+def _flat(params: dict[str, Any]) -> bool:
+    return not any(isinstance(v, dict) or v is None for v in params.values())
+
+
+def _base_fields(text: Any) -> list[str]:
+    """The fields a class may build its RoPE base from: ``rope_theta`` and each float field of its
+    defaults named like a base (GPT-NeoX's ``rotary_emb_base``, ModernBERT's ``global_rope_theta``,
+    Gemma 3's ``rope_local_base_freq``)."""
+    named = {n for n, v in vars(text).items() if ("theta" in n or "base" in n) and isinstance(v, float)}
+    return ["rope_theta", *sorted((named | set(_LEGACY_BASES)) - {"rope_theta"})]
+
+
+def _probe_params(text: Any) -> dict[str, Any] | None:
+    """``rope_parameters`` of the class built with a sentinel base in one of :func:`_base_fields`:
+    the first that carries it (the class builds its dict from that field), else None (the class
+    gives a dict of its own whatever those fields say)."""
+    for name in _base_fields(text):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                params = copy.deepcopy(getattr(type(text)(**{name: _SENTINEL_THETA}), "rope_parameters", None))
+        except Exception:  # noqa: BLE001 - a class that refuses the keyword: try the next field
+            continue
+        if repr(_SENTINEL_THETA) in repr(params):
+            return params
+    return None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def rope_entry(text: Any) -> tuple[dict[str, Any], float | None]:
+    """``(rope defaults, default partial_rotary_factor)`` of one text config. A class that builds
+    its ``rope_parameters`` from its fields (a sentinel base reaches a plain dict, or each layer
+    type's dict that has no base of its own) gives ``rope_theta``
+    where its base is not 10000 (the built dict's, else ``default_theta``) and the
+    ``partial_rotary_factor`` it adds (GLM's and Bamba's 0.5, GPT-NeoX's 0.25); a class with a dict
+    of its own (a scaling, a dict per layer type, an MRoPE section) gives that dict as
+    ``rope_parameters``, with its ``default_theta``. Vision (``axial``) RoPE is left out."""
+    params = copy.deepcopy(getattr(text, "rope_parameters", None))
+    if not isinstance(params, dict) or not params or params.get("rope_type") == "axial":
+        return {}, None
+    probe = _probe_params(text)
+    plain = probe is not None and _flat(probe)
+    plain = plain and {k: v for k, v in probe.items() if k != "partial_rotary_factor"} == {
+        "rope_type": "default",
+        "rope_theta": _SENTINEL_THETA,
+    }
+    theta = _number(params.get("rope_theta")) if plain else _number(getattr(type(text), "default_theta", None))
+    values: dict[str, Any] = {"rope_theta": theta} if theta is not None and theta != _DEFAULT_THETA else {}
+    if probe is None or (_flat(probe) and not plain):  # a dict of its own (GPT-OSS's yarn takes a base only)
+        values["rope_parameters"] = params
+    partial = _number(probe.get("partial_rotary_factor")) if plain else None
+    return values, (partial if partial is not None and 0 < partial < 1 else None)
+
+
+def entry(model_type: str) -> tuple[str | None, dict[str, Any], dict[str, Any], float | None, dict[str, str]]:
+    """``(text model type, sizes, rope defaults, default partial factor, field aliases)`` of one
+    model type's config class."""
     from transformers import CONFIG_MAPPING
 
     with warnings.catch_warnings():
@@ -125,54 +203,86 @@ def entry(model_type: str) -> tuple[str | None, dict[str, Any]]:
         try:
             text = _text(CONFIG_MAPPING[model_type]())
         except Exception:  # noqa: BLE001 - classes that need arguments have no defaults to record
-            return None, {}
+            return None, {}, {}, None, {}
         cls = type(text)
         values = {}
-        for name in _SIZES:
+        for name in _SIZES + _WIDTHS:
             value = _get(text, name)
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 values[_stored(cls, name)] = value
         head_dim = _fixed_head_dim(text)
+        rope, partial = rope_entry(text)
     if head_dim is not None:
         values[_stored(cls, "head_dim")] = head_dim
-    return getattr(text, "model_type", None), values
+    return getattr(text, "model_type", None), values, rope, partial, _aliases(cls)
+
+
+#: The tables :func:`class_tables` fills, in :func:`entry`'s order after the text model type.
+_CLASS_TABLES = ("CLASS_DEFAULTS", "ROPE_DEFAULTS", "PARTIAL_DEFAULTS", "FIELD_ALIASES")
 
 
 def build() -> dict[str, dict[str, Any]]:
     """Every generated table by name."""
-    return {"CLASS_DEFAULTS": class_defaults(), "MROPE_SECTIONS": mrope_sections()}
+    return {**class_tables(), "MROPE_SECTIONS": mrope_sections()}
 
 
-def class_defaults() -> dict[str, dict[str, Any]]:
+def class_tables() -> dict[str, dict[str, Any]]:
+    """What each rotary type's config class gives (a multimodal wrapper's text model type too)."""
     import transformers
 
     transformers.logging.set_verbosity_error()
-    table = {}
+    tables: dict[str, dict[str, Any]] = {name: {} for name in _CLASS_TABLES}
+    wrapped: dict[str, str] = {}  # text model type -> the first wrapper that gives it
     for model_type in rotary_model_types():
-        text_type, values = entry(model_type)
-        if values:
-            table[model_type] = values
-            if text_type and text_type != model_type:
-                table.setdefault(text_type, values)
-    return dict(sorted(table.items()))
+        text_type, *found = entry(model_type)
+        for name, value in zip(_CLASS_TABLES, found, strict=True):
+            if value:
+                tables[name][model_type] = value
+        if text_type and text_type != model_type:
+            wrapped.setdefault(text_type, model_type)
+    for text_type, wrapper in wrapped.items():
+        if text_type in tables["CLASS_DEFAULTS"]:  # a class of its own: its own defaults, not the wrapper's
+            continue
+        for table in tables.values():
+            if wrapper in table:
+                table[text_type] = table[wrapper]
+    return {name: dict(sorted(table.items())) for name, table in tables.items()}
+
+
+def class_defaults() -> dict[str, dict[str, Any]]:
+    return class_tables()["CLASS_DEFAULTS"]
+
+
+_HEADER = """What each rotary model type's config class gives the fields a config.json may leave out:
+``CLASS_DEFAULTS``: the sizes (``hidden_size``, ``num_attention_heads``, ``max_position_embeddings``,
+and ``head_dim`` where the class fixes it), under the names the class stores them by;
+``ROPE_DEFAULTS``: ``rope_theta`` where its default base is not 10000, and ``rope_parameters`` where
+the class gives its own (a scaling, a dict per layer type, an MRoPE section);
+``PARTIAL_DEFAULTS``: the ``partial_rotary_factor`` it adds to the dict it builds from ``rope_theta``;
+``FIELD_ALIASES``: ``{stored name: standard name}`` of the fields it stores under other names;
+``MROPE_SECTIONS``: the ``mrope_section`` each MRoPE rotary module falls back to."""
 
 
 def render(tables: dict[str, dict[str, Any]]) -> str:
     import transformers
 
-    body = pprint.pformat(tables["CLASS_DEFAULTS"], width=118, sort_dicts=True)
-    sections = pprint.pformat(tables["MROPE_SECTIONS"], width=118, sort_dicts=True)
+    def table(name: str, kind: str) -> str:
+        return f"{name}: {kind} = {pprint.pformat(tables[name], width=118, sort_dicts=True)}\n"
+
     return (
         '"""Generated by ``tools/gen_config_tables.py`` from transformers '
-        f"{transformers.__version__}: do not edit.\n\n"
-        "What each rotary model type's config class gives the sizes a config.json may leave out\n"
-        "(``hidden_size``, ``num_attention_heads``, ``max_position_embeddings``, and ``head_dim`` where the\n"
-        "class fixes it), under the names the class stores them by; the ``mrope_section`` each MRoPE\n"
-        'rotary module falls back to."""\n\n'
+        f"{transformers.__version__}: do not edit.\n\n{_HEADER}" + '"""\n\n'
         "from typing import Any\n\n"
         f'TRANSFORMERS_VERSION = "{transformers.__version__}"\n\n'
-        f"CLASS_DEFAULTS: dict[str, dict[str, Any]] = {body}\n\n"
-        f"MROPE_SECTIONS: dict[str, list[int]] = {sections}\n"
+        + table("CLASS_DEFAULTS", "dict[str, dict[str, Any]]")
+        + "\n"
+        + table("ROPE_DEFAULTS", "dict[str, dict[str, Any]]")
+        + "\n"
+        + table("PARTIAL_DEFAULTS", "dict[str, float]")
+        + "\n"
+        + table("FIELD_ALIASES", "dict[str, dict[str, str]]")
+        + "\n"
+        + table("MROPE_SECTIONS", "dict[str, list[int]]")
     )
 
 

@@ -212,3 +212,110 @@ def test_token_ids_and_cache_index_must_be_integers():
         token_types(torch.tensor([[1, 5]]), image_token_id="5")
     with pytest.raises(TypeError, match=r"start must be a cache index"):
         decode_positions(torch.zeros(1, 1, dtype=torch.long), "3")
+
+
+@pytest.mark.parametrize(
+    ("model_type", "module", "cls"),
+    [
+        ("glm4v", "glm4v", "Glm4vTextRotaryEmbedding"),
+        ("glm4v_moe", "glm4v_moe", "Glm4vMoeTextRotaryEmbedding"),
+        ("glm_image", "glm_image", "GlmImageTextRotaryEmbedding"),
+    ],
+)
+def test_contiguous_mrope_whose_fallback_sections_do_not_span_is_refused_as_transformers_fails(model_type, module, cls):
+    """GLM-4V's default config has no ``mrope_section``; its rotary module falls back to [8, 12, 12]
+    (32 pairs) over a wider table and ``freq.split`` raises. posenc used to read it as plain RoPE."""
+    import importlib
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = CONFIG_MAPPING[model_type]()
+        text = config.get_text_config(decoder=True)
+        rotary = getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), cls)(text)
+    with pytest.raises(RuntimeError, match="split_with_sizes"):
+        rotary(torch.zeros(1), torch.arange(4)[None])
+    with pytest.raises(
+        ValueError, match=rf"model_type '{model_type}_text': the config has no 'mrope_section'.*\[8, 12, 12\]"
+    ):
+        posenc.rope_from_config(config.to_dict())
+    # the same config with heads of 128 rotated by half (64 = 2 * (8 + 12 + 12)) is MRoPE in both
+    spanning = {**text.to_dict(), "hidden_size": 512, "num_attention_heads": 4, "head_dim": 128}
+    spanning["rope_parameters"] = {**text.rope_parameters, "partial_rotary_factor": 0.5}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rotary = type(rotary)(type(text).from_dict(spanning))
+    rotary(torch.zeros(1), torch.arange(4)[None])
+    assert type(posenc.rope_from_config(spanning)).__name__ == "MRope"
+
+
+def _hybrid_kinds() -> dict[str, list[str]]:
+    """Every rotary config class (default fields) whose own ``layers_block_type`` or ``layer_types``
+    (a property in some classes, never written to config.json) names layers that are not attention."""
+    import importlib.util
+    from pathlib import Path
+
+    from posenc.config.schedules import _NOT_ATTENTION
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "gen_config_tables.py"
+    spec = importlib.util.spec_from_file_location("gen_config_tables", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for model_type in module.rotary_model_types():
+            try:
+                config = CONFIG_MAPPING[model_type]().get_text_config(decoder=True)
+            except Exception:  # noqa: BLE001 - classes that need arguments
+                continue
+            for name in ("layers_block_type", "layer_types"):
+                kinds = getattr(config, name, None)
+                if isinstance(kinds, (list, tuple)) and _NOT_ATTENTION & set(kinds):
+                    found[model_type] = (config, list(kinds))
+                    break
+    return found
+
+
+_HYBRIDS = _hybrid_kinds()
+
+
+def test_the_hybrid_sweep_finds_the_families_whose_kinds_are_computed():
+    assert {"bamba", "jamba", "recurrent_gemma", "nemotron_h", "qwen3_next", "zamba2"} <= set(_HYBRIDS)
+
+
+@pytest.mark.parametrize("model_type", sorted(_HYBRIDS))
+def test_every_hybrid_config_class_says_no_attention_where_transformers_has_none(model_type):
+    """Bamba, Jamba and RecurrentGemma compute ``layers_block_type`` from other fields, so it is not
+    in ``to_dict()``; posenc gave their Mamba / recurrent layers RoPE."""
+    from posenc.config.schedules import _NOT_ATTENTION
+
+    config, kinds = _HYBRIDS[model_type]
+    want = [kind not in _NOT_ATTENTION for kind in kinds]
+    got = [entry != NO_ATTENTION for entry in layer_schedule(config.to_dict())]
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("model_type", "module", "cls"),
+    [("jamba", "jamba", "JambaAttention"), ("nemotron_h", "nemotron_h", "NemotronHAttention")],
+)
+def test_hybrids_whose_attention_rotates_nothing_have_nope_attention_layers(model_type, module, cls):
+    import importlib
+
+    attention = getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), cls)
+    assert "apply_rotary_pos_emb(" not in inspect.getsource(attention.forward)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = CONFIG_MAPPING[model_type]()
+    schedule = layer_schedule(config.to_dict())
+    assert "none" in schedule and set(schedule) == {"none", NO_ATTENTION}
+
+
+def test_bamba_attention_layers_are_read_from_attn_layer_indices():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = CONFIG_MAPPING["bamba"](num_hidden_layers=6, attn_layer_indices=[2, 5])
+    assert config.layers_block_type == ["linear_attention"] * 2 + ["full_attention"] + ["linear_attention"] * 2 + [
+        "full_attention"
+    ]
+    assert layer_schedule(config.to_dict()) == [NO_ATTENTION, NO_ATTENTION, "rope", NO_ATTENTION, NO_ATTENTION, "rope"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -46,3 +47,93 @@ def test_differences_name_new_changed_and_gone_types():
     assert tool.all_differences({"MROPE_SECTIONS": {}}, {"MROPE_SECTIONS": {"x": [1, 2, 3]}}) == [
         "MROPE_SECTIONS new: x [1, 2, 3]"
     ]
+
+
+def test_no_hand_written_override_repeats_or_shadows_a_generated_value():
+    """The hand-written overrides in ``posenc.config.tables`` hold only what the generator does
+    not read: one that equals the generated value is dead weight, and the table of class defaults
+    that the generator replaced (``_HF_DEFAULTS``) stays gone."""
+    from posenc.config import tables
+
+    assert not hasattr(tables, "_HF_DEFAULTS")
+    repeated = [
+        f"{model_type}: {value}"
+        for model_type, value in tables._DEFAULT_PARTIAL.items()
+        if generated.PARTIAL_DEFAULTS.get(model_type) == value
+    ]
+    assert not repeated, "hand-written partial factors the generated table already gives: " + "; ".join(repeated)
+
+
+def _cited_entries(name: str) -> dict[str, str]:
+    """``{model type: the comment above it}`` of a hand-written table in ``tables.py``'s source."""
+    import inspect
+    import re
+
+    from posenc.config import tables
+
+    source = inspect.getsource(tables)
+    body = source[source.index(f"{name} = {{") :]
+    body = body[: body.index("\n}\n")]
+    found, comment = {}, ""
+    for line in body.splitlines()[1:]:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            comment += stripped + " "
+        elif (key := re.match(r'"([^"]+)":', stripped)) is not None:
+            found[key.group(1)], comment = comment, ""
+    return found
+
+
+@pytest.mark.parametrize("name", ["_DEFAULT_PARTIAL"])
+def test_every_hand_written_override_cites_the_transformers_line_it_mirrors(name):
+    from posenc.config import tables
+
+    cited = _cited_entries(name)
+    assert sorted(cited) == sorted(getattr(tables, name))
+    models = Path(transformers.__file__).parent / "models"
+    for model_type, comment in cited.items():
+        path = re.search(r"transformers/(models/\S+\.py)", comment)
+        assert path is not None, f"{name}[{model_type!r}] cites no transformers file: {comment!r}"
+        source = (models.parent / path.group(1)).read_text(encoding="utf-8")
+        quoted = re.search(r"``([^`]+)``", comment)
+        assert quoted is not None and quoted.group(1) in source, (
+            f"{name}[{model_type!r}]: the quoted line is not in {path.group(1)}: {comment!r}"
+        )
+
+
+@pytest.mark.parametrize(
+    ("model_type", "field", "want"),
+    [
+        ("sarvam_moe", "base", 8_000_000.0),  # SarvamMoeConfig: rope_theta 8e6
+        ("voxtral_realtime", "base", 1_000_000.0),  # its text config's default
+        ("minimax_m3_vl", "base", 5_000_000.0),
+        ("qwen2_vl", "base", 1_000_000.0),  # MRoPE
+        ("cosmos3_edge_text", "base", 100_000_000.0),  # its own rope dict, MRoPE section in it
+        ("dots3_note_audio_encoder", "rotary_width", 32),  # its class adds partial_rotary_factor 0.5
+        ("gemma4_unified", "dim", 256),  # its sliding layers: the text model's head_dim, not 2304 / 8
+    ],
+)
+def test_a_bare_config_takes_what_the_generated_tables_read_from_its_class(model_type, field, want):
+    """Model types whose class defaults posenc's hand-written table lacked (it gave base 10000, the
+    whole head, ``hidden_size / num_attention_heads``) read as transformers' class gives them; each
+    value is also the installed class's own."""
+    import warnings
+
+    from transformers import CONFIG_MAPPING
+
+    import posenc
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = CONFIG_MAPPING[model_type]().get_text_config(decoder=True)
+        rope = posenc.rope_from_config(
+            {"model_type": model_type}, layer_type="sliding_attention" if field == "dim" else None
+        )
+    params = text.rope_parameters.get("sliding_attention", text.rope_parameters)
+    hf = {
+        "base": params["rope_theta"],
+        "rotary_width": int(rope.config.dim * params.get("partial_rotary_factor", 1.0)),
+        "dim": vars(text).get("head_dim"),
+    }[field]
+    got = getattr(rope.config, field) if field != "rotary_width" else rope.config.rotary_width
+    assert got == hf == want

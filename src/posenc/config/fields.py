@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .generated import FIELD_ALIASES
+
 
 def _load(config: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
     """The config as a dict, its names (``model_type``, ``rope_type``) checked to be strings."""
@@ -110,26 +112,20 @@ def _head_dim(config: Mapping[str, Any]) -> tuple[int, str]:
     return width // heads, f"config fields {names[0]!r} // {names[1]!r} (head_dim = {width} // {heads})"
 
 
-#: Config classes that name the fields under other names (their ``attribute_map``): DBRX's sizes,
-#: JetMoE's ``head_dim`` (``JetMoeConfig.attribute_map = {"head_dim": "kv_channels"}``: its
-#: config.json says ``kv_channels``) and Zamba2's (``{"head_dim": "attention_head_dim"}``).
-_FIELD_ALIASES = {
-    "dbrx": {"d_model": "hidden_size", "n_heads": "num_attention_heads", "max_seq_len": "max_position_embeddings"},
-    "jetmoe": {"kv_channels": "head_dim"},
-    "zamba2": {"attention_head_dim": "head_dim"},
-}
 #: Config classes that set ``head_dim = hidden_size // num_attention_heads`` whatever the config.json
 #: says (``DeepseekOcr2TextConfig.__post_init__``).
 _HEAD_DIM_FROM_WIDTH = ("deepseek_ocr2", "deepseek_ocr2_text")
 
 
 def _own_field_names(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with the standard field names where its class uses others (``_FIELD_ALIASES``);
+    """``config`` with the standard field names where its class uses others (its ``attribute_map``:
+    DBRX's sizes, GPT-J's ``n_positions``, JetMoE's ``kv_channels``;
+    :data:`posenc.config.generated.FIELD_ALIASES`);
     Zamba2's head width is its ``attention_head_dim``, else ``2 * hidden_size // num_attention_heads``
     (``Zamba2Config.__post_init__``: its attention reads the hidden state concatenated with the input
     embeddings); DeepSeek-OCR 2's is ``hidden_size // num_attention_heads`` (``_HEAD_DIM_FROM_WIDTH``)."""
     model_type = config.get("model_type")
-    for name, standard in _FIELD_ALIASES.get(model_type, {}).items():
+    for name, standard in FIELD_ALIASES.get(model_type, {}).items():
         if config.get(standard) is None and config.get(name) is not None:
             config = {**config, standard: config[name]}
     if model_type in _HEAD_DIM_FROM_WIDTH:

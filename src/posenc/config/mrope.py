@@ -99,16 +99,24 @@ def _default_sections(config: Mapping[str, Any], params: Mapping[str, Any], head
     [11, 11, 10]; :data:`~posenc.config.generated.MROPE_SECTIONS`). Where they do not span the
     rotated width, an interleaved module (``apply_interleaved_mrope``) reads ``h`` on pairs
     ``i % 3 == 1`` below ``3 * sections[1]`` and within the width, ``w`` likewise, ``t`` on the rest:
-    the same sets as posenc's interleaved sections counted over the width. Contiguous ones: None
-    (the plain RoPE, what they compute at text positions)."""
-    sections = MROPE_SECTIONS.get(config.get("model_type"))
+    the same sets as posenc's interleaved sections counted over the width. Contiguous ones (Qwen2-VL,
+    GLM-4V, Ernie 4.5 VL: ``freq.split(self.mrope_section, dim=-1)``) raise a RuntimeError there at
+    every position, so such a config is refused, naming the sections it lacks."""
+    model_type = config.get("model_type")
+    sections = MROPE_SECTIONS.get(model_type)
     if sections is None:
         return None
-    pairs = _mrope_rotary_dim(config, params, head_dim) // 2
+    width = _mrope_rotary_dim(config, params, head_dim)
+    pairs = width // 2
     if sum(sections) == pairs:
         return sections
-    if _MROPE_TYPES[config["model_type"]][0] is not True:
-        return None
+    if _MROPE_TYPES[model_type][0] is not True:
+        raise ValueError(
+            f"model_type {model_type!r}: the config has no 'mrope_section', and the sections its transformers "
+            f"rotary module falls back to, {sections}, span {sum(sections)} rotary pairs, not the {pairs} of its "
+            f"rotated width {width} (transformers' freq.split fails on this config); give 'mrope_section' in the rope "
+            f"parameters, three numbers of pairs summing to {pairs}"
+        )
     h = len(range(1, min(3 * sections[1], pairs), 3))
     w = len(range(2, min(3 * sections[2], pairs), 3))
     return [pairs - h - w, h, w]

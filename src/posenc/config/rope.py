@@ -6,8 +6,10 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
 * fields a config.json leaves out take the value the model type's transformers config class gives
   them: its sizes (``hidden_size``, head count, ``max_position_embeddings``, a fixed ``head_dim``;
   :mod:`posenc.config.generated`, written by ``tools/gen_config_tables.py`` from the installed
-  transformers) and, written by hand in :mod:`posenc.config.tables` (``_HF_DEFAULTS``), its ``default_theta`` such as Mixtral's 1e6 and Cohere's 5e5, a fixed
-  ``head_dim`` such as Qwen3's 128, ``max_position_embeddings``, Apertus' default Llama 3 scaling);
+  transformers; also the multi-head-latent ``qk_rope_head_dim``, GPT-J's ``rotary_dim``, Phi-3's
+  ``original_max_position_embeddings``), its ``default_theta`` such as Mixtral's 1e6 and Cohere's
+  5e5, and the ``rope_parameters`` it gives of its own (Apertus' default Llama 3 scaling, Gemma 4's
+  per-layer-type RoPE) (``ROPE_DEFAULTS`` there);
   a base or share that a class keeps only in its default rope dict (Ministral 3's 1e6, Higgs Audio
   v2's and Muse Spark's 5e5, Nemotron 3.5 Transcribe's 0.5) holds only when the config.json has no
   rope dict: a ``rope_scaling`` or ``rope_parameters`` without ``rope_theta`` has base 10000 there
@@ -129,10 +131,10 @@ from .families import (
     _layer_head_dim,
 )
 from .fields import _TRAILING_ROPE, _check_even_head, _field, _head_dim, _load, _nested, _number, _own_field_names
-from .generated import CLASS_DEFAULTS
+from .generated import CLASS_DEFAULTS, ROPE_DEFAULTS
 from .mrope import _MROPE_TYPES, _mrope, _mrope_rotary_dim, _refuse_mrope_family
 from .scaling import _rotary_dim, _scaling
-from .tables import _HF_DEFAULTS, _NEOX, MODEL_LAYOUTS
+from .tables import _NEOX, MODEL_LAYOUTS
 
 __all__ = ["rope_from_config", "MODEL_LAYOUTS"]
 
@@ -228,7 +230,7 @@ def _rope_params(config: Mapping[str, Any], layer_type: str | None) -> dict[str,
 
 def _text_fields(config: dict[str, Any]) -> dict[str, Any]:
     """A multimodal config's text model fields (its ``text_config``), completed with the config
-    class's defaults (``_HF_DEFAULTS``) and read under the standard field names. Families whose
+    class's defaults (:mod:`posenc.config.generated`) and read under the standard field names. Families whose
     MRoPE posenc does not express are refused here, naming the family and why."""
     text_config = config.get("text_config")
     if text_config is not None and not isinstance(text_config, Mapping):
@@ -241,7 +243,7 @@ def _text_fields(config: dict[str, Any]) -> dict[str, Any]:
         config = {"model_type": config.get("model_type"), **text_config}
         _refuse_mrope_family(config.get("model_type"))
     model_type = config.get("model_type")
-    config = {**CLASS_DEFAULTS.get(model_type, {}), **_HF_DEFAULTS.get(model_type, {}), **config}
+    config = {**CLASS_DEFAULTS.get(model_type, {}), **ROPE_DEFAULTS.get(model_type, {}), **config}
     config = _own_field_names(config)
     if config.get("model_type") in _CLASS_BUILT_ROPE:
         config = _CLASS_BUILT_ROPE[config["model_type"]](config)

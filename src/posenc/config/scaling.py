@@ -9,6 +9,7 @@ from typing import Any
 
 from ..functional.rope_scaling import SCALING_KEYS
 from .fields import _TRAILING_ROPE, _field, _whole
+from .generated import PARTIAL_DEFAULTS
 from .tables import (
     _DEFAULT_PARTIAL,
     _FIXED_PARTIAL,
@@ -30,7 +31,11 @@ def _partial_factor(config: Mapping[str, Any], params: Mapping[str, Any]) -> flo
     if factor is None:
         neox = config.get("model_type") in _NEOX
         factor = _field(config, *(("rotary_pct",) if neox else ("partial_rotary_factor", "rotary_pct")))
-    factor = _DEFAULT_PARTIAL.get(config.get("model_type"), 1.0) if factor is None else factor
+    factor = (
+        _DEFAULT_PARTIAL.get(config.get("model_type"), PARTIAL_DEFAULTS.get(config.get("model_type"), 1.0))
+        if factor is None
+        else factor
+    )
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
         raise ValueError(f"partial_rotary_factor (rotary_pct) must be a number in (0, 1], got {factor!r}")
     return float(factor)

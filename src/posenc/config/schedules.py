@@ -42,7 +42,10 @@ What each family does, with the transformers 5.24 code that decides it:
   ``moe`` blocks; ``layer_types`` or ``layers_block_type``, where transformers 5.24 names them so):
   ``"no_attention"`` on those layers, which apply no RoPE (their decoder layers have no
   ``self_attn``); Zamba2's ``hybrid`` layers run its shared attention block, with RoPE only when
-  ``use_mem_rope`` is true (default false: NoPE; ``Zamba2Attention.forward``).
+  ``use_mem_rope`` is true (default false: NoPE; ``Zamba2Attention.forward``). Bamba, Jamba and
+  RecurrentGemma compute their layer kinds from other fields (``attn_layer_indices``;
+  ``attn_layer_period`` and ``attn_layer_offset``; ``block_types``); Jamba's and Nemotron-H's
+  attention layers are NoPE (their attention applies no rotary embedding).
 * Any other model type: its single RoPE on every layer.
 
 The config is read as data, as :func:`~posenc.rope_from_config` reads it (a dict, a path to the
@@ -84,6 +87,10 @@ _PATTERNS: dict[str, tuple[str | None, int, int]] = {
     "exaone4": ("sliding_window_pattern", 4, 1),
 }
 _GEMMA4 = ("gemma4", "gemma4_text")
+#: Hybrids whose attention layers apply no positional encoding: their modelling files define
+#: ``apply_rotary_pos_emb`` but no rotary module, and ``JambaAttention.forward`` /
+#: ``NemotronHAttention.forward`` never call it (transformers 5.24).
+_NOPE_ATTENTION = ("jamba", "nemotron_h")
 #: Layer kinds of hybrid models that are not attention (transformers 5.24 remaps Mamba layers to
 #: ``linear_attention``: ``remap_legacy_layer_types``).
 _NOT_ATTENTION = frozenset({"linear_attention", "mamba", "mamba2", "mlp", "moe", "conv", "recurrent"})
@@ -126,8 +133,9 @@ def _depth(config: Mapping[str, Any]) -> int:
                 f"got {depth}"
             )
         return depth
-    if isinstance(config.get("layer_types"), Sequence) and not isinstance(config["layer_types"], str):
-        return len(config["layer_types"])
+    for name in ("layer_types", "layers_block_type"):  # Nemotron-H: num_hidden_layers = len(layers_block_type)
+        if isinstance(config.get(name), Sequence) and not isinstance(config[name], str):
+            return len(config[name])
     raise ValueError("config field 'num_hidden_layers' is missing: the schedule needs the number of layers")
 
 
@@ -160,15 +168,51 @@ def _layer_types(config: Mapping[str, Any], types: set[str], depth: int) -> list
     return layer_types
 
 
-def _attention_layers(config: Mapping[str, Any], depth: int) -> list[bool] | None:
-    """Which layers are attention, where ``layer_types`` or ``layers_block_type`` names other kinds."""
+def _bamba_kinds(config: Mapping[str, Any], depth: int) -> list[str]:
+    """``BambaConfig.layers_block_type``: attention at ``attn_layer_indices``, Mamba elsewhere."""
+    indices = config.get("attn_layer_indices") or ()
+    if isinstance(indices, str) or not isinstance(indices, Sequence):
+        raise ValueError(f"config field 'attn_layer_indices' must be a list of layer indices, got {indices!r}")
+    return ["full_attention" if i in indices else "mamba" for i in range(depth)]
+
+
+def _jamba_kinds(config: Mapping[str, Any], depth: int) -> list[str]:
+    """``JambaConfig.layers_block_type``: attention where ``i % attn_layer_period == attn_layer_offset``
+    (defaults 8 and 4), Mamba elsewhere."""
+    period = _whole("attn_layer_period", config.get("attn_layer_period", 8))
+    offset = config.get("attn_layer_offset", 4)
+    return ["attention" if i % period == offset else "mamba" for i in range(depth)]
+
+
+def _recurrent_gemma_kinds(config: Mapping[str, Any], depth: int) -> list[str]:
+    """``RecurrentGemmaConfig.layers_block_type``: ``block_types`` repeated (default recurrent,
+    recurrent, attention); a recurrent block is not attention."""
+    blocks = config.get("block_types") or ("recurrent", "recurrent", "attention")
+    if isinstance(blocks, str) or not isinstance(blocks, Sequence) or not all(isinstance(b, str) for b in blocks):
+        raise ValueError(
+            f"config field 'block_types' must be a list such as ['recurrent', 'attention'], got {blocks!r}"
+        )
+    return ["mamba" if blocks[i % len(blocks)] == "recurrent" else "attention" for i in range(depth)]
+
+
+#: Hybrids whose config classes compute ``layers_block_type`` (a property, not written to
+#: config.json) from other fields.
+_BLOCK_KINDS = {"bamba": _bamba_kinds, "jamba": _jamba_kinds, "recurrent_gemma": _recurrent_gemma_kinds}
+
+
+def _attention_layers(config: Mapping[str, Any], types: set[str], depth: int) -> list[bool] | None:
+    """Which layers are attention, where ``layer_types`` or ``layers_block_type`` names other kinds
+    (or the config class computes them: :data:`_BLOCK_KINDS`)."""
     for name in ("layer_types", "layers_block_type"):
         given = config.get(name)
         if given is not None:
             kinds = _given_layer_types(given, depth, name)
             if _NOT_ATTENTION & set(kinds):
                 return [kind not in _NOT_ATTENTION for kind in kinds]
-    return None
+    family = next((t for t in sorted(types) if t in _BLOCK_KINDS), None)
+    if family is None:
+        return None
+    return [kind not in _NOT_ATTENTION for kind in _BLOCK_KINDS[family](config, depth)]
 
 
 def _uses_rope(config: Mapping[str, Any], types: set[str], depth: int) -> list[bool]:
@@ -208,9 +252,11 @@ def _rope_on_sliding(config: Mapping[str, Any], types: set[str], layer_types: li
 def _attention_schedule(config: Mapping[str, Any], types: set[str], depth: int) -> list[str]:
     if types & {"zamba2"} and not config.get("use_mem_rope", False):
         return [NOPE] * depth  # Zamba2Attention rotates only with use_mem_rope (default false)
+    if types & set(_NOPE_ATTENTION):
+        return [NOPE] * depth
     if types & set(_NO_ROPE_LAYERS):
         return [ROPE if rope else NOPE for rope in _uses_rope(config, types, depth)]
-    if _attention_layers(config, depth) is not None and not _per_layer_type(config, types):
+    if _attention_layers(config, types, depth) is not None and not _per_layer_type(config, types):
         return [ROPE] * depth  # single RoPE; the layers that are not attention are marked after
     layer_types = _layer_types(config, types, depth)
     if types & set(_ROPE_ON_SLIDING):
@@ -236,7 +282,7 @@ def layer_schedule(config: Mapping[str, Any] | str | os.PathLike[str]) -> list[s
     config, types = _text_config(config)
     depth = _depth(config)
     schedule = _attention_schedule(config, types, depth)
-    attention = _attention_layers(config, depth)
+    attention = _attention_layers(config, types, depth)
     if attention is None:
         return schedule
     return [entry if is_attention else NO_ATTENTION for entry, is_attention in zip(schedule, attention)]

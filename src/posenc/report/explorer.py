@@ -56,6 +56,7 @@ def _special_model_types() -> dict[str, str]:
     """Why the page leaves a model type to :func:`posenc.rope_from_config`: its reading rules beyond
     the common fields, which the page's port (``readConfig`` in ``assets/explorer.js``) lacks."""
     from ..config import families, fields, mrope, scaling, tables
+    from ..config.generated import FIELD_ALIASES
 
     reasons = (
         (mrope._MROPE_TYPES, "multimodal RoPE (MRoPE sections per axis)"),
@@ -65,7 +66,7 @@ def _special_model_types() -> dict[str, str]:
         (scaling._NTK_ALPHA_TYPES, "a dynamic scaling with 'alpha' is NTK-alpha scaling"),
         (families._GLOBAL_LOCAL, "global_rope_theta and local_rope_theta give two RoPEs"),
         (fields._TRAILING_ROPE, "the trailing features of each head rotate"),
-        (fields._FIELD_ALIASES, "its fields have other names (d_model, n_heads)"),
+        (FIELD_ALIASES, "its fields have other names (d_model, n_heads)"),
         (("zamba2",), "its heads are attention_head_dim wide, else 2 * hidden_size / num_attention_heads"),
         (fields._HEAD_DIM_FROM_WIDTH, "its heads are hidden_size / num_attention_heads wide whatever head_dim says"),
         (tables._LAYER_PARTIAL_ONLY, "partial_rotary_factor is read per layer type only"),
@@ -84,20 +85,20 @@ def _special_model_types() -> dict[str, str]:
 def model_tables() -> dict:
     """posenc.config's tables that the page's config reader needs, as JSON-ready data."""
     from ..config import families, tables
-    from ..config.generated import CLASS_DEFAULTS
+    from ..config.generated import CLASS_DEFAULTS, PARTIAL_DEFAULTS, ROPE_DEFAULTS
     from ..functional.rope_scaling import SCALING_KEYS
 
     return {
         "layouts": tables.MODEL_LAYOUTS,
         "interleaveFlag": list(families._ROPE_INTERLEAVE_FLAG),
-        # the class's sizes under the class's own field names, then the hand-written defaults: as
+        # the class's sizes under the class's own field names, then its rope defaults: as
         # posenc.config.rope merges them before reading a config
         "defaults": {
-            model_type: {**CLASS_DEFAULTS.get(model_type, {}), **tables._HF_DEFAULTS.get(model_type, {})}
-            for model_type in sorted(set(CLASS_DEFAULTS) | set(tables._HF_DEFAULTS))
+            model_type: {**CLASS_DEFAULTS.get(model_type, {}), **ROPE_DEFAULTS.get(model_type, {})}
+            for model_type in sorted(set(CLASS_DEFAULTS) | set(ROPE_DEFAULTS))
         },
         "readsPartial": sorted(tables._READS_PARTIAL),
-        "defaultPartial": tables._DEFAULT_PARTIAL,
+        "defaultPartial": {**PARTIAL_DEFAULTS, **tables._DEFAULT_PARTIAL},
         "layerTyped": families._LAYER_TYPED,
         "yarnIsLongrope": list(tables._YARN_IS_LONGROPE),
         "scalingKeys": {

@@ -28,7 +28,7 @@ def _main_axes(figure):
     return [ax for ax in figure.axes if ax.get_label() != "<colorbar>"]
 
 
-def test_cosine_distance_figure_pins_seed_004_numbers():
+def test_cosine_distance_figure_pins_pim_2023_numbers():
     figure = plot("sinusoidal", "cosine", PlotOptions(dim=1024, positions=251))
     ax = _main_axes(figure)[0]
     x, y = ax.lines[0].get_xdata(), ax.lines[0].get_ydata()

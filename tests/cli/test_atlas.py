@@ -586,6 +586,8 @@ def test_check_prints_json_and_strict_fails_on_a_failed_criterion():
     linear = {"rope_type": "linear", "factor": 8}
     scaled = json.loads(_run("check", "rope", "--json", "--scaling", json.dumps(linear)).output)
     assert scaled["scheme"] == "rope" and scaled["scaling"] == linear  # the name, and the scaling beside it
+    helped = " ".join(_run("check", "--help").output.split())  # --help names the object's keys
+    assert f"(one object: {', '.join(document)})" in helped
     bounded = document["criteria"]["bounded"]
     assert bounded["verdict"] == "fail" and bounded["comparison"] == "<=" and bounded["value"] > bounded["threshold"]
     assert document["criteria"]["unique"]["verdict"] == "pass"

@@ -300,7 +300,7 @@ def register(app: Any) -> None:
         as_json: bool = typer.Option(
             False,
             "--json",
-            help="Print the verdicts as JSON (one object: scheme, family, criteria) instead of a table.",
+            help="Print the verdicts as JSON (one object: scheme, scaling, family, criteria) instead of a table.",
         ),
         strict: bool = typer.Option(False, "--strict", help="Exit with status 1 when a criterion fails."),
     ) -> None:

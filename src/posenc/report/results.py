@@ -17,6 +17,7 @@ from typing import Any
 from ..experiments.results import SCHEMA_VERSION as _SCHEMA
 from ..experiments.results import unavailable_reason
 from ..experiments.stats import count_flags
+from ..viz._mpl import compact_png
 from .html import figure_html, pair_up, table_html
 
 __all__ = ["read_results", "results_section", "COLUMNS", "METRICS"]
@@ -325,7 +326,7 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
             if data[:8] != _PNG_MAGIC:  # a broken image would show as a hole in the page
                 parts.append(f'<p class="note">{escape(str(plot.relative_to(runs_dir)))}: not a PNG, skipped</p>')
                 continue
-            drawn.append(figure_html(data, "png", _plot_caption(plot, runs_dir, every)))
+            drawn.append(figure_html(compact_png(data), "png", _plot_caption(plot, runs_dir, every)))
         parts.append('<h3>Plots</h3><div class="figures">' + "".join(pair_up(drawn)) + "</div>")
     parts.append("</section>")
     return "".join(parts), total, problems

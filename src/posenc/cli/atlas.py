@@ -429,7 +429,12 @@ def register(app: Any) -> None:
             + f" in {summary.seconds:.1f} s"
         )
         if shipped is not None:
-            typer.echo(f"the experiments' results and trained encodings: from {shipped} (--no-results leaves them out)")
+            from ..report.results import shown_path
+
+            typer.echo(
+                f"the experiments' results and trained encodings: from {shown_path(shipped)} "
+                "(--no-results leaves them out)"
+            )
         typer.echo(f"wrote {summary.path.with_name('explorer.html')}: the interactive explorer, linked from the atlas")
         for note in summary.notes:
             typer.echo(f"note: {note}", err=True)

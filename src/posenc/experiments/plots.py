@@ -189,17 +189,34 @@ def group_figure(
             note = f"mean of {'/'.join(map(str, n))} seeds; bands: 95 % interval"
             ax.set_xlabel(f"{ax.get_xlabel()}\n{note}")
     ax.set_title(f"{experiment}: {task} (trained at L = {L})")
-    fig.tight_layout()
+    _lay_out(fig, ax)
     return fig
 
 
+def _lay_out(fig: Any, ax: Any) -> None:
+    """``tight_layout``, after growing the figure by the height of a legend placed under the axes."""
+    legend = ax.get_legend()
+    if legend is None or legend.get_in_layout():
+        fig.tight_layout()
+        return
+    height = legend.get_window_extent().height / fig.dpi  # inches
+    width, rest = fig.get_size_inches()
+    fig.set_size_inches(width, rest + height)
+    fig.tight_layout(rect=(0, height / (rest + height), 1, 1))
+
+
 def _legend(ax: Any, beside: tuple[float, float]) -> None:
-    """The curves' legend: inside the axes for up to 6, else beside them in a figure of ``beside`` inches."""
+    """The curves' legend: inside the axes for up to 3, under them for up to 6 (:func:`_lay_out` makes
+    the room), else beside them in a figure of ``beside`` inches."""
     handles = ax.get_legend_handles_labels()[0]
     if not handles:  # runs with nothing to draw (lengths all unavailable): none
         return
-    if len(handles) <= 6:
+    if len(handles) <= 3:
         ax.legend(fontsize=TEXT_PT, ncol=2)
+    elif len(handles) <= 6:  # under the axes, where it hides no curve; _lay_out makes the room
+        legend = ax.legend(fontsize=TEXT_PT, ncol=2, loc="lower center", bbox_to_anchor=(0.5, 0.0),
+                           bbox_transform=ax.figure.transFigure, frameon=False)  # fmt: skip
+        legend.set_in_layout(False)
     else:  # beside the axes, where it hides no curve; the figure widens to make room
         ax.figure.set_size_inches(*beside)
         ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)

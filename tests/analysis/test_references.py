@@ -35,7 +35,7 @@ def scipy_cosine(u: torch.Tensor, v: torch.Tensor) -> float:
 @pytest.mark.parametrize(
     "other, expected", [(2, 0.026488616022189992), (3, 0.09339161307513), (30, 0.4323030365719962)]
 )
-def test_cosine_distance_from_position_1_matches_seed_004(other: int, expected: float) -> None:
+def test_cosine_distance_from_position_1_matches_pim_2023(other: int, expected: float) -> None:
     """Row p is position p (positions 0..n-1), so "position 1" is row 1; Pim 2023 prints these values."""
     E = A.encoding_matrix("sinusoidal", 251, dim=1024)
     assert A.distance_from(E, 1)[other].item() == pytest.approx(expected, abs=1e-6)
@@ -54,10 +54,10 @@ def test_positions_convention_does_not_change_the_distances() -> None:
     assert A.cosine_distance_matrix(E0)[30, 31].item() == pytest.approx(0.02648861602218988, abs=1e-12)
 
 
-def test_sinusoid_matches_seed_004_code_and_positional_encodings() -> None:
+def test_sinusoid_matches_pim_2023_code_and_positional_encodings() -> None:
     E = A.encoding_matrix("sinusoidal", 300, dim=1024)
-    seed = torch.stack([pim_positional_embedding(p) for p in (0, 1, 7, 299)])
-    assert torch.allclose(E[[0, 1, 7, 299]], seed, atol=1e-12)
+    pim = torch.stack([pim_positional_embedding(p) for p in (0, 1, 7, 299)])
+    assert torch.allclose(E[[0, 1, 7, 299]], pim, atol=1e-12)
     from positional_encodings.torch_encodings import PositionalEncoding1D
 
     ref = PositionalEncoding1D(128)(torch.zeros(1, 300, 128))[0].double()  # float32 angles inside: 1.5e-5 off at p=299

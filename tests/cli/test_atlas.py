@@ -346,7 +346,8 @@ def test_report_draws_the_shipped_records_by_default(tmp_path, monkeypatch):
 
     monkeypatch.setattr(posenc.report, "build_report", build)
     default = _run("report", "--out", str(tmp_path / "a"), "--scheme", "alibi")
-    assert default.exit_code == 0 and "from " in default.output and "--no-results" in default.output
+    assert default.exit_code == 0 and "--no-results" in default.output
+    assert "trained encodings: from docs/experiments (" in default.output  # not the builder's absolute path
     assert _run("report", "--out", str(tmp_path / "b"), "--scheme", "alibi", "--no-results").exit_code == 0
     assert _run("report", "--out", str(tmp_path / "c"), "--results", str(tmp_path)).exit_code == 0
     assert given == [shipped_records(), None, tmp_path]
@@ -586,6 +587,8 @@ def test_check_prints_json_and_strict_fails_on_a_failed_criterion():
     linear = {"rope_type": "linear", "factor": 8}
     scaled = json.loads(_run("check", "rope", "--json", "--scaling", json.dumps(linear)).output)
     assert scaled["scheme"] == "rope" and scaled["scaling"] == linear  # the name, and the scaling beside it
+    helped = " ".join(_run("check", "--help").output.split())  # --help names the object's keys
+    assert f"(one object: {', '.join(document)})" in helped
     bounded = document["criteria"]["bounded"]
     assert bounded["verdict"] == "fail" and bounded["comparison"] == "<=" and bounded["value"] > bounded["threshold"]
     assert document["criteria"]["unique"]["verdict"] == "pass"

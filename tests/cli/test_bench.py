@@ -481,6 +481,44 @@ def test_terminal_output_fits_100_columns_and_names_the_extra_of_missing_peers(c
     )
 
 
+def test_missing_bias_peers_are_named_with_their_extra(capsys, monkeypatch):
+    """The bias section's peers (transformers' T5 bias, x-transformers' ALiBi) missing: each is a
+    skipped row naming the extra, listed under the table, not left out in silence."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # an import of it raises ImportError
+    monkeypatch.setitem(sys.modules, "x_transformers", None)
+    monkeypatch.setitem(report.QUICK, "bias_lengths", (16,))
+    code = main(["bench", "--quick", "--sections", "bias", "--min-run-time", "0.01", "--allocator", "system"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    lines = out.splitlines()
+    missing = "not installed, not timed: peer transformers T5 compute_bias, peer x-transformers ALiBi (build)"
+    assert missing in lines
+    assert lines[lines.index(missing) + 1] == "  pip install 'posenc[bench]' installs them"
+    from posenc.bench.bias import bench_bias
+
+    rows = bench_bias((8,), heads=2, min_run_time=0.01)
+    skipped = {r["case"]: r["reason"] for r in rows if r["kind"] == "skipped"}
+    assert set(skipped) == {"peer transformers T5 compute_bias", "peer x-transformers ALiBi (build)"}
+    assert all(
+        why.startswith("not installed (") and why.endswith(": pip install 'posenc[bench]'") for why in skipped.values()
+    )
+    assert "Not timed: peer transformers T5 compute_bias" in report.markdown({"meta": {}, "bias": rows})
+
+
+def test_a_section_without_its_library_ends_in_one_line_naming_the_extra(capsys, monkeypatch):
+    """``--sections transformers`` without transformers: exit 1 and the extra, not a traceback."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    code = main(["bench", "--sections", "transformers", "--allocator", "system"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.out + captured.err
+    assert "pip install 'posenc[transformers]'" in captured.err and "Traceback" not in captured.err
+
+
 def test_auto_backend_times_out_and_in_place_with_the_dispatch_backend_only():
     from posenc.bench import rope as bench_rope_module
 

@@ -717,9 +717,9 @@ def test_figures_of_several_seeds_draw_the_mean_and_its_interval(tmp_path):
     for seed, (a, b) in values.items():
         per_length = {"1": {"exact_match": a}, "3": {"exact_match": b}}
         add_record(tmp_path, {**base, "seed": seed, "metrics": {"per_length": per_length}})
-    from posenc.experiments.plots import _group_figure, ci95
+    from posenc.experiments.plots import ci95, group_figure
 
-    fig = _group_figure("length", "copy", load_results(tmp_path))
+    fig = group_figure("length", "copy", load_results(tmp_path))
     (ax,) = fig.axes
     (line,) = ax.get_lines()[:-1]  # the last line is the training length's marker
     assert list(line.get_xdata()) == [1, 3]

@@ -1105,6 +1105,17 @@ def test_every_preset_is_posenc_reading_its_published_config(session):
 
 @pytest.mark.browser
 @needs_chromium
+def test_every_preset_label_fits_its_drop_down(session):
+    """At 1400 px the closed drop-down shows each preset's whole label (it cut off "DeepSeek-V3 (YaRN
+    ×40 on the 64-wide F…"): the label's width plus the arrow's 24 px fits inside the control; the
+    status line under it keeps the full name."""
+    for shown in session["presets"]:
+        assert shown["labelPx"] + 24 <= shown["selectPx"], (shown["label"], shown["labelPx"], shown["selectPx"])
+        assert shown["config"].startswith("Read " + shown["label"].split()[0])  # the model the label names
+
+
+@pytest.mark.browser
+@needs_chromium
 def test_no_console_messages(session):
     """Typing, presets and pasted configs (bad ones included) log nothing to the console: no errors."""
     assert session["console"] == []

@@ -20,6 +20,9 @@ MAX_PAGE_BYTES = 5_000_000
 def test_every_figure_has_text_of_10_px_or_more(built_atlas):
     layout = built_atlas["summary"].layout
     assert len(layout) == built_atlas["summary"].figures
+    plots = [f for f in layout if f.caption.startswith("length / ")]  # the experiments' plots are in it
+    assert {f.caption.split(":")[0] for f in plots} == {"length / copy", "length / text"}
+    assert {f.display_px for f in plots} == {532, 1080}  # legend inside (half width), beside (across)
     small = [(f.caption[:60], round(f.smallest_px, 1)) for f in layout if f.smallest_px < 10]
     assert not small, f"text under 10 px at 1x in a 1400 px window: {small}"
 
@@ -68,3 +71,26 @@ def test_trained_figures_of_the_shipped_records_read_as_well():
     for figure in layout:
         assert figure.smallest_px >= 10 and not figure.cut_off, (figure.caption[:60], figure.cut_off)
         assert figure.px_per_pt == pytest.approx(PX_PER_INCH / 72, rel=1e-9)
+
+
+def test_the_experiments_plots_of_the_shipped_records_read_as_well():
+    """The experiments' plots (posenc experiment's figures/*.png) are drawn by the atlas from the
+    shipped records at the width it shows them, not embedded as files whose 7 pt legends shrank
+    to 6-8 px at half width: every text 10 px or more, nothing cut off, one font scale."""
+    from posenc.report.atlas import shipped_records
+    from posenc.report.html import PX_PER_INCH
+    from posenc.report.results import results_section
+
+    records = shipped_records()
+    if records is None:
+        pytest.skip("posenc runs from an installed wheel: no docs/experiments beside it")
+    layout = []
+    html, _, problems = results_section(records, layout=layout)
+    assert problems == []
+    pngs = sorted(records.glob("*/figures/*.png"))
+    assert len(layout) >= len(pngs) >= 1
+    assert html.count("data:image/png;base64,") == len(layout)  # every plot is one drawn here
+    for figure in layout:
+        assert figure.smallest_px >= 10 and not figure.cut_off, (figure.caption[:60], figure.cut_off)
+        assert figure.px_per_pt == pytest.approx(PX_PER_INCH / 72, rel=1e-9)
+    assert "results read from <code>docs/experiments</code>" in html  # not the builder's absolute path

@@ -46,3 +46,44 @@ def test_the_section_says_which_way_is_better_and_flags_smoke_tests(tmp_path) ->
     assert "exact_match (higher is better) — smoke test (--quick)" in html
     assert "length / copy: exact match" in html and "mean over seeds with a 95 % interval" in html
     assert "trained on lengths up to 16" in html
+
+
+def test_plots_are_embedded_as_palette_pngs_that_show_the_same_picture(tmp_path) -> None:
+    """A runs folder's plot (a full-colour PNG with a transparent background, as a script may save
+    it) is embedded as a palette PNG: smaller, and within 12 levels of 255 of the plot on white."""
+    import base64
+    import io
+    import json
+    import re
+
+    import numpy as np
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    from posenc.report.results import results_section
+
+    figure = Figure(figsize=(6, 4))
+    axes = figure.add_subplot()
+    axes.imshow(np.linspace(-1, 1, 64 * 64).reshape(64, 64), cmap="RdBu_r")  # a colour map's ends
+    axes.plot(np.sin(np.linspace(0, 9, 200)) * 30 + 32, lw=2)
+    axes.set_title("loss against length")
+    plot = tmp_path / "length_copy.png"
+    figure.savefig(plot, dpi=120, transparent=True)
+    (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "records": [_record("default", 0.2)]}))
+    html, _, problems = results_section(tmp_path)
+    assert not problems
+    (embedded,) = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    data = base64.b64decode(embedded)
+    assert len(data) < plot.stat().st_size
+    shown = Image.open(io.BytesIO(data))
+    assert shown.mode == "P"
+    with Image.open(plot) as original:
+        white = Image.new("RGBA", original.size, (255, 255, 255, 255))
+        want = np.asarray(Image.alpha_composite(white, original.convert("RGBA")).convert("RGB")).astype(int)
+    assert np.abs(np.asarray(shown.convert("RGB")).astype(int) - want).max() <= 12

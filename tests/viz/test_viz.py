@@ -28,7 +28,7 @@ def _main_axes(figure):
     return [ax for ax in figure.axes if ax.get_label() != "<colorbar>"]
 
 
-def test_cosine_distance_figure_pins_seed_004_numbers():
+def test_cosine_distance_figure_pins_pim_2023_numbers():
     figure = plot("sinusoidal", "cosine", PlotOptions(dim=1024, positions=251))
     ax = _main_axes(figure)[0]
     x, y = ax.lines[0].get_xdata(), ax.lines[0].get_ydata()
@@ -203,6 +203,44 @@ def test_save_figure_by_suffix(tmp_path, suffix, magic):
 def test_save_figure_rejects_unknown_suffix(tmp_path):
     with pytest.raises(ValueError, match=r"unknown suffix \.gif; use one of \.png, \.svg, \.pdf"):
         save_figure(plot("alibi", "slopes"), tmp_path / "slopes.gif")
+
+
+@pytest.mark.parametrize(
+    ("scheme", "kind", "options"),
+    [
+        ("sinusoidal", "heatmap", PlotOptions(dim=512, positions=128)),  # RdBu, blended where cells are dense
+        ("sinusoidal", "cosine", PlotOptions()),  # viridis, with lines and text
+        ("rope", "clock", PlotOptions()),
+    ],
+)
+def test_palette_png_keeps_every_colour_within_a_few_levels(scheme, kind, options):
+    """The atlas's palette PNGs (at most 256 colours) against the full-colour render: every pixel
+    within 12 levels of 255 per channel, the colour map's ends included (median cut moved RdBu's
+    darkest blue to a grey: 36-58 levels off on these figures)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from posenc.viz import figure_bytes
+
+    figure = plot(scheme, kind, options)
+    figure.set_dpi(96)
+    _rendered(figure)  # the first draw places the colour bar (constrained layout); later ones agree
+    want = _rendered(figure)
+    image = Image.open(io.BytesIO(figure_bytes(figure, "png", dpi=96, colours=256)))
+    assert image.mode == "P" and len(image.getcolors(256)) <= 256
+    got = np.asarray(image.convert("RGB")).astype(int)
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 12
+
+
+@pytest.mark.parametrize("colours", [1, 257, 8.0, True])
+def test_palette_png_refuses_a_colour_count_outside_2_to_256(colours):
+    from posenc.viz import figure_bytes
+
+    with pytest.raises(ValueError, match="colours must be a whole number from 2 to 256"):
+        figure_bytes(plot("alibi", "slopes"), "png", colours=colours)
 
 
 def test_importing_posenc_viz_does_not_import_matplotlib():

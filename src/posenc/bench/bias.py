@@ -41,8 +41,17 @@ PARAMETER_ONLY = ("alibi", "t5", "kerple", "sandwich", "fire", "dpb")
 FLEX_SCHEMES = ("kerple", "sandwich", "fire", "forgetting")
 
 
-def _peer_bias_cases(h: int, L: int, device: torch.device | str = "cpu") -> dict[str, Callable[[], object]]:
+#: what installs the peers of the bias section (the same extra as the RoPE peers')
+PEERS_EXTRA = "pip install 'posenc[bench]'"
+
+
+def _peer_bias_cases(
+    h: int, L: int, device: torch.device | str = "cpu"
+) -> tuple[dict[str, Callable[[], object]], dict[str, str]]:
+    """The installed peers' bias builds as zero-argument callables, and ``{case: why}`` for the
+    peers that are not installed (named with the extra that installs them, as the RoPE peers are)."""
     cases: dict[str, Callable[[], object]] = {}
+    skipped: dict[str, str] = {}
     try:
         from transformers import T5Config
         from transformers.models.t5.modeling_t5 import T5Attention
@@ -54,8 +63,8 @@ def _peer_bias_cases(h: int, L: int, device: torch.device | str = "cpu") -> dict
         t5.eval()
         cases["peer transformers T5 compute_bias (view)"] = lambda: t5.compute_bias(L, L)
         cases["peer transformers T5 compute_bias (contiguous)"] = lambda: t5.compute_bias(L, L).contiguous()
-    except ImportError:
-        pass
+    except ImportError as err:
+        skipped["peer transformers T5 compute_bias"] = f"not installed ({err.name or err}): {PEERS_EXTRA}"
     try:
         from x_transformers.x_transformers import AlibiPositionalBias
 
@@ -66,9 +75,9 @@ def _peer_bias_cases(h: int, L: int, device: torch.device | str = "cpu") -> dict
             return alibi(L, L)
 
         cases["peer x-transformers ALiBi (build)"] = build
-    except ImportError:
-        pass
-    return cases
+    except ImportError as err:
+        skipped["peer x-transformers ALiBi (build)"] = f"not installed ({err.name or err}): {PEERS_EXTRA}"
+    return cases, skipped
 
 
 def bench_bias(
@@ -81,7 +90,8 @@ def bench_bias(
     device: torch.device | str = "cpu",
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """One row per (case, L): median ms and the ratio to filling a preallocated ``[h, L, L]``."""
+    """One row per (case, L): median ms and the ratio to filling a preallocated ``[h, L, L]``; with
+    ``peers``, a ``kind="skipped"`` row per peer that is not installed, its reason naming the extra."""
     import posenc
 
     rows = []
@@ -104,8 +114,10 @@ def bench_bias(
                 .contiguous()
             ),
         }
+        missing: dict[str, str] = {}
         if peers:
-            cases.update(_peer_bias_cases(heads, L, device))
+            found, missing = _peer_bias_cases(heads, L, device)
+            cases.update(found)
         floor_name = next(iter(cases))
         if progress:
             progress(f"bias L={L}: {len(cases)} cases, round-robin with the floor")
@@ -118,6 +130,7 @@ def bench_bias(
                 min_run_time=min_run_time,
             )
         rows += [_row(L, heads, name, floor, paired.get(name), num_threads) for name in cases]
+        rows += [{"L": L, "heads": heads, "case": n, "kind": "skipped", "reason": why} for n, why in missing.items()]
         cases, out = None, None  # the [h, L, L] buffer goes before the next length allocates its own
     return rows
 

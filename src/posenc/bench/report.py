@@ -482,6 +482,9 @@ def markdown(result: dict) -> str:
             f"| {r['L']} | {r['case']} | {_num(r['median_ms'])} | {_num(r['x_floor'])} | {r.get('other_cpu') or 0:.2f} |"
             for r in bias
         ]
+        skipped = sorted({f"{r['case']}: {r['reason']}" for r in result.get("bias", []) if r.get("kind") == "skipped"})
+        if skipped:
+            lines += ["", "Not timed: " + "; ".join(skipped)]
     attn = result.get("attention", [])
     if attn:
         lines += [

@@ -300,7 +300,7 @@ def register(app: Any) -> None:
         as_json: bool = typer.Option(
             False,
             "--json",
-            help="Print the verdicts as JSON (one object: scheme, family, criteria) instead of a table.",
+            help="Print the verdicts as JSON (one object: scheme, scaling, family, criteria) instead of a table.",
         ),
         strict: bool = typer.Option(False, "--strict", help="Exit with status 1 when a criterion fails."),
     ) -> None:
@@ -429,7 +429,12 @@ def register(app: Any) -> None:
             + f" in {summary.seconds:.1f} s"
         )
         if shipped is not None:
-            typer.echo(f"the experiments' results and trained encodings: from {shipped} (--no-results leaves them out)")
+            from ..report.results import shown_path
+
+            typer.echo(
+                f"the experiments' results and trained encodings: from {shown_path(shipped)} "
+                "(--no-results leaves them out)"
+            )
         typer.echo(f"wrote {summary.path.with_name('explorer.html')}: the interactive explorer, linked from the atlas")
         for note in summary.notes:
             typer.echo(f"note: {note}", err=True)

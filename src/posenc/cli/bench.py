@@ -160,6 +160,8 @@ def register(app) -> None:  # app: typer.Typer
             fail(str(err))
         except RuntimeError as err:  # a fast path that does not match the reference: nothing was timed
             fail(str(err), code=1)
+        except ImportError as err:  # a section whose library is missing (transformers): it names the extra
+            fail(str(err), code=1)
         except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (the root command makes it an interrupt)
             how, code = stopped(err)
             kept = [str(p) for p in (json_file, markdown_file) if p is not None and p.exists()]

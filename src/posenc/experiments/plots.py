@@ -14,7 +14,7 @@ from typing import Any
 from .._files import replaced_whole
 from .results import load_results, unavailable_reason
 
-__all__ = ["summary_rows", "plot_results", "ci95"]
+__all__ = ["summary_rows", "plot_results", "ci95", "plot_groups", "group_figure", "TEXT_PT"]
 
 
 #: Two-sided 97.5 % quantiles of Student's t for 1 .. 30 degrees of freedom (any statistics table,
@@ -119,13 +119,9 @@ def plot_results(results: Path | str, out: Path | str | None = None) -> list[Pat
     records = load_results(results)
     folder = Path(out) if out is not None else Path(results) / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        task = "text" if r["experiment"] == "probe" else r["task"]  # one probe figure: causal and MLM
-        groups[(r["experiment"], task)].append(r)
     written = []
-    for (experiment, task), rs in sorted(groups.items()):
-        fig = _group_figure(experiment, task, rs)
+    for (experiment, task), rs in plot_groups(records).items():
+        fig = group_figure(experiment, task, rs)
         path = folder / f"{experiment}_{task}.png"
         with replaced_whole(path) as tmp:  # a kill while saving leaves the earlier figure whole
             fig.savefig(tmp, format="png")
@@ -133,16 +129,40 @@ def plot_results(results: Path | str, out: Path | str | None = None) -> list[Pat
     return written
 
 
+def plot_groups(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The records of each figure, by ``(experiment, task)`` in order (one probe figure, ``"text"``,
+    for the causal and the MLM probes); the figure of ``(e, t)`` is saved as ``e_t.png``."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        task = "text" if r["experiment"] == "probe" else r["task"]
+        groups[(r["experiment"], task)].append(r)
+    return dict(sorted(groups.items()))
+
+
+#: The smallest text of these figures, in points: legends, bar and value labels (ticks and axis
+#: labels are matplotlib's 10). Shown at 96 CSS px per inch, as the atlas draws them, 8 pt is
+#: 10.7 px on the screen.
+TEXT_PT = 8
+
 #: Probe R² below this is drawn at it (hollow triangle) with its value written underneath: a probe
 #: worse than predicting the mean can reach -10 and would squash the interesting 0-1 range.
 _R2_FLOOR = -0.1
 
 
-def _group_figure(experiment: str, task: str, rs: list[dict[str, Any]]) -> Any:
-    """The figure of one (experiment, task): its records ``rs`` drawn by the kind of metrics they hold."""
+def group_figure(
+    experiment: str,
+    task: str,
+    rs: list[dict[str, Any]],
+    *,
+    size: tuple[float, float] = (6.4, 4.0),
+    legend_beside: tuple[float, float] = (8.4, 4.4),
+) -> Any:
+    """The figure of one (experiment, task): its records ``rs`` drawn by the kind of metrics they
+    hold, ``size`` inches (``legend_beside`` when more than 6 curves put the legend beside the
+    axes), laid out at that size. The atlas draws it at the width it shows it across."""
     from matplotlib.figure import Figure  # no pyplot: no global state, nothing to close
 
-    fig = Figure(figsize=(6.4, 4.0), dpi=120)
+    fig = Figure(figsize=size, dpi=120)
     ax = fig.add_subplot()
     L = rs[0]["train_length"]
     rs = sorted(rs, key=lambda r: (_label(r), r["seed"]))
@@ -161,27 +181,45 @@ def _group_figure(experiment: str, task: str, rs: list[dict[str, Any]]) -> Any:
 
             ax.set_prop_cycle(color=[colormaps["tab20"](i % 20) for i in range(len(runs))])
         if any("per_length" in r["metrics"] for r in rs):
-            _draw_lengths(ax, runs, L)
+            _draw_lengths(ax, runs, L, legend_beside)
         else:
-            _draw_losses(ax, runs, L)
+            _draw_losses(ax, runs, L, legend_beside)
         if seeds:  # under the axis label, where no curve can be
             n = sorted({len(group) for group in runs.values()})
             note = f"mean of {'/'.join(map(str, n))} seeds; bands: 95 % interval"
             ax.set_xlabel(f"{ax.get_xlabel()}\n{note}")
     ax.set_title(f"{experiment}: {task} (trained at L = {L})")
-    fig.tight_layout()
+    _lay_out(fig, ax)
     return fig
 
 
-def _legend(ax: Any) -> None:
+def _lay_out(fig: Any, ax: Any) -> None:
+    """``tight_layout``, after growing the figure by the height of a legend placed under the axes."""
+    legend = ax.get_legend()
+    if legend is None or legend.get_in_layout():
+        fig.tight_layout()
+        return
+    height = legend.get_window_extent().height / fig.dpi  # inches
+    width, rest = fig.get_size_inches()
+    fig.set_size_inches(width, rest + height)
+    fig.tight_layout(rect=(0, height / (rest + height), 1, 1))
+
+
+def _legend(ax: Any, beside: tuple[float, float]) -> None:
+    """The curves' legend: inside the axes for up to 3, under them for up to 6 (:func:`_lay_out` makes
+    the room), else beside them in a figure of ``beside`` inches."""
     handles = ax.get_legend_handles_labels()[0]
     if not handles:  # runs with nothing to draw (lengths all unavailable): none
         return
-    if len(handles) <= 6:
-        ax.legend(fontsize=7, ncol=2)
+    if len(handles) <= 3:
+        ax.legend(fontsize=TEXT_PT, ncol=2)
+    elif len(handles) <= 6:  # under the axes, where it hides no curve; _lay_out makes the room
+        legend = ax.legend(fontsize=TEXT_PT, ncol=2, loc="lower center", bbox_to_anchor=(0.5, 0.0),
+                           bbox_transform=ax.figure.transFigure, frameon=False)  # fmt: skip
+        legend.set_in_layout(False)
     else:  # beside the axes, where it hides no curve; the figure widens to make room
-        ax.figure.set_size_inches(8.4, 4.4)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        ax.figure.set_size_inches(*beside)
+        ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
 def _integer_axis(axis: Any) -> None:
@@ -202,7 +240,7 @@ def _mean_band(ax: Any, xs: list[float], per_seed: list[list[float]], name: str)
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.1, lw=0)
 
 
-def _draw_lengths(ax: Any, runs: dict[str, list[dict[str, Any]]], L: int) -> None:
+def _draw_lengths(ax: Any, runs: dict[str, list[dict[str, Any]]], L: int, beside: tuple[float, float]) -> None:
     """Exact match against task length, one line per scheme (mean over seeds); bars when every run
     has one length only."""
     curves: dict[str, dict[int, list[float]]] = {}
@@ -222,7 +260,7 @@ def _draw_lengths(ax: Any, runs: dict[str, list[dict[str, Any]]], L: int) -> Non
         bars = ax.bar(
             range(len(drawn)), [v for _, v in drawn], width=0.5, color=[f"C{i % 10}" for i in range(len(drawn))]
         )
-        ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
+        ax.bar_label(bars, fmt="%.2f", fontsize=TEXT_PT, padding=2)
         ax.set_xticks(
             range(len(drawn)),
             [name for name, _ in drawn],
@@ -240,10 +278,10 @@ def _draw_lengths(ax: Any, runs: dict[str, list[dict[str, Any]]], L: int) -> Non
     ax.set_xlabel("task length n")
     _integer_axis(ax.xaxis)
     ax.axvline(L, color="grey", ls=":", lw=1)
-    _legend(ax)
+    _legend(ax, beside)
 
 
-def _draw_losses(ax: Any, runs: dict[str, list[dict[str, Any]]], L: int) -> None:
+def _draw_losses(ax: Any, runs: dict[str, list[dict[str, Any]]], L: int, beside: tuple[float, float]) -> None:
     """Held-out loss against position (bins of L/4), one line per scheme (mean over seeds)."""
     for name, group in runs.items():
         binned = [
@@ -259,7 +297,7 @@ def _draw_losses(ax: Any, runs: dict[str, list[dict[str, Any]]], L: int) -> None
     ax.set(xlabel="position", ylabel="held-out loss (nats/byte)")
     _integer_axis(ax.xaxis)
     ax.axvline(L - 0.5, color="grey", ls=":", lw=1)
-    _legend(ax)
+    _legend(ax, beside)
 
 
 def _draw_probe(fig: Any, ax: Any, rs: list[dict[str, Any]], names: list[str]) -> None:
@@ -290,11 +328,11 @@ def _draw_probe(fig: Any, ax: Any, rs: list[dict[str, Any]], names: list[str]) -
         handles.append(Line2D([], [], color="0.35", marker="v", mfc="white", ls="none"))
         labels.append(f"R² < {_R2_FLOOR:g}: drawn at {_R2_FLOOR:g}, value below".replace("-", "−"))
     if handles:
-        ax.legend(handles, labels, fontsize=7, ncol=2)
+        ax.legend(handles, labels, fontsize=TEXT_PT, ncol=2)
     if not clipped:
         return
     # room under the floor for the tallest stack: worked out on the laid-out axes, in points
-    line_pt, gap_pt, size = 8.5, 3.0, 7
+    line_pt, gap_pt, size = TEXT_PT + 1.5, 3.0, TEXT_PT
     need_pt = gap_pt + line_pt * max(len(v) for v in clipped.values()) + 2.0
     fig.tight_layout()
     height_pt = ax.get_window_extent().height * 72 / fig.dpi

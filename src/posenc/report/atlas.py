@@ -20,6 +20,7 @@ from typing import Any
 from .._files import replaced_whole
 from .html import DISPLAY_PX, PX_PER_INCH, figure_html, page, pair_up, slug, table_html
 from .plan import REFERENCE_SOURCES, figures_for
+from .results import shown_path
 
 __all__ = ["build_report", "ReportSummary", "Progress", "FigureLayout", "shipped_records", "RECORDS"]
 
@@ -342,7 +343,7 @@ def _draw_trained(
         saved = where.is_dir() or any(results_dir.glob(f"*/{ENCODINGS}"))
         why = "none for this scheme" if saved else f"no {ENCODINGS} folder: runs from before encodings were saved?"
         section.notes.append(
-            f"--results: no trained {section.name} encodings under {results_dir} ({why}): the figures "
+            f"--results: no trained {section.name} encodings under {shown_path(results_dir)} ({why}): the figures "
             f"are drawn at initialisation only (train one with posenc experiment length "
             f"--schemes {section.name} --out DIR)."
         )
@@ -465,7 +466,10 @@ def build_report(
         trained, problems = find_encodings(results_dir)
         errors += [f"results: {problem}" for problem in problems]
         if not trained:
-            notes.append(f"no trained encodings under {results_dir}: the bias figures are drawn at initialisation only")
+            notes.append(
+                f"no trained encodings under {shown_path(results_dir)}: the bias figures are drawn at "
+                "initialisation only"
+            )
     from .trained import TRAINED_AFTER
 
     steps: list[tuple[str, Callable[[], None]]] = []
@@ -493,13 +497,15 @@ def build_report(
         check_signalled()
     finally:
         torch.set_num_threads(threads)
-    results_html, n_results = None, 0
+    results_html, n_results, n_plots = None, 0, 0
     if results_dir is not None:
         if progress is not None:
             progress("experiments' results", len(steps), len(steps))
         from .results import results_section
 
-        results_html, n_results, problems = results_section(results_dir)
+        before = len(layout)
+        results_html, n_results, problems = results_section(results_dir, dpi=dpi, layout=layout)
+        n_plots = len(layout) - before
         errors += [f"results: {problem}" for problem in problems]  # unreadable files: in the page and the warnings
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -512,7 +518,7 @@ def build_report(
     write_explorer(out_dir)  # explorer.html, linked from the intro
     if progress is not None:
         progress("done", len(steps), len(steps))
-    n_figures = sum(len(s.figures) for s in sections) + n_strips
+    n_figures = sum(len(s.figures) for s in sections) + n_strips + n_plots
     seconds = time.perf_counter() - start
     return ReportSummary(path, names, n_figures, n_results, errors, seconds, notes, layout)
 

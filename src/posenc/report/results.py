@@ -17,6 +17,7 @@ from typing import Any
 from ..experiments.results import SCHEMA_VERSION as _SCHEMA
 from ..experiments.results import unavailable_reason
 from ..experiments.stats import count_flags
+from ..viz._mpl import compact_png
 from .html import figure_html, pair_up, table_html
 
 __all__ = ["read_results", "results_section", "COLUMNS", "METRICS"]
@@ -227,16 +228,89 @@ def _plot_caption(plot: Path, runs_dir: Path, records: list[dict[str, Any]]) -> 
     )
 
 
-def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
+def shown_path(path: str | Path) -> str:
+    """``path`` as the page prints it: relative to the current folder when it lies below it, else to
+    the repository posenc runs from (``docs/experiments``), else as given; never the builder's
+    absolute path when a shorter one says the same."""
+    path = Path(path)
+    if not path.is_absolute():
+        return path.as_posix()
+    resolved = path.resolve()
+    for root in (Path.cwd().resolve(), Path(__file__).resolve().parents[3]):
+        try:
+            return resolved.relative_to(root).as_posix() or "."
+        except ValueError:
+            continue
+    return str(path)
+
+
+def _plot_figures(
+    found: list[tuple[Path, list[dict[str, Any]]]], runs_dir: Path, dpi: int, layout: list[Any]
+) -> tuple[list[str], set[Path], list[str]]:
+    """The plots of :func:`posenc.experiments.plots.plot_results`, drawn here from each results
+    file's records at the width the page shows them (half the page, or all of it with the legend
+    beside the axes) through the atlas's embedding, so that their text is as large on the screen
+    as every other figure's: the ``<figure>`` elements, the PNG files they replace
+    (``figures/<experiment>_<task>.png`` beside the results), and what could not be drawn."""
+    from ..experiments.plots import group_figure, plot_groups
+    from .atlas import _embed
+    from .html import DISPLAY_PX, PX_PER_INCH
+
+    half, wide = DISPLAY_PX["half"] / PX_PER_INCH, DISPLAY_PX["wide"] / PX_PER_INCH
+    drawn, replaced, problems = [], set(), []
+    needed = ("experiment", "task", "scheme", "variant", "seed", "train_length", "metrics")
+    for path, records in found:
+        usable = [r for r in records if all(k in r for k in needed) and isinstance(r["metrics"], dict)]
+        for (experiment, task), rs in plot_groups(usable).items():
+            name = f"{experiment}_{task}"
+            try:
+                figure = group_figure(experiment, task, rs, size=(half, half * 0.625), legend_beside=(wide, 4.4))
+            except Exception as err:  # a plot that fails must not sink the atlas; it is reported
+                problems.append(f"{path.relative_to(runs_dir)}: the plot {name} could not be drawn ({err})")
+                continue
+            if not any(ax.get_legend_handles_labels()[0] or ax.patches for ax in figure.axes):
+                continue  # no curve to draw (every value unavailable): the tables say so
+            caption = _group_caption(experiment, task, rs, path.relative_to(runs_dir).as_posix())
+            drawn.append(_embed(figure, caption, dpi, layout))
+            replaced.add((path.parent / "figures" / f"{name}.png").resolve())
+            replaced.add((path.parent / f"{name}.png").resolve())
+    return drawn, replaced, problems
+
+
+def _group_caption(experiment: str, task: str, rs: list[dict[str, Any]], where: str) -> str:
+    r = rs[0]
+    seeds = len({x.get("seed") for x in rs})
+    spread = "mean over seeds with a 95 % interval" if seeds > 1 else "one seed"
+    if experiment == "probe":
+        return (
+            f"probe: {_metric_words('probe_r2_last_layer')} per layer, one line per run "
+            f"(trained on lengths up to {r.get('train_length')}). Drawn from {where}."
+        )
+    if any("per_length" in x["metrics"] for x in rs):
+        what = f"{_metric_words('exact_match')} against the task length"
+    else:
+        what = "held-out loss per byte (in nats; lower is better) against the position, in bins of L/4"
+    return (
+        f"{experiment} / {task}: {what}, per scheme ({spread}, trained on lengths up to "
+        f"{r.get('train_length')}; dotted: L). Drawn from {where}."
+    )
+
+
+def results_section(
+    runs_dir: str | Path, *, dpi: int = 168, layout: list[Any] | None = None
+) -> tuple[str, int, list[str]]:
     """The HTML section with the results tables and plots, the number of records shown, and the
-    problems met (unreadable files), which the page shows too."""
+    problems met (unreadable files), which the page shows too. The plots are drawn from the records
+    (their layouts appended to ``layout``, as the atlas's own figures'); a PNG found below
+    ``runs_dir`` that is none of them is shown as it is."""
     runs_dir = Path(runs_dir)
+    layout = [] if layout is None else layout
     parts = [
         '<section id="experiments" class="experiments"><h2>Experiments</h2>',
-        f'<p class="meta">results read from <code>{escape(str(runs_dir))}</code></p>',
+        f'<p class="meta">results read from <code>{escape(shown_path(runs_dir))}</code></p>',
     ]
     if not runs_dir.is_dir():
-        parts.append(f'<p class="note">No such folder: {escape(str(runs_dir))}; no results to show.</p></section>')
+        parts.append(f'<p class="note">No such folder: {escape(shown_path(runs_dir))}; no results to show.</p></section>')
         return "".join(parts), 0, [f"no such folder: {runs_dir}"]
     found, problems = read_results(runs_dir)
     every = [r for _, records in found for r in records]
@@ -315,17 +389,19 @@ def results_section(runs_dir: str | Path) -> tuple[str, int, list[str]]:
     if not found and not problems:  # (an unreadable one is named below instead)
         parts.append('<p class="note">No results.json found under this folder yet.</p>')
         problems = [*problems, "no results.json found under this folder"]
+    drawn, replaced, plot_problems = _plot_figures(found, runs_dir, dpi, layout)
+    problems = [*problems, *plot_problems]
     for problem in problems:
         parts.append(f'<p class="note">{escape(problem)}</p>')
-    plots = [p for p in sorted(runs_dir.rglob("*.png")) if p.stat().st_size <= _MAX_PLOT_BYTES][:_MAX_PLOTS]
-    if plots:
-        drawn = []
+    plots = [p for p in sorted(runs_dir.rglob("*.png")) if p.resolve() not in replaced]
+    plots = [p for p in plots if p.stat().st_size <= _MAX_PLOT_BYTES][:_MAX_PLOTS]
+    if plots or drawn:
         for plot in plots:
             data = plot.read_bytes()
             if data[:8] != _PNG_MAGIC:  # a broken image would show as a hole in the page
                 parts.append(f'<p class="note">{escape(str(plot.relative_to(runs_dir)))}: not a PNG, skipped</p>')
                 continue
-            drawn.append(figure_html(data, "png", _plot_caption(plot, runs_dir, every)))
+            drawn.append(figure_html(compact_png(data), "png", _plot_caption(plot, runs_dir, every)))
         parts.append('<h3>Plots</h3><div class="figures">' + "".join(pair_up(drawn)) + "</div>")
     parts.append("</section>")
     return "".join(parts), total, problems

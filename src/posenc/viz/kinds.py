@@ -147,7 +147,7 @@ def _multi_axis(name: str, family: str) -> bool:
     return family in ("absolute", "rotary") and getattr(scheme_class(name), "n_axes", 1) > 1
 
 
-def _seed_004_dim(scheme: str) -> int | None:
+def _pim_2023_dim(scheme: str) -> int | None:
     """Pim 2023 measures distances at d = 1024; binary digits keep their own width (more are zeros)."""
     return None if scheme == "binary" else 1024
 
@@ -157,7 +157,7 @@ def _cosine(scheme: str, options: PlotOptions) -> Any:
     from .similarity import distance_from_position
 
     n = options.positions or 251
-    code = code_matrix(scheme, n, options, dim=_seed_004_dim(scheme))  # [n, d]
+    code = code_matrix(scheme, n, options, dim=_pim_2023_dim(scheme))  # [n, d]
     return distance_from_position(
         torch.arange(n),
         distance_from(code, 1),
@@ -170,7 +170,7 @@ def _distance(scheme: str, options: PlotOptions) -> Any:
     from ..analysis import cosine_distance_matrix
     from .similarity import position_matrix
 
-    code = code_matrix(scheme, options.positions or 250, options, dim=_seed_004_dim(scheme))  # [n, d]
+    code = code_matrix(scheme, options.positions or 250, options, dim=_pim_2023_dim(scheme))  # [n, d]
     return position_matrix(
         cosine_distance_matrix(code),
         colorbar_label="cosine distance",

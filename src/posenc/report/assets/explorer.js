@@ -866,31 +866,31 @@
   const GEMMA3_4B = { model_type: "gemma3", text_config: { model_type: "gemma3_text", hidden_size: 2560, num_hidden_layers: 34,
     sliding_window: 1024, rope_scaling: { rope_type: "linear", factor: 8.0 } } };
   const PRESETS = [
-    { id: "llama-3.1-8b", name: "Llama 3.1 8B (llama3 scaling ×8)",
+    { id: "llama-3.1-8b", label: "Llama 3.1 8B (llama3 ×8)", name: "Llama 3.1 8B (llama3 scaling ×8)",
       source: "meta-llama/Llama-3.1-8B config.json",
       config: { model_type: "llama", hidden_size: 4096, num_attention_heads: 32, max_position_embeddings: 131072, rope_theta: 500000.0,
         rope_scaling: { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 8192, rope_type: "llama3" } } },
-    { id: "qwen2.5-7b-yarn", name: "Qwen2.5 7B Instruct with YaRN ×4",
+    { id: "qwen2.5-7b-yarn", label: "Qwen2.5 7B + YaRN ×4", name: "Qwen2.5 7B Instruct with YaRN ×4",
       source: "Qwen/Qwen2.5-7B-Instruct config.json with the rope_scaling block its model card adds for 131072 tokens",
       length: 131072,
       config: { model_type: "qwen2", hidden_size: 3584, num_attention_heads: 28, max_position_embeddings: 32768, rope_theta: 1000000.0,
         rope_scaling: { factor: 4.0, original_max_position_embeddings: 32768, type: "yarn" } } },
-    { id: "deepseek-v3", name: "DeepSeek-V3 (YaRN ×40 on the 64-wide RoPE slice)",
+    { id: "deepseek-v3", label: "DeepSeek-V3 (YaRN ×40)", name: "DeepSeek-V3 (YaRN ×40 on the 64-wide RoPE slice)",
       source: "deepseek-ai/DeepSeek-V3 config.json",
       config: { model_type: "deepseek_v3", hidden_size: 7168, num_attention_heads: 128, qk_nope_head_dim: 128, qk_rope_head_dim: 64,
         max_position_embeddings: 163840, rope_theta: 10000,
         rope_scaling: { beta_fast: 32, beta_slow: 1, factor: 40, mscale: 1.0, mscale_all_dim: 1.0, original_max_position_embeddings: 4096, type: "yarn" } } },
-    { id: "phi-3-mini-128k", name: "Phi-3 mini 128k (LongRoPE)",
+    { id: "phi-3-mini-128k", label: "Phi-3 mini 128k (LongRoPE)", name: "Phi-3 mini 128k (LongRoPE)",
       source: "microsoft/Phi-3-mini-128k-instruct config.json as first published (type \"su\"); the same lists ship in Phi-3-vision-128k-instruct's config.json",
       config: { model_type: "phi3", hidden_size: 3072, num_attention_heads: 32, max_position_embeddings: 131072,
         original_max_position_embeddings: 4096, rope_theta: 10000.0, rope_scaling: { long_factor: PHI3_LONG, short_factor: PHI3_SHORT, type: "su" } } },
-    { id: "gemma-3-4b-local", name: "Gemma 3 4B, local (sliding-window) layers", layerType: "sliding_attention",
+    { id: "gemma-3-4b-local", label: "Gemma 3 4B, local layers", name: "Gemma 3 4B, local (sliding-window) layers", layerType: "sliding_attention",
       source: "google/gemma-3-4b-it config.json (text_config); head_dim 256 and the bases 1e6 (global) and 1e4 (local) are transformers 5.24 Gemma3TextConfig's defaults",
       config: GEMMA3_4B },
-    { id: "gemma-3-4b-global", name: "Gemma 3 4B, global layers (linear ×8)", layerType: "full_attention",
+    { id: "gemma-3-4b-global", label: "Gemma 3 4B, global (linear ×8)", name: "Gemma 3 4B, global layers (linear ×8)", layerType: "full_attention",
       source: "google/gemma-3-4b-it config.json (text_config); head_dim 256 and the bases 1e6 (global) and 1e4 (local) are transformers 5.24 Gemma3TextConfig's defaults",
       config: GEMMA3_4B },
-    { id: "gpt-oss", name: "GPT-OSS 20B / 120B (YaRN ×32, no truncation)",
+    { id: "gpt-oss", label: "GPT-OSS 20B / 120B (YaRN ×32)", name: "GPT-OSS 20B / 120B (YaRN ×32, no truncation)",
       source: "openai/gpt-oss-20b config.json (the same RoPE as transformers 5.24 GptOssConfig's defaults)",
       config: { model_type: "gpt_oss", hidden_size: 2880, num_attention_heads: 64, head_dim: 64, max_position_embeddings: 131072, rope_theta: 150000,
         rope_scaling: { beta_fast: 32.0, beta_slow: 1.0, factor: 32.0, original_max_position_embeddings: 4096, rope_type: "yarn", truncate: false } } },
@@ -1147,7 +1147,11 @@
   function buildModels() {
     const presets = document.getElementById("preset");
     presets.add(new Option("— a model's RoPE —", ""));
-    for (const preset of PRESETS) presets.add(new Option(preset.name, preset.id));
+    for (const preset of PRESETS) {  // a short label fits the 300 px column; the full name is its tooltip
+      const option = new Option(preset.label, preset.id);
+      option.title = preset.name;
+      presets.add(option);
+    }
     presets.addEventListener("change", () => {
       const preset = PRESETS.find((p) => p.id === presets.value);
       if (preset) load(preset.config, preset.layerType, preset.length, `${preset.name}; source: ${preset.source}`);
@@ -1380,7 +1384,12 @@
     if (spec.presets) {
       for (const preset of PRESETS) {
         const result = await act({ do: "preset", id: preset.id });
-        out.presets.push(Object.assign({ id: preset.id, presetConfig: preset.config, layerType: preset.layerType || null, source: preset.source }, result));
+        const select = document.getElementById("preset");
+        const option = select.options[select.selectedIndex];
+        const ruler = document.createElement("canvas").getContext("2d");
+        ruler.font = getComputedStyle(select).font;  // the label's width as the closed drop-down draws it
+        const fit = { label: option.text, labelPx: ruler.measureText(option.text).width, selectPx: select.clientWidth };
+        out.presets.push(Object.assign({ id: preset.id, presetConfig: preset.config, layerType: preset.layerType || null, source: preset.source }, fit, result));
       }
     }
     const pre = document.getElementById("test-output");

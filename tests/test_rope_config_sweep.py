@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import os
 import random
 import re
+import sys
 import warnings
 import zlib
 from pathlib import Path
@@ -56,6 +56,10 @@ import posenc
 transformers = pytest.importorskip("transformers")
 from transformers import CONFIG_MAPPING  # noqa: E402
 from transformers.models.auto.configuration_auto import model_type_to_module_name  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import hf_rotary  # noqa: E402
+from hf_rotary import _COMPLEX, _HALF_TABLES, _INTERLEAVE_APPLY, _SIN_COS  # noqa: E402, F401
 
 POSITIONS = torch.tensor([0, 1, 7, 4095, 32767, *range(100, 116)])
 #: Where transformers' float32 angles are measurably off: the float64 referee's positions.
@@ -246,33 +250,6 @@ NOT_READ: dict[str, str] = {
     "musicflamingo": "2-D axial RoPE over audio window starts and times (apply_rotary_time_emb), not token positions",
 }
 
-#: Model types whose attention applies ``apply_rotary_pos_emb_interleave`` (HF's DeepSeek-V3 copy:
-#: rotates pairs ``(2i, 2i+1)`` and writes the output in half order): their config default
-#: ``rope_interleave`` is true, or they have no other path.
-_INTERLEAVE_APPLY = frozenset(
-    {
-        "axk1",
-        "axk2",
-        "bailing_hybrid",
-        "deepseek_v3",
-        "deepseek_v32",
-        "dots3_note",
-        "dots3_note_text",
-        "glm4_moe_lite",
-        "glm_moe_dsa",
-        "longcat_flash",
-        "mistral4",
-        "mistral_large4",
-        "mistral_large4_text",
-        "youtu",
-    }
-)
-#: Tables of width ``r / 2`` applied by ``_apply_rotary_emb`` to the two halves (GPT-OSS).
-_HALF_TABLES = frozenset({"gpt_oss", "openai_privacy_filter"})
-#: Complex ``freqs_cis`` ``[b, s, r / 2]`` applied by ``apply_rotary_emb`` to ``[b, s, h, hd]``.
-_COMPLEX = frozenset({"llama4", "llama4_text", "deepseek_v2"})
-#: ``sin, cos`` tables precomputed up to ``max_position_embeddings`` (2048), applied to ``rotary_dim``.
-_SIN_COS = frozenset({"gptj", "codegen"})
 #: What "transformers' formula in float64" is for the families applied by their own rule; none is
 #: left out of the float64 comparison.
 _FLOAT64_FAMILIES: dict[frozenset[str], str] = {
@@ -336,61 +313,9 @@ def _randomize(text, model_type: str, seed: int) -> None:
 def _hf(model_type: str, seed: int | None = None):
     """``(config, text config, modelling module, rotary module)`` of ``model_type``'s defaults, or
     of a random draw of its RoPE (:func:`_randomize`) when ``seed`` is given."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        config = CONFIG_MAPPING[model_type]()
-        try:
-            text = config.get_text_config(decoder=True)
-        except (AttributeError, ValueError):
-            text = config
-        if seed is not None:
-            _randomize(text, model_type, seed)
-    name = model_type_to_module_name(model_type)
-    module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
-    classes = [n for n, c in vars(module).items() if n.endswith("RotaryEmbedding") and isinstance(c, type)]
-    prefix = type(text).__name__.removesuffix("Config")
-    own = [n for n in classes if n in (f"{prefix}RotaryEmbedding", f"{prefix.removesuffix('Text')}RotaryEmbedding")]
-    for cls in own + [n for n in classes if "Vision" not in n and n not in own]:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return config, text, module, getattr(module, cls)(text)
-        except (AttributeError, KeyError, TypeError, ValueError):
-            continue
-    raise AssertionError(f"{model_type}: no rotary module of {classes} builds from its config")
-
-
-def _hf_rotate(model_type, module, rotary, q, k, positions, layer_type):
-    """q and k rotated by transformers: the type's own tables and apply function, in half order."""
-    extra = [layer_type] if layer_type else []
-    with torch.no_grad():
-        if model_type in _SIN_COS:
-            sin, cos = rotary(q, positions[None])  # [1, s, r / 2]
-            r = 2 * sin.shape[-1]
-            rotated = [
-                module.apply_rotary_pos_emb(x[..., :r].transpose(1, 2), sin, cos).transpose(1, 2) for x in (q, k)
-            ]
-            return [torch.cat((y, x[..., r:]), dim=-1) for y, x in zip(rotated, (q, k), strict=True)]
-        if model_type in _COMPLEX:
-            freqs_cis = rotary(q, positions[None])  # complex [1, s, hd / 2]
-            if model_type == "deepseek_v2":  # heads first, as posenc's
-                return module.apply_rotary_emb(q, k, freqs_cis)
-            got = module.apply_rotary_emb(q.transpose(1, 2), k.transpose(1, 2), freqs_cis)  # [b, s, h, hd]
-            return [x.transpose(1, 2) for x in got]
-        cos, sin = rotary(q.new_zeros(1), positions[None], *extra)  # tables in q's dtype
-        if model_type == "deepseek_v4":  # half-width tables, the trailing slice of the whole head
-            return module.apply_rotary_pos_emb(q, cos, sin), module.apply_rotary_pos_emb(k, cos, sin)
-        if model_type in _HALF_TABLES:
-            return module.apply_rotary_pos_emb(q, k, cos, sin)
-        r = cos.shape[-1]
-        apply = (
-            module.apply_rotary_pos_emb_interleave if model_type in _INTERLEAVE_APPLY else module.apply_rotary_pos_emb
-        )
-        try:
-            out = apply(q[..., :r], k[..., :r], cos, sin)
-        except (TypeError, RuntimeError):  # Gemma 3n / 4 rotate one tensor at a time
-            out = apply(q[..., :r], cos, sin), apply(k[..., :r], cos, sin)
-        return [torch.cat((y, x[..., r:]), dim=-1) for y, x in zip(out, (q, k), strict=True)]
+    return hf_rotary.build(
+        model_type, None if seed is None else functools.partial(_randomize, model_type=model_type, seed=seed)
+    )
 
 
 def _layer_types(config, rotary) -> list[str | None]:
@@ -420,7 +345,7 @@ def check_parity(model_type: str, seed: int | None = None) -> list[str | None]:
         rope = posenc.rope_from_config(read, layer_type=layer_type)
         head_dim = rope.config.dim
         q, k = torch.randn(2, 1, 2, positions.numel(), head_dim, generator=torch.Generator().manual_seed(0)).unbind(0)
-        want_q, want_k = _hf_rotate(model_type, module, rotary, q, k, positions, layer_type)
+        want_q, want_k = hf_rotary.rotate(model_type, module, rotary, q, k, positions, layer_type)
         got_q, got_k = _posenc_rotate(model_type, rope, q, k, positions)
         seq_len = int(positions.max()) + 1
         largest = float(positions.max()) * float(rope.inv_freq_at(seq_len).max())
@@ -482,9 +407,9 @@ def check_float64_referee(model_type: str) -> dict[str | None, tuple[list[float]
             2, 1, 2, positions.numel(), rope.config.dim, generator=torch.Generator().manual_seed(1)
         ).unbind(0)
         with torch.no_grad(), float64_evaluation():
-            reference = _hf_rotate(model_type, module, rotary64, q.double(), k.double(), positions, layer_type)
+            reference = hf_rotary.rotate(model_type, module, rotary64, q.double(), k.double(), positions, layer_type)
         assert [x.dtype for x in reference] == [torch.float64] * 2, f"{model_type}: referee in {reference[0].dtype}"
-        hf = _errors(_hf_rotate(model_type, module, rotary, q, k, positions, layer_type), reference)
+        hf = _errors(hf_rotary.rotate(model_type, module, rotary, q, k, positions, layer_type), reference)
         ours = _errors(_posenc_rotate(model_type, rope, q, k, positions), reference)
         where = f"{model_type} layer_type={layer_type} at {positions.tolist()}: transformers {hf.tolist()}, posenc {ours.tolist()}"
         assert bool((ours <= hf + 1e-9).all()), f"{where}: posenc farther from the float64 referee"

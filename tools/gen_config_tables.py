@@ -1,4 +1,4 @@
-"""Write ``src/posenc/config/generated.py``: per-model-type defaults read from the installed transformers.
+"""Write ``src/posenc/config/generated.py``: per-model-type tables read from the installed transformers.
 
 For every model type of ``transformers.CONFIG_MAPPING`` whose modelling source defines a rotary
 embedding (a class ``*RotaryEmbedding`` or a function ``apply_rotary*``, read as text), the text
@@ -6,9 +6,18 @@ config class (``get_text_config(decoder=True)`` of the class's defaults) gives t
 config.json may leave out: ``hidden_size``, ``num_attention_heads`` and ``max_position_embeddings``,
 each under the name the class stores it by (its ``attribute_map``: DBRX's ``d_model``), and
 ``head_dim`` where the class fixes it (it stays put when ``hidden_size`` doubles), again under its
-stored name (JetMoE's ``kv_channels``). A multimodal wrapper gets its text model's entry. And the
-MRoPE sections each rotary module falls back to when a config has none (its
-``config.rope_parameters.get("mrope_section", [...])``, read from the modelling source).
+stored name (JetMoE's ``kv_channels``); ``qk_rope_head_dim``, ``rotary_dim`` and
+``original_max_position_embeddings`` where it has them (``CLASS_DEFAULTS``). Its RoPE defaults
+(``ROPE_DEFAULTS``, ``PARTIAL_DEFAULTS``): the class is built with a sentinel base in each field it
+may build ``rope_parameters`` from; where the sentinel reaches a plain dict the class builds it from
+its fields (its default ``rope_theta`` and added ``partial_rotary_factor`` are recorded), else the
+dict is its own (recorded whole, with its ``default_theta``). The aliases of its ``attribute_map``
+(``FIELD_ALIASES``). A multimodal wrapper's text model type without a class of its own gets the
+wrapper's entries. The MRoPE sections each rotary module falls back to when a config has none (its
+``config.rope_parameters.get("mrope_section", [...])``, read from the modelling source). And the
+pair layout each type's attention applies (``PAIR_LAYOUTS``), read numerically: basis vectors rotated
+by the type's own rotary module and apply function (``tools/hf_rotary.py``, the harness that
+``tests/test_rope_config_sweep.py`` compares posenc with) show which features pair.
 
 Run from the repository root, with the transformers to read installed:
 
@@ -223,7 +232,7 @@ _CLASS_TABLES = ("CLASS_DEFAULTS", "ROPE_DEFAULTS", "PARTIAL_DEFAULTS", "FIELD_A
 
 def build() -> dict[str, dict[str, Any]]:
     """Every generated table by name."""
-    return {**class_tables(), "MROPE_SECTIONS": mrope_sections()}
+    return {**class_tables(), "MROPE_SECTIONS": mrope_sections(), "PAIR_LAYOUTS": pair_layouts()}
 
 
 def class_tables() -> dict[str, dict[str, Any]]:
@@ -260,7 +269,9 @@ and ``head_dim`` where the class fixes it), under the names the class stores the
 the class gives its own (a scaling, a dict per layer type, an MRoPE section);
 ``PARTIAL_DEFAULTS``: the ``partial_rotary_factor`` it adds to the dict it builds from ``rope_theta``;
 ``FIELD_ALIASES``: ``{stored name: standard name}`` of the fields it stores under other names;
-``MROPE_SECTIONS``: the ``mrope_section`` each MRoPE rotary module falls back to."""
+``MROPE_SECTIONS``: the ``mrope_section`` each MRoPE rotary module falls back to;
+``PAIR_LAYOUTS``: the pair layout each type's own rotary path applies, read off its rotation of
+basis vectors (``half``: ``rotate_half``, pairs ``(i, i + d/2)``; ``interleaved``: ``(2i, 2i+1)``)."""
 
 
 def render(tables: dict[str, dict[str, Any]]) -> str:
@@ -283,7 +294,94 @@ def render(tables: dict[str, dict[str, Any]]) -> str:
         + table("FIELD_ALIASES", "dict[str, dict[str, str]]")
         + "\n"
         + table("MROPE_SECTIONS", "dict[str, list[int]]")
+        + "\n"
+        + table("PAIR_LAYOUTS", "dict[str, str]")
     )
+
+
+#: The position the layout probe rotates at: every frequency's angle there is far from 0 and pi.
+_PROBE_POSITION = 1000
+
+
+def _hf_rotary():
+    """``tools/hf_rotary.py``, the harness that runs each type's own rotary path."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import hf_rotary
+
+    return hf_rotary
+
+
+def _probe_width(config: Any) -> int:
+    """The head width posenc reads for ``config`` (the layout aside): the width to probe with."""
+    import posenc
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return posenc.rope_from_config(config.to_dict(), layout="half", layer_type=_probe_layer(config)).config.dim
+
+
+def _probe_layer(config: Any) -> str | None:
+    params = getattr(config.get_text_config(decoder=True), "rope_parameters", None) or {}
+    kinds = sorted(k for k, v in params.items() if isinstance(v, dict))
+    return kinds[0] if kinds and not _flat(params) else None
+
+
+def _partners(rotated: Any) -> dict[int, int]:
+    """``{input feature: the one other input feature whose rotation reaches the same outputs}``."""
+    import torch
+
+    support = [frozenset(torch.nonzero(row.abs() > 1e-9).flatten().tolist()) for row in rotated]
+    found = {}
+    for j, outputs in enumerate(support):
+        if len(outputs) == 2:
+            others = [k for k, o in enumerate(support) if o == outputs and k != j]
+            if len(others) == 1:
+                found[j] = others[0]
+    return found
+
+
+def pair_layout(model_type: str) -> str | None:
+    """The pair layout ``model_type``'s own attention applies, read off its rotation: each basis
+    vector ``e_j`` rotated at one position by transformers' rotary module and apply function
+    (``tools/hf_rotary.py``) reaches two outputs; the feature it shares them with is ``j + 1``
+    (pairs ``(2i, 2i+1)``: ``interleaved``) or ``j + d/2`` for every pair (``rotate_half``:
+    ``half``). None where the path cannot be run (a type whose model is another type's: its
+    modelling module is not its own) or the pairs are neither."""
+    import torch
+
+    hf_rotary = _hf_rotary()
+    try:
+        config, _, module, rotary = hf_rotary.build(model_type)
+        width = _probe_width(config)
+        basis = torch.eye(width)[None, :, None, :]  # [1, h = width, s = 1, width]: head j is e_j
+        positions = torch.tensor([_PROBE_POSITION])
+        rotated = hf_rotary.rotate(model_type, module, rotary, basis, basis, positions, _probe_layer(config))[0]
+    except Exception:  # noqa: BLE001 - a path the harness cannot run: not derived
+        return None
+    partners = _partners(rotated[0, :, 0, :])
+    if len(partners) < 4:
+        return None
+    first = min(partners)
+    step = partners[first] - first
+    if step == 1:
+        return "interleaved"
+    together = all(abs(partner - j) == step for j, partner in partners.items())
+    return "half" if together else None  # Gemma 4's proportional RoPE: pairs (i, i + 256) of 512
+
+
+def pair_layouts() -> dict[str, str]:
+    """:func:`pair_layout` of every rotary model type, where it is read."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    found = {}
+    for model_type in rotary_model_types():
+        layout = pair_layout(model_type)
+        if layout is not None:
+            found[model_type] = layout
+    return found
 
 
 def differences(old: dict[str, Any], new: dict[str, Any], table: str = "") -> list[str]:

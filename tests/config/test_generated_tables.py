@@ -84,7 +84,7 @@ def _cited_entries(name: str) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("name", ["_DEFAULT_PARTIAL"])
+@pytest.mark.parametrize("name", ["_DEFAULT_PARTIAL", "_LAYOUT_OVERRIDES"])
 def test_every_hand_written_override_cites_the_transformers_line_it_mirrors(name):
     from posenc.config import tables
 
@@ -137,3 +137,29 @@ def test_a_bare_config_takes_what_the_generated_tables_read_from_its_class(model
     }[field]
     got = getattr(rope.config, field) if field != "rotary_width" else rope.config.rotary_width
     assert got == hf == want
+
+
+@pytest.mark.parametrize(
+    ("model_type", "want"),
+    [("llama", "half"), ("gptj", "interleaved"), ("deepseek_v3", "interleaved"), ("llama4_text", "interleaved")],
+)
+def test_the_layout_probe_reads_the_pairs_each_rotary_path_rotates(model_type, want):
+    """Rotate-half (Llama), rotate-every-two (GPT-J's sin/cos tables), DeepSeek-V3's
+    ``apply_rotary_pos_emb_interleave`` (output in half order) and Llama 4's complex ``freqs_cis``
+    are told apart from transformers' own rotation, and the probe says which features pair."""
+    assert _tool().pair_layout(model_type) == want
+
+
+def test_the_probed_layouts_agree_with_the_mrope_table_and_the_overrides_are_not_probed():
+    """The MRoPE families' layouts (``posenc.config.mrope._MROPE_TYPES``, written from their
+    ``apply_rotary_pos_emb``) are what the probe reads from the same code; a hand-written layout
+    override is only for a type the probe cannot run."""
+    from posenc.config import mrope, tables
+
+    disagree = {
+        t: (layout, generated.PAIR_LAYOUTS[t])
+        for t, (_, layout, _) in mrope._MROPE_TYPES.items()
+        if t in generated.PAIR_LAYOUTS and generated.PAIR_LAYOUTS[t] != layout
+    }
+    assert not disagree
+    assert sorted(set(tables._LAYOUT_OVERRIDES) & set(generated.PAIR_LAYOUTS)) == []

@@ -77,7 +77,9 @@ def test_report_builds_without_errors_in_time(atlas):
     assert summary.schemes == [*posenc.available(), *REFERENCE_ENCODINGS]
     assert summary.figures >= 2 * len(summary.schemes) - 4  # most sections carry two figures or more
     assert summary.results == 16  # the runs folder of conftest: 7 schemes x 2 seeds on copy, 2 on text
-    assert atlas["seconds"] < 60, f"the default report took {atlas['seconds']:.1f} s (budget 60 s)"
+    # About 30 s on an idle 2-core machine; the bound catches a build that has become several times
+    # slower (a figure drawn per position, a cache lost), with room for a machine shared with other jobs.
+    assert atlas["seconds"] < 180, f"the report took {atlas['seconds']:.1f} s (bound 180 s)"
 
 
 def test_every_scheme_has_a_section_in_the_rendered_page(atlas):

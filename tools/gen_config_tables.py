@@ -17,7 +17,10 @@ wrapper's entries. The MRoPE sections each rotary module falls back to when a co
 ``config.rope_parameters.get("mrope_section", [...])``, read from the modelling source). And the
 pair layout each type's attention applies (``PAIR_LAYOUTS``), read numerically: basis vectors rotated
 by the type's own rotary module and apply function (``tools/hf_rotary.py``, the harness that
-``tests/test_rope_config_sweep.py`` compares posenc with) show which features pair.
+``tests/test_rope_config_sweep.py`` compares posenc with) show which features pair. And whether
+each type's rotary path reads ``partial_rotary_factor`` (``READS_PARTIAL``): its rotary module
+built with the factor 0.5 and 1.0, and its apply function run on a whole head with the narrower
+tables (a wrapper whose text model is another type's, GLM-ASR's Llama, read from that type's code).
 
 Run from the repository root, with the transformers to read installed:
 
@@ -231,8 +234,16 @@ _CLASS_TABLES = ("CLASS_DEFAULTS", "ROPE_DEFAULTS", "PARTIAL_DEFAULTS", "FIELD_A
 
 
 def build() -> dict[str, dict[str, Any]]:
-    """Every generated table by name."""
-    return {**class_tables(), "MROPE_SECTIONS": mrope_sections(), "PAIR_LAYOUTS": pair_layouts()}
+    """Every generated table by name. posenc is imported first: the layout and partial-factor
+    probes read head widths with it, and would silently read nothing if it failed to import."""
+    import posenc  # noqa: F401 - fails loudly here, not inside a probe's broad except
+
+    return {
+        **class_tables(),
+        "MROPE_SECTIONS": mrope_sections(),
+        "PAIR_LAYOUTS": pair_layouts(),
+        "READS_PARTIAL": partial_readers(),
+    }
 
 
 def class_tables() -> dict[str, dict[str, Any]]:
@@ -271,7 +282,9 @@ the class gives its own (a scaling, a dict per layer type, an MRoPE section);
 ``FIELD_ALIASES``: ``{stored name: standard name}`` of the fields it stores under other names;
 ``MROPE_SECTIONS``: the ``mrope_section`` each MRoPE rotary module falls back to;
 ``PAIR_LAYOUTS``: the pair layout each type's own rotary path applies, read off its rotation of
-basis vectors (``half``: ``rotate_half``, pairs ``(i, i + d/2)``; ``interleaved``: ``(2i, 2i+1)``)."""
+basis vectors (``half``: ``rotate_half``, pairs ``(i, i + d/2)``; ``interleaved``: ``(2i, 2i+1)``);
+``READS_PARTIAL``: whether each type's own rotary path reads ``partial_rotary_factor`` (its rotary
+module's tables narrow with the factor and its ``apply_rotary_pos_emb`` rotates only that much)."""
 
 
 def render(tables: dict[str, dict[str, Any]]) -> str:
@@ -296,6 +309,8 @@ def render(tables: dict[str, dict[str, Any]]) -> str:
         + table("MROPE_SECTIONS", "dict[str, list[int]]")
         + "\n"
         + table("PAIR_LAYOUTS", "dict[str, str]")
+        + "\n"
+        + table("READS_PARTIAL", "dict[str, bool]")
     )
 
 
@@ -369,6 +384,103 @@ def pair_layout(model_type: str) -> str | None:
         return "interleaved"
     together = all(abs(partner - j) == step for j, partner in partners.items())
     return "half" if together else None  # Gemma 4's proportional RoPE: pairs (i, i + 256) of 512
+
+
+def _set_partial(factor: float):
+    """A ``prepare`` for :func:`hf_rotary.build`: ``partial_rotary_factor`` set to ``factor`` at the
+    text config's top level and in each of its ``rope_parameters`` dicts."""
+
+    def prepare(text: Any) -> None:
+        params = getattr(text, "rope_parameters", None)
+        if isinstance(params, dict):
+            for inner in [v for v in params.values() if isinstance(v, dict)] or [params]:
+                inner["partial_rotary_factor"] = factor
+        text.partial_rotary_factor = factor
+
+    return prepare
+
+
+def _text_model_type(model_type: str) -> str:
+    """The model type whose modelling code runs ``model_type``'s text model: the text config's own
+    type where its package is another one (GLM-ASR's text model is a Llama), else ``model_type``."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text_type = getattr(_text(CONFIG_MAPPING[model_type]()), "model_type", None) or model_type
+    same = model_type_to_module_name(text_type) == model_type_to_module_name(model_type)
+    return model_type if same or text_type not in CONFIG_MAPPING else text_type
+
+
+def reads_partial(model_type: str) -> bool | None:
+    """Whether ``model_type``'s own rotary path reads ``partial_rotary_factor``, read numerically:
+    its rotary module built with the factor 0.5 gives narrower tables than with 1.0, and its
+    ``apply_rotary_pos_emb`` rotates only that much (:func:`_applies_narrow`). None where the path
+    cannot be run (a type whose model is another type's; complex tables) or transformers cannot
+    apply the narrower tables it builds (its attention applies them to the whole head and raises).
+    A wrapper whose text model is another type's (GLM-ASR's Llama) is read from that type's code."""
+    import torch
+
+    hf_rotary = _hf_rotary()
+    runs = _text_model_type(model_type)
+    try:
+        config, _, module, half = hf_rotary.build(runs, _set_partial(0.5))
+        full = hf_rotary.build(runs, _set_partial(1.0))[3]
+        layer = _probe_layer(config)
+        width = _probe_width(hf_rotary.build(runs)[0])
+        extra, position = ([layer] if layer else []), torch.tensor([[7]])
+        with torch.no_grad():
+            cos, sin = half(torch.zeros(1), position, *extra)
+            wide = full(torch.zeros(1), position, *extra)[0].shape[-1]
+    except Exception:  # noqa: BLE001 - a path the harness cannot run: not derived
+        return None
+    if cos.shape[-1] >= wide:
+        return False
+    return _applies_narrow(model_type, module, cos, sin, width)
+
+
+#: The attention of these passes its apply function only the rotated features (``rotary_ndims``).
+_SLICES_ROTARY = re.compile(r"\[\.\.\., : ?self\.rotary_ndims\]")
+
+
+def _applies_narrow(model_type: str, module: Any, cos: Any, sin: Any, width: int) -> bool | None:
+    """Whether ``module``'s apply function rotates only the features narrower tables span: it
+    applies them to a whole head and leaves the rest as it was, or its attention slices the
+    rotated features off first (:data:`_SLICES_ROTARY`); None where it cannot apply them to a whole
+    head and the attention does not slice (transformers raises there)."""
+    import inspect
+
+    import torch
+
+    hf_rotary = _hf_rotary()
+    name = "apply_rotary_pos_emb_interleave" if model_type in hf_rotary._INTERLEAVE_APPLY else "apply_rotary_pos_emb"
+    apply = getattr(module, name, None)
+    if apply is None:
+        return None
+    q = torch.randn(1, 1, 1, width, generator=torch.Generator().manual_seed(0))
+    try:
+        out = apply(q, q, cos, sin)[0]
+    except (TypeError, RuntimeError):
+        try:  # Gemma 3n / 4 rotate one tensor at a time
+            out = apply(q, cos, sin)
+        except (TypeError, RuntimeError):
+            return True if _SLICES_ROTARY.search(inspect.getsource(module)) else None
+    r = cos.shape[-1]
+    return out.shape[-1] == width and torch.equal(out[..., r:], q[..., r:])
+
+
+def partial_readers() -> dict[str, bool]:
+    """:func:`reads_partial` of every rotary model type, where it is read."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    found = {}
+    for model_type in rotary_model_types():
+        reads = reads_partial(model_type)
+        if reads is not None:
+            found[model_type] = reads
+    return found
 
 
 def pair_layouts() -> dict[str, str]:

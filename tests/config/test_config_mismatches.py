@@ -319,3 +319,44 @@ def test_bamba_attention_layers_are_read_from_attn_layer_indices():
         "full_attention"
     ]
     assert layer_schedule(config.to_dict()) == [NO_ATTENTION, NO_ATTENTION, "rope", NO_ATTENTION, NO_ATTENTION, "rope"]
+
+
+@pytest.mark.parametrize("drop_text_type", [False, True])
+def test_glmasr_text_model_is_llama_and_ignores_a_partial_factor(drop_text_type):
+    """GLM-ASR's ``GlmAsrRotaryEmbedding`` (GLM's, which reads ``partial_rotary_factor``) serves its
+    audio encoder only; its language model is ``AutoModel.from_config(config.text_config)``, a Llama,
+    which rotates the whole head whatever factor the text config carries. posenc reads a GLM-ASR
+    config.json as that Llama, also where its ``text_config`` does not name ``llama``."""
+    from transformers import GlmAsrModel
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    text = {
+        "hidden_size": 128,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "vocab_size": 64,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    }
+    audio = {"hidden_size": 32, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = CONFIG_MAPPING["glmasr"](text_config=text, audio_config=audio)
+        model = GlmAsrModel(config)
+    rotary = model.language_model.rotary_emb  # GlmAsrModel.language_model: AutoModel of text_config
+    assert type(rotary).__name__ == "LlamaRotaryEmbedding"
+    positions = torch.arange(40, 56)[None]
+    with torch.no_grad():
+        cos, sin = rotary(torch.zeros(1), positions)
+    assert cos.shape[-1] == 64  # the whole head: the factor 0.5 is not read
+    written = config.to_dict()
+    if drop_text_type:
+        written["text_config"].pop("model_type")
+    rope = posenc.rope_from_config(written)
+    assert (rope.config.dim, rope.config.rotary_width) == (64, 64)
+    q, k = torch.randn(2, 1, 2, 16, 64, dtype=torch.float32).unbind(0)
+    want = apply_rotary_pos_emb(q, k, cos, sin)
+    got = rope.rotate(q, k, positions[0], positions[0])
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=0, atol=1e-5)

@@ -62,6 +62,8 @@ def test_no_hand_written_override_repeats_or_shadows_a_generated_value():
         if generated.PARTIAL_DEFAULTS.get(model_type) == value
     ]
     assert not repeated, "hand-written partial factors the generated table already gives: " + "; ".join(repeated)
+    judged = sorted(set(tables._PARTIAL_OVERRIDES) & set(generated.READS_PARTIAL))
+    assert not judged, f"hand-written partial readers the generated READS_PARTIAL already judges: {judged}"
 
 
 def _cited_entries(name: str) -> dict[str, str]:
@@ -84,17 +86,17 @@ def _cited_entries(name: str) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("name", ["_DEFAULT_PARTIAL", "_LAYOUT_OVERRIDES"])
+@pytest.mark.parametrize("name", ["_DEFAULT_PARTIAL", "_LAYOUT_OVERRIDES", "_PARTIAL_OVERRIDES"])
 def test_every_hand_written_override_cites_the_transformers_line_it_mirrors(name):
     from posenc.config import tables
 
     cited = _cited_entries(name)
     assert sorted(cited) == sorted(getattr(tables, name))
-    models = Path(transformers.__file__).parent / "models"
+    package = Path(transformers.__file__).parent
     for model_type, comment in cited.items():
-        path = re.search(r"transformers/(models/\S+\.py)", comment)
+        path = re.search(r"transformers/(\S+\.py)", comment)
         assert path is not None, f"{name}[{model_type!r}] cites no transformers file: {comment!r}"
-        source = (models.parent / path.group(1)).read_text(encoding="utf-8")
+        source = (package / path.group(1)).read_text(encoding="utf-8")
         quoted = re.search(r"``([^`]+)``", comment)
         assert quoted is not None and quoted.group(1) in source, (
             f"{name}[{model_type!r}]: the quoted line is not in {path.group(1)}: {comment!r}"
@@ -163,3 +165,25 @@ def test_the_probed_layouts_agree_with_the_mrope_table_and_the_overrides_are_not
     }
     assert not disagree
     assert sorted(set(tables._LAYOUT_OVERRIDES) & set(generated.PAIR_LAYOUTS)) == []
+
+
+@pytest.mark.parametrize(
+    ("model_type", "want", "posenc_reads"),
+    [
+        ("glm", True, True),  # GlmRotaryEmbedding's tables span int(head_dim * factor), the rest passes through
+        ("phi", True, True),  # PhiAttention passes apply_rotary_pos_emb query_states[..., : self.rotary_ndims]
+        ("llama", False, False),  # LlamaRotaryEmbedding: dim = head_dim whatever the factor
+        ("glmasr", False, False),  # its text model is a Llama (GlmAsrRotaryEmbedding serves the audio encoder)
+        ("solar_open", None, True),  # narrower tables its attention applies to the whole head: HF raises
+        ("llama4_text", None, False),  # complex freqs_cis: not judged
+    ],
+)
+def test_the_partial_probe_reads_which_rotary_paths_honour_the_factor(model_type, want, posenc_reads):
+    """``reads_partial`` tells a rotary path that narrows its tables with ``partial_rotary_factor``
+    and rotates only that share from one that ignores it, and leaves undecided (None) the paths
+    transformers cannot run with a factor; posenc's set is the probe's reading, with the cited
+    hand-written list for undecided types."""
+    from posenc.config import tables
+
+    assert _tool().reads_partial(model_type) is want
+    assert (model_type in tables._READS_PARTIAL) is posenc_reads

@@ -24,7 +24,8 @@ the :class:`~posenc.schemes.rope.Rope` module with the same numbers:
   default as HF's config classes set it: 0.25 for GPT-NeoX, StableLM and Qwen3-Next, 0.5 for Phi,
   Persimmon, Nemotron, GLM and Bamba (whose class sets 0.5 over a top-level value), else 1; GPT-J / CodeGen ``rotary_dim``) gives
   ``rotary_dim = int(head_dim * factor)``, odd or even as HF computes it, for the model types whose
-  transformers code reads it (``_READS_PARTIAL``) and for unknown ones; the other known types
+  transformers code reads it (``_READS_PARTIAL``: the generated ``READS_PARTIAL``, with cited overrides)
+  and for unknown ones; the other known types
   (Llama, Mistral, Qwen2/3, Gemma, OLMoE, ...) rotate the whole head and ignore it, as there;
 * which dict: ``rope_scaling`` when a config has it, else ``rope_parameters`` (HF
   ``convert_rope_params_to_dict``: ``rope_scaling or rope_parameters``); a RoPE per layer type

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .generated import PAIR_LAYOUTS
+from .generated import PAIR_LAYOUTS, READS_PARTIAL
 from .mrope import _MROPE_REFUSED, _MROPE_TYPES
 
 #: Pair layouts for the model types whose rotary path ``tools/gen_config_tables.py`` cannot run:
@@ -83,63 +83,71 @@ _NEOX = ("gpt_neox", "gpt_neox_japanese")
 #: as ``longrope`` for every model type here).
 _YARN_IS_LONGROPE = ("phi3", "phi4_multimodal")
 
+#: Model types whose rotary path ``tools/gen_config_tables.py`` cannot judge but whose
+#: transformers rotary module builds its tables over ``int(head_dim * partial_rotary_factor)``
+#: (its own ``compute_default_rope_parameters``, or the class default scaling's rule in
+#: ``modeling_rope_utils.py``) while its attention applies them to the whole head, which raises in
+#: transformers 5.24: posenc rotates the share the tables span. Apertus and CWM (a class default
+#: ``llama3`` the same way) are left out: posenc rotates their whole head. A type whose model is
+#: another type's takes that model's reading.
+_PARTIAL_OVERRIDES = {
+    # transformers/modeling_rope_utils.py: _compute_llama3_parameters (Apertus 1.5's class default
+    # llama3), ``dim = int(head_dim * partial_rotary_factor)``
+    "apertus1p5": True,
+    # transformers/modeling_rope_utils.py: _compute_llama3_parameters, ``dim = int(head_dim * partial_rotary_factor)``
+    "apertus1p5_text": True,
+    # transformers/models/dots3_note/modeling_dots3_note.py: Dots3NoteTextRotaryEmbedding,
+    # ``partial_rotary_factor = config.rope_parameters[layer_type].get("partial_rotary_factor", 1.0)``
+    "dots3_note": True,
+    # transformers/models/dots3_note/modeling_dots3_note.py: Dots3NoteTextRotaryEmbedding,
+    # ``partial_rotary_factor = config.rope_parameters[layer_type].get("partial_rotary_factor", 1.0)``
+    "dots3_note_text": True,
+    # transformers/models/glm4_moe_lite/modeling_glm4_moe_lite.py: Glm4MoeLiteRotaryEmbedding,
+    # ``partial_rotary_factor = config.rope_parameters.get("partial_rotary_factor", 1.0)``
+    "glm4_moe_lite": True,
+    # transformers/modeling_rope_utils.py: _compute_yarn_parameters (GPT-OSS's class default yarn),
+    # ``partial_rotary_factor = rope_parameters_dict.get("partial_rotary_factor", 1.0)``
+    "gpt_oss": True,
+    # transformers/modeling_rope_utils.py: _compute_llama3_parameters (Higgs Audio v2's class default
+    # llama3), ``dim = int(head_dim * partial_rotary_factor)``
+    "higgs_audio_v2": True,
+    # transformers/models/mellum/modeling_mellum.py: MellumRotaryEmbedding,
+    # ``partial_rotary_factor = config.rope_parameters[layer_type].get("partial_rotary_factor", 1.0)``
+    "mellum": True,
+    # transformers/modeling_rope_utils.py: _compute_yarn_parameters (Ministral 3's class default yarn),
+    # ``partial_rotary_factor = rope_parameters_dict.get("partial_rotary_factor", 1.0)``
+    "ministral3": True,
+    # transformers/modeling_rope_utils.py: _compute_yarn_parameters (Mistral Large 4's class default yarn),
+    # ``partial_rotary_factor = rope_parameters_dict.get("partial_rotary_factor", 1.0)``
+    "mistral_large4": True,
+    # transformers/modeling_rope_utils.py: _compute_yarn_parameters (its text model's class default yarn),
+    # ``partial_rotary_factor = rope_parameters_dict.get("partial_rotary_factor", 1.0)``
+    "mistral_large4_text": True,
+    # transformers/modeling_rope_utils.py: _compute_yarn_parameters (OpenAI Privacy Filter's class
+    # default yarn), ``partial_rotary_factor = rope_parameters_dict.get("partial_rotary_factor", 1.0)``
+    "openai_privacy_filter": True,
+    # transformers/models/glm4_moe/modeling_glm4_moe.py: Glm4MoeRotaryEmbedding (AutoModel builds
+    # Glm4MoeModel for sarvam_moe), ``partial_rotary_factor = config.rope_parameters.get("partial_rotary_factor", 1.0)``
+    "sarvam_moe": True,
+    # transformers/models/solar_open/modeling_solar_open.py: SolarOpenRotaryEmbedding,
+    # ``partial_rotary_factor = config.rope_parameters.get("partial_rotary_factor", 1.0)``
+    "solar_open": True,
+}
+
 #: Model types whose transformers code reads ``partial_rotary_factor`` (their rotary module's
-#: default frequencies span ``int(head_dim * factor)`` and their ``apply_rotary_pos_emb`` rotates
-#: only that much; transformers 5.24). Every other type in :data:`MODEL_LAYOUTS` rotates the whole
-#: head and ignores a factor in its config, as here (OLMoE, Llama, Qwen2/3, ...: honouring it
-#: there gives errors of 5-8 against transformers). Unknown model
-#: types, read with ``layout=``, honour it. GPT-J and CodeGen rotate ``rotary_dim`` features and
-#: Gemma 4 zeroes frequencies (``proportional``) instead.
+#: default frequencies span ``int(head_dim * factor)`` and their attention rotates only that much):
+#: :data:`posenc.config.generated.READS_PARTIAL`, read off each type's own rotary path, with
+#: :data:`_PARTIAL_OVERRIDES` for the types it cannot judge. Every other type in
+#: :data:`MODEL_LAYOUTS` rotates the whole head and ignores a factor in its config, as here (OLMoE,
+#: Llama, Qwen2/3, GLM-ASR's Llama text model, ...: honouring it there gives errors of 5-8 against
+#: transformers). Unknown model types, read with ``layout=``, honour it. GPT-J and CodeGen rotate
+#: ``rotary_dim`` features and Gemma 4 zeroes frequencies (``proportional``) instead.
+#: Only types of :data:`MODEL_LAYOUTS` are kept: the set is consulted for them alone (MRoPE types
+#: and the encoder-decoder Moonshine read their share their own way).
 _READS_PARTIAL = frozenset(
-    {
-        "gpt_neox",
-        "phi",
-        "phi3",
-        "stablelm",
-        "persimmon",
-        "nemotron",
-        "glm",
-        "glm4",
-        "qwen3_next",
-        "qwen3_5",
-        "qwen3_5_moe",
-        "qwen3_5_text",
-        "qwen3_5_moe_text",
-        "solar_open",
-        "bamba",
-        "apertus1p5",
-        "apertus1p5_text",
-        "glm4_moe",
-        "glm4_moe_lite",
-        "sarvam_moe",
-        "glmasr_encoder",
-        "gpt_oss",
-        "higgs_audio_v2",
-        "minimax_m2",
-        "ministral3",
-        "mistral4",
-        "mistral_large4",
-        "mistral_large4_text",
-        "nemotron3_5_transcribe_asr_audio",
-        "nemotron3_5_transcribe_word_timestamp",
-        "nemotron3_diarization_audio",
-        "openai_privacy_filter",
-        "phi4_multimodal",
-        "recurrent_gemma",
-        "laguna",
-        "mimo_v2_flash",
-        "zaya",
-        "dots3_note",
-        "dots3_note_audio_encoder",
-        "dots3_note_text",
-        "gpt_neox_japanese",
-        "mellum",
-        "moonshine_streaming",
-        "step3p5",
-        "step3p7",
-        "minimax_m3_vl",
-        "minimax_m3_vl_text",
-    }
+    model_type
+    for model_type, reads in {**READS_PARTIAL, **_PARTIAL_OVERRIDES}.items()
+    if reads and model_type in MODEL_LAYOUTS
 )
 #: Model types with a RoPE per layer type whose rotary module reads ``partial_rotary_factor`` from
 #: each layer type's dict only (1 when absent there), never from the config's top level (HF

@@ -28,7 +28,7 @@ __all__ = ["AGAIN_S", "reset", "send_again", "acknowledge", "acknowledged", "shi
 #: twice a second at most, which leaves a clean-up between two deliveries ample time to finish.
 AGAIN_S = 0.5
 
-_state: dict[str, Any] = {"acknowledged": False, "shielded": 0, "thread": None}
+_state: dict[str, Any] = {"signum": 0, "acknowledged": False, "shielded": 0, "thread": None}
 
 
 def reset() -> None:
@@ -42,10 +42,11 @@ def send_again(signum: int, handler: Callable[[int, Any], Any]) -> None:
     signal's handler, nothing is :func:`shielded` and the command has not :func:`acknowledge`\\ d it."""
     if _state["acknowledged"] or threading.current_thread() is not threading.main_thread():
         return
+    _state["signum"] = signum  # the latest: a thread still running from an earlier command sends it
     thread = _state["thread"]
     if thread is not None and thread.is_alive():
         return
-    thread = threading.Thread(target=_deliver, args=(signum, handler), name="posenc-signal-again", daemon=True)
+    thread = threading.Thread(target=_deliver, args=(handler,), name="posenc-signal-again", daemon=True)
     _state["thread"] = thread
     thread.start()
 
@@ -70,10 +71,11 @@ def shielded() -> Iterator[None]:
         _state["shielded"] -= 1
 
 
-def _deliver(signum: int, handler: Callable[[int, Any], Any]) -> None:
+def _deliver(handler: Callable[[int, Any], Any]) -> None:
     main = threading.main_thread()
     while True:
         time.sleep(AGAIN_S)
+        signum = _state["signum"]
         if _state["acknowledged"] or not main.is_alive() or signal.getsignal(signum) is not handler:
             return
         if _state["shielded"]:

@@ -21,19 +21,21 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["AGAIN_S", "reset", "send_again", "acknowledge", "acknowledged", "shielded"]
+__all__ = ["AGAIN_S", "reset", "send_again", "acknowledge", "shielded"]
 
 #: Seconds between two deliveries: a lost exception costs at most this (plus the time the main thread
 #: spends inside one C call, which no signal interrupts), and the main thread meets the signal about
 #: twice a second at most, which leaves a clean-up between two deliveries ample time to finish.
 AGAIN_S = 0.5
 
-_state: dict[str, Any] = {"signum": 0, "acknowledged": False, "shielded": 0, "thread": None}
+_state: dict[str, Any] = {"signum": 0, "acknowledged": False, "shielded": 0, "command": 0, "thread": None}
 
 
 def reset() -> None:
-    """A new command begins: no signal has been taken yet."""
+    """A command begins or ends (the outermost block that raises on a signal): nothing taken yet,
+    and nothing an earlier command's signal started is sent into this one."""
     _state["acknowledged"] = False
+    _state["command"] += 1
 
 
 def send_again(signum: int, handler: Callable[[int, Any], Any]) -> None:
@@ -42,11 +44,12 @@ def send_again(signum: int, handler: Callable[[int, Any], Any]) -> None:
     signal's handler, nothing is :func:`shielded` and the command has not :func:`acknowledge`\\ d it."""
     if _state["acknowledged"] or threading.current_thread() is not threading.main_thread():
         return
-    _state["signum"] = signum  # the latest: a thread still running from an earlier command sends it
+    _state["signum"] = signum
     thread = _state["thread"]
-    if thread is not None and thread.is_alive():
+    if thread is not None and thread.is_alive() and thread.command == _state["command"]:
         return
-    thread = threading.Thread(target=_deliver, args=(handler,), name="posenc-signal-again", daemon=True)
+    thread = threading.Thread(target=_deliver, args=(handler, _state["command"]), name="posenc-signal-again")
+    thread.daemon, thread.command = True, _state["command"]
     _state["thread"] = thread
     thread.start()
 
@@ -54,11 +57,6 @@ def send_again(signum: int, handler: Callable[[int, Any], Any]) -> None:
 def acknowledge() -> None:
     """The command has taken the signal: it is saving or reporting, and nothing is sent again."""
     _state["acknowledged"] = True
-
-
-def acknowledged() -> bool:
-    """Whether a signal ended the command, which said so (see :func:`acknowledge`)."""
-    return bool(_state["acknowledged"])
 
 
 @contextlib.contextmanager
@@ -71,18 +69,18 @@ def shielded() -> Iterator[None]:
         _state["shielded"] -= 1
 
 
-def _deliver(handler: Callable[[int, Any], Any]) -> None:
+def _deliver(handler: Callable[[int, Any], Any], command: int) -> None:
+    import _thread
+
     main = threading.main_thread()
     while True:
         time.sleep(AGAIN_S)
         signum = _state["signum"]
-        if _state["acknowledged"] or not main.is_alive() or signal.getsignal(signum) is not handler:
+        if _state["acknowledged"] or _state["command"] != command or not main.is_alive():
             return
-        if _state["shielded"]:
-            continue
-        if hasattr(signal, "pthread_kill"):  # to the main thread itself: a sleep or a wait there ends (EINTR)
-            signal.pthread_kill(main.ident, signum)
-        else:  # pragma: no cover - Windows
-            import _thread
-
+        if signal.getsignal(signum) is not handler:
+            return
+        if not _state["shielded"]:
+            # runs the handler in place in the main thread, as a signal would; never the default
+            # action (a handler put back in between: SIGTERM's would end the process silently)
             _thread.interrupt_main(signum)

@@ -32,6 +32,8 @@ MAX_THREADS = 1024
 #: The signals that end a command, and the handlers :func:`main` found for them while it holds them.
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _found: dict[int, Any] = {}
+#: Whether a signal ended the command (set by :func:`stopped`): :func:`main` then exits at once.
+_ended = {"by_signal": False}
 
 
 def fail(message: str, code: int = 2):  # -> NoReturn
@@ -69,6 +71,7 @@ def stopped(err: BaseException) -> tuple[str, int]:
     from .. import _interrupts
 
     _interrupts.acknowledge()
+    _ended["by_signal"] = True
     signum = int(getattr(err, "signum", signal.SIGINT))
     return _how(signum), 128 + signum
 
@@ -222,8 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     A command that a signal ended exits at once: the interpreter's own exit after it (freeing torch's
     and matplotlib's modules, C++ destructors) took 2-8 s on a loaded machine, with every file
     already written or removed. The ``atexit`` functions still run; only that teardown is skipped."""
-    from .. import _interrupts
-
+    _ended["by_signal"] = False
     with _signals_end_the_process():
         code = _run(argv)
     if argv is None and threading.current_thread() is threading.main_thread():
@@ -232,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             # mostly after Python stops handling signals): a signal now would only turn that exit into
             # a silent death by the signal, so it waits, and is dropped with the process
             signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-        if _interrupts.acknowledged():
+        if _ended["by_signal"]:
             _exit_now(code)
     return code
 

@@ -339,6 +339,8 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         _signalled["blocks"] -= 1
+        if not _signalled["blocks"]:
+            _interrupts.reset()  # nothing is sent again after the block
         for signum in taken:
             signal.signal(signum, previous[signum])
 

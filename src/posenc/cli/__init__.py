@@ -111,8 +111,9 @@ def _signals_interrupt() -> Iterator[None]:
     """For the duration (a command), the handlers :func:`main` found are back, and SIGINT and SIGTERM
     raise ``Interrupted`` (a KeyboardInterrupt); :func:`main`'s after. The exception can go off
     where it is dropped (a finalizer, a library's bare ``except:``; see ``terminate_as_interrupt``):
-    training then stops after its next step, the command ends as interrupted when it returns, and
-    a finalizer prints no traceback."""
+    the signal is then sent again every half second until the command takes it (see
+    :mod:`posenc._interrupts`), training stops after its step in progress, and a finalizer prints
+    no traceback."""
     if not _found or threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import _interrupts
+
 __all__ = ["replaced_whole", "fsync_path", "remove_stale_temporaries", "file_in_the_way"]
 
 #: fsync errors that mean "this file system does not flush" (some FUSE and network mounts), not a failed write
@@ -33,7 +35,7 @@ def replaced_whole(path: str | os.PathLike) -> Iterator[Path]:
         fsync_path(tmp)
         os.replace(tmp, path)
     except BaseException as err:
-        with contextlib.suppress(OSError):
+        with _interrupts.shielded(), contextlib.suppress(OSError):  # a signal sent again waits for this
             if tmp.is_file():
                 tmp.unlink()
         if isinstance(err, OSError) and err.filename is None and err.errno is not None:

@@ -32,6 +32,8 @@ MAX_THREADS = 1024
 #: The signals that end a command, and the handlers :func:`main` found for them while it holds them.
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _found: dict[int, Any] = {}
+#: Whether a signal ended the command (set by :func:`stopped`): :func:`main` then exits at once.
+_ended = {"by_signal": False}
 
 
 def fail(message: str, code: int = 2):  # -> NoReturn
@@ -64,7 +66,12 @@ def usable_path(option: str, path: str | os.PathLike) -> None:
 def stopped(err: BaseException) -> tuple[str, int]:
     """How a command stopped by ``err`` says so, and its exit code: ``("interrupted", 130)`` for
     Ctrl-C, ``("stopped by SIGTERM", 143)`` for posenc's SIGTERM interrupt (128 + the signal, as a
-    shell reports a process that a signal ended)."""
+    shell reports a process that a signal ended). The command is then taking the signal: it is
+    no longer sent again (see :mod:`posenc._interrupts`), and :func:`main` ends the process at once."""
+    from .. import _interrupts
+
+    _interrupts.acknowledge()
+    _ended["by_signal"] = True
     signum = int(getattr(err, "signum", signal.SIGINT))
     return _how(signum), 128 + signum
 
@@ -104,8 +111,9 @@ def _signals_interrupt() -> Iterator[None]:
     """For the duration (a command), the handlers :func:`main` found are back, and SIGINT and SIGTERM
     raise ``Interrupted`` (a KeyboardInterrupt); :func:`main`'s after. The exception can go off
     where it is dropped (a finalizer, a library's bare ``except:``; see ``terminate_as_interrupt``):
-    training then stops after its next step, the command ends as interrupted when it returns, and
-    a finalizer prints no traceback."""
+    the signal is then sent again every half second until the command takes it (see
+    :mod:`posenc._interrupts`), training stops after its step in progress, and a finalizer prints
+    no traceback."""
     if not _found or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -213,15 +221,35 @@ def build_app():  # -> typer.Typer
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``posenc`` script (``argv`` None: the command line's); returns the exit code."""
+    """Entry point of the ``posenc`` script (``argv`` None: the command line's); returns the exit code.
+
+    A command that a signal ended exits at once: the interpreter's own exit after it (freeing torch's
+    and matplotlib's modules, C++ destructors) took 2-8 s on a loaded machine, with every file
+    already written or removed. The ``atexit`` functions still run; only that teardown is skipped."""
+    _ended["by_signal"] = False
     with _signals_end_the_process():
         code = _run(argv)
-    if argv is None and threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
-        # the command is done and the interpreter's exit follows (long with torch loaded, and
-        # mostly after Python stops handling signals): a signal now would only turn that exit into
-        # a silent death by the signal, so it waits, and is dropped with the process
-        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    if argv is None and threading.current_thread() is threading.main_thread():
+        if hasattr(signal, "pthread_sigmask"):
+            # the command is done and the interpreter's exit follows (long with torch loaded, and
+            # mostly after Python stops handling signals): a signal now would only turn that exit into
+            # a silent death by the signal, so it waits, and is dropped with the process
+            signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        if _ended["by_signal"]:
+            _exit_now(code)
     return code
+
+
+def _exit_now(code: int) -> None:  # -> NoReturn
+    """End the process with ``code`` after the ``atexit`` functions and with the output flushed,
+    without the interpreter's teardown."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _run(argv: list[str] | None) -> int:

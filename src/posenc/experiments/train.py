@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as nnf
 from torch import Tensor, nn
 
+from .. import _interrupts
 from .. import functional as F
 from .._files import replaced_whole
 from .criteria import criterion_met
@@ -303,6 +304,7 @@ _signalled = {"signum": 0, "blocks": 0}
 
 def _interrupt(signum: int, frame: Any) -> None:
     _signalled["signum"] = _signalled["signum"] or signum
+    _interrupts.send_again(signum, _interrupt)  # until the command takes it: this exception may be lost
     raise Interrupted(None, None, signum)
 
 
@@ -329,6 +331,7 @@ def terminate_as_interrupt() -> Iterator[None]:
         taken.append(signal.SIGINT)
     if not _signalled["blocks"]:  # the outermost block: no signal has arrived in it yet
         _signalled["signum"] = 0
+        _interrupts.reset()
     _signalled["blocks"] += 1
     try:
         for signum in taken:
@@ -336,6 +339,8 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         _signalled["blocks"] -= 1
+        if not _signalled["blocks"]:
+            _interrupts.reset()  # nothing is sent again after the block
         for signum in taken:
             signal.signal(signum, previous[signum])
 
@@ -349,6 +354,8 @@ def _deferred_interrupt(enabled: bool) -> Iterator[dict[str, int]]:
     a signal that is ignored stays ignored. A signal that arrived earlier in the
     :func:`terminate_as_interrupt` block (its exception dropped on the way) sets the flag at once."""
     state = {"hit": _signalled["signum"] if enabled and _signalled["blocks"] else 0}
+    if state["hit"]:
+        _interrupts.acknowledge()  # training takes it over: the step in progress is saved, then it stops
     signums = (signal.SIGINT, signal.SIGTERM)
     previous = {signum: signal.getsignal(signum) for signum in signums} if _main_thread() else {}
     caught = [signum for signum, was in previous.items() if was is not None and was is not signal.SIG_IGN]
@@ -358,6 +365,7 @@ def _deferred_interrupt(enabled: bool) -> Iterator[dict[str, int]]:
 
     def handler(signum: int, frame: Any) -> None:
         state["hit"] = state["hit"] or signum
+        _interrupts.acknowledge()
         signal.signal(signum, previous[signum])  # a second one does what it did before
 
     for signum in caught:

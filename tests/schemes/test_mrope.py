@@ -137,7 +137,7 @@ def test_bad_configs_and_positions_are_named():
     q, k = _qk(5, 16)
     with pytest.raises(ValueError, match=r"expected text positions \[s\] or \[b, s\], or MRoPE coordinates"):
         mrope.rotate(q, k, torch.zeros(2, 5, 2, dtype=torch.long), torch.zeros(2, 5, 2, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"with s=5; got shape \(4, 3\)"):
+    with pytest.raises(ValueError, match=r"with s = length = 5; got shape \(4, 3\)"):
         mrope.rotate(q, k, torch.zeros(4, 3, dtype=torch.long), torch.zeros(4, 3, dtype=torch.long))
     base = {"hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1e6}
     with pytest.raises(ValueError, match=r"'mrope_section' must be a list of three numbers .* got 16"):

@@ -115,7 +115,7 @@ def _default_sections(config: Mapping[str, Any], params: Mapping[str, Any], head
             f"model_type {model_type!r}: the config has no 'mrope_section', and the sections its transformers "
             f"rotary module falls back to, {sections}, span {sum(sections)} rotary pairs, not the {pairs} of its "
             f"rotated width {width} (transformers' freq.split fails on this config); give 'mrope_section' in the rope "
-            f"parameters, three numbers of pairs summing to {pairs}"
+            f"parameters ('rope_parameters', or the legacy 'rope_scaling'), three numbers of pairs summing to {pairs}"
         )
     h = len(range(1, min(3 * sections[1], pairs), 3))
     w = len(range(2, min(3 * sections[2], pairs), 3))

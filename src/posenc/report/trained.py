@@ -32,7 +32,7 @@ ENCODINGS = "encodings"
 #: figure for bias schemes, and for the schemes with a learned table that is not a bias these.
 TRAINED_AFTER = {"learned": "heatmap", "shaw": "logits"}
 #: At most this many (experiment, task) groups are drawn per scheme; the others are named in a note.
-MAX_GROUPS = 4
+MAX_GROUPS = 6
 _NAME = re.compile(
     r"^(?P<experiment>[^_]+(?:_[^_]+)*)__(?P<task>.+?)__(?P<spec>.+?)__seed(?P<seed>\d+)(?:__(?P<variant>.+))?$"
 )

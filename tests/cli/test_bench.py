@@ -486,6 +486,8 @@ def test_missing_bias_peers_are_named_with_their_extra(capsys, monkeypatch):
     skipped row naming the extra, listed under the table, not left out in silence."""
     import sys
 
+    for name in [m for m in sys.modules if m.split(".")[0] in ("transformers", "x_transformers")]:
+        monkeypatch.setitem(sys.modules, name, None)  # submodules imported by earlier tests too
     monkeypatch.setitem(sys.modules, "transformers", None)  # an import of it raises ImportError
     monkeypatch.setitem(sys.modules, "x_transformers", None)
     monkeypatch.setitem(report.QUICK, "bias_lengths", (16,))
@@ -512,6 +514,8 @@ def test_a_section_without_its_library_ends_in_one_line_naming_the_extra(capsys,
     """``--sections transformers`` without transformers: exit 1 and the extra, not a traceback."""
     import sys
 
+    for name in [m for m in sys.modules if m.split(".")[0] == "transformers"]:
+        monkeypatch.setitem(sys.modules, name, None)  # submodules imported by earlier tests too
     monkeypatch.setitem(sys.modules, "transformers", None)
     code = main(["bench", "--sections", "transformers", "--allocator", "system"])
     captured = capsys.readouterr()

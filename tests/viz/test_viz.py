@@ -359,13 +359,13 @@ def _record(experiment, task, scheme, variant, metrics, *, seed=0, train_length=
 
 
 def test_length_figure_of_one_task_length_draws_bars_named_by_run():
-    from posenc.experiments.plots import _group_figure
+    from posenc.experiments.plots import group_figure
 
     records = [
         _record("length", "word-order", scheme, "default", {"per_length": {"3": {"exact_match": value}}})
         for scheme, value in (("rope", 0.5625), ("alibi", 0.25))
     ]
-    ax = _group_figure("length", "word-order", records).axes[0]
+    ax = group_figure("length", "word-order", records).axes[0]
     assert [bar.get_height() for bar in ax.patches] == [0.25, 0.5625]  # sorted by name
     assert [t.get_text() for t in ax.get_xticklabels()] == ["alibi", "rope"]
     assert "n = 3" in ax.get_xlabel() and not ax.lines  # no line through a single x value
@@ -373,7 +373,7 @@ def test_length_figure_of_one_task_length_draws_bars_named_by_run():
 
 
 def test_length_and_loss_figures_tick_whole_numbers_only():
-    from posenc.experiments.plots import _group_figure
+    from posenc.experiments.plots import group_figure
 
     per_length = {"2": {"exact_match": 1.0}, "5": {"exact_match": 0.5}}
     lengths = [_record("length", "copy", "rope", "default", {"per_length": per_length})]
@@ -381,7 +381,7 @@ def test_length_and_loss_figures_tick_whole_numbers_only():
         _record("extend", "text", "rope", "linear", {"loss_per_position": [1.0, 1.5, 2.0, 2.5, 3.0]}, train_length=4)
     ]
     for experiment, task, records in (("length", "copy", lengths), ("extend", "text", losses)):
-        figure = _group_figure(experiment, task, records)
+        figure = group_figure(experiment, task, records)
         ax = figure.axes[0]
         _rendered(figure)
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
@@ -390,7 +390,7 @@ def test_length_and_loss_figures_tick_whole_numbers_only():
 
 def test_probe_values_below_the_floor_are_written_apart_and_inside_the_axes():
     """The audit's figure: -0.36 drawn over -0.35 at one layer, -0.29 cut off at the right edge."""
-    from posenc.experiments.plots import _group_figure
+    from posenc.experiments.plots import group_figure
 
     def probe(scheme, r2):
         per_layer = [{"layer": i, "r2": v} for i, v in enumerate(r2)]
@@ -401,7 +401,7 @@ def test_probe_values_below_the_floor_are_written_apart_and_inside_the_axes():
         probe("rope", [-0.2, -0.35, -0.5, 0.1]),
         probe("sinusoidal", [1.0, 0.99, 0.98, 0.9]),
     ]
-    figure = _group_figure("probe", "text", records)
+    figure = group_figure("probe", "text", records)
     ax = figure.axes[0]
     _rendered(figure)
     renderer = figure.canvas.get_renderer()

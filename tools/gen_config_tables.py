@@ -470,30 +470,27 @@ def _applies_narrow(model_type: str, module: Any, cos: Any, sin: Any, width: int
     return out.shape[-1] == width and torch.equal(out[..., r:], q[..., r:])
 
 
-def partial_readers() -> dict[str, bool]:
-    """:func:`reads_partial` of every rotary model type, where it is read."""
+def _per_type(probe: Any) -> dict[str, Any]:
+    """``probe(model_type)`` of every rotary model type, where it gives an answer (not None)."""
     import transformers
 
     transformers.logging.set_verbosity_error()
     found = {}
     for model_type in rotary_model_types():
-        reads = reads_partial(model_type)
-        if reads is not None:
-            found[model_type] = reads
+        answer = probe(model_type)
+        if answer is not None:
+            found[model_type] = answer
     return found
+
+
+def partial_readers() -> dict[str, bool]:
+    """:func:`reads_partial` of every rotary model type, where it is read."""
+    return _per_type(reads_partial)
 
 
 def pair_layouts() -> dict[str, str]:
     """:func:`pair_layout` of every rotary model type, where it is read."""
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    found = {}
-    for model_type in rotary_model_types():
-        layout = pair_layout(model_type)
-        if layout is not None:
-            found[model_type] = layout
-    return found
+    return _per_type(pair_layout)
 
 
 def differences(old: dict[str, Any], new: dict[str, Any], table: str = "") -> list[str]:
